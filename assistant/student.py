@@ -1,0 +1,130 @@
+"""The local student model: llama.cpp through llama-cpp-python, in this process."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assistant.errors import ModelError
+
+
+def default_threads() -> int:
+    """All CPUs this process may use (llama-cpp-python's own default is half of them)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def gpu_offload_supported() -> bool:
+    """True when this llama.cpp build can offload layers to a GPU (CUDA, Metal, Vulkan...)."""
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_seconds: float  # until the first token
+    decode_seconds: float  # first token to last
+
+    @property
+    def tokens_per_second(self) -> float:
+        # Decode speed excludes the first token, which carries the prompt's cost.
+        if self.completion_tokens < 2 or self.decode_seconds <= 0:
+            return 0.0
+        return (self.completion_tokens - 1) / self.decode_seconds
+
+
+class Student:
+    def __init__(
+        self, path: Path, *, n_ctx: int = 4096, gpu: str = "auto", threads: int = 0, seed: int = 0
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ModelError(f"llama-cpp-python is not installed: {exc}") from None
+        self.path = path
+        self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
+        kwargs: dict[str, Any] = {
+            "model_path": str(path),
+            "n_ctx": n_ctx,
+            "n_gpu_layers": self.gpu_layers,
+            "seed": seed,
+            "n_threads": threads or default_threads(),
+            "n_threads_batch": threads or default_threads(),
+            "verbose": False,
+        }
+        try:
+            self._llm = Llama(**kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelError(f"llama.cpp could not load {path}: {exc}") from None
+        self.n_ctx = n_ctx
+
+    def close(self) -> None:
+        """Free the model now (llama-cpp-python's own finaliser fails at interpreter exit)."""
+        llm = self.__dict__.pop("_llm", None)
+        if llm is not None:
+            llm.close()
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu_layers != 0
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 384,
+        temperature: float = 0.0,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Generation:
+        """Generate a reply, streaming pieces to ``on_text`` as they come."""
+        prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
+        if prompt_tokens + 16 >= self.n_ctx:
+            raise ModelError(
+                f"the prompt needs about {prompt_tokens} tokens but the student's context is "
+                f"{self.n_ctx}; lower pipeline.k or raise student.n_ctx"
+            )
+        max_tokens = min(max_tokens, self.n_ctx - prompt_tokens - 16)
+        started = time.perf_counter()
+        first: float | None = None
+        pieces: list[str] = []
+        count = 0
+        stream = self._llm.create_chat_completion(
+            messages=[dict(m) for m in messages],  # type: ignore[misc]
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=True,
+        )
+        for chunk in stream:
+            choice: Any = chunk["choices"][0]  # type: ignore[index]
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            piece = delta.get("content") if isinstance(delta, dict) else None
+            if not piece:
+                continue
+            count += 1
+            if first is None:
+                first = time.perf_counter()
+            pieces.append(piece)
+            if on_text is not None:
+                on_text(piece)
+        ended = time.perf_counter()
+        first = first or ended
+        return Generation(
+            text="".join(pieces).strip(),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=count,
+            prompt_seconds=first - started,
+            decode_seconds=ended - first,
+        )

@@ -1,0 +1,103 @@
+"""The teacher: any OpenAI-compatible endpoint, reached only through egress.send."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from assistant import egress
+from assistant.config import TeacherSettings
+from assistant.errors import TeacherError
+
+
+@dataclass
+class CallRecord:
+    purpose: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str | None
+
+
+@dataclass
+class Teacher:
+    """A configured teacher plus the calls made through it."""
+
+    endpoint: egress.Endpoint
+    model: str
+    structured: str  # "json_schema" | "json_object" | "off" (never "auto" here)
+    max_tokens: int = 2048
+    temperature: float = 0.0
+    calls: list[CallRecord] = field(default_factory=list)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: TeacherSettings,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        local: bool,
+    ) -> Teacher:
+        structured = settings.structured
+        if structured == "auto":
+            # llama-cpp-python's server answers HTTP 500 to json_schema but enforces
+            # {"type": "json_object", "schema": ...}; OpenAI, vLLM and Ollama take json_schema.
+            structured = "json_object" if local else "json_schema"
+        return cls(
+            endpoint=egress.Endpoint(
+                base_url=base_url,
+                api_key=api_key,
+                timeout=settings.timeout,
+                max_retries=settings.max_retries,
+            ),
+            model=model,
+            structured=structured,
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
+        )
+
+    def response_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        if self.structured == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        if self.structured == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return None
+
+    def request(
+        self,
+        purpose: str,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        max_tokens: int | None = None,
+    ) -> egress.ChatRequest:
+        return egress.ChatRequest(
+            purpose=purpose,
+            model=self.model,
+            messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
+            max_tokens=max_tokens or self.max_tokens,
+            temperature=self.temperature,
+            response_format=self.response_format(purpose, schema),
+        )
+
+    def complete(self, request: egress.ChatRequest) -> egress.ChatReply:
+        reply = egress.send(self.endpoint, request)
+        if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
+            raise TeacherError("the teacher gave an unexpected reply type")
+        self.calls.append(
+            CallRecord(
+                purpose=request.purpose,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                seconds=reply.seconds,
+                finish_reason=reply.finish_reason,
+            )
+        )
+        return reply
+
+    def probe(self) -> tuple[str, ...]:
+        reply = egress.send(self.endpoint, egress.ModelsRequest())
+        assert isinstance(reply, egress.ModelsReply)
+        return reply.models

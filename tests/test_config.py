@@ -1,0 +1,73 @@
+"""Settings precedence: flag > env > file > default, with clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assistant import config
+from assistant.errors import ConfigError
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, "utf-8")
+    return path
+
+
+def test_defaults(tmp_path: Path) -> None:
+    s = config.load(env={}, config_file=tmp_path / "absent.toml")
+    assert s.pipeline.n == 15 and s.pipeline.k == 15 and s.teacher.endpoint == "local"
+    assert set(s.sources.values()) == {"default"}
+
+
+def test_precedence_flag_env_file_default(tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "c.toml", '[pipeline]\nk = 7\nn = 9\nmode = "graph"\n[teacher]\ntimeout = 12.5\n'
+    )
+    env = {"DRAG_PIPELINE_K": "5", "DRAG_PIPELINE_N": "11"}
+    s = config.load({"pipeline.k": 3}, env=env, config_file=f)
+    assert (s.pipeline.k, s.sources["pipeline.k"]) == (3, "flag")
+    assert (s.pipeline.n, s.sources["pipeline.n"]) == (11, "env")
+    assert (s.pipeline.mode, s.sources["pipeline.mode"]) == ("graph", "file")
+    assert (s.teacher.timeout, s.sources["teacher.timeout"]) == (12.5, "file")
+    assert (s.student.n_ctx, s.sources["student.n_ctx"]) == (4096, "default")
+    rows = {r["key"]: r for r in config.effective(s)}
+    assert rows["pipeline.k"]["env"] == "DRAG_PIPELINE_K" and rows["pipeline.k"]["value"] == 3
+
+
+def test_with_flags_keeps_lower_layers(tmp_path: Path) -> None:
+    s = config.load(env={"DRAG_PIPELINE_N": "4"}, config_file=tmp_path / "x.toml")
+    s2 = s.with_flags({"pipeline.mode": "none"})
+    assert s2.pipeline.mode == "none" and s2.pipeline.n == 4 and s2.sources["pipeline.n"] == "env"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DRAG_PIPELINE_K": "many"}, "pipeline.k (env): 'many' is not a whole number"),
+        ({"DRAG_PIPELINE_K": "0"}, "below the minimum"),
+        ({"DRAG_PIPELINE_MODE": "magic"}, "is not one of evidence, graph, combined, none"),
+        ({"DRAG_TEACHER_TIMEOUT": "soon"}, "is not a number"),
+    ],
+)
+def test_bad_env_values(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config.load(env=env, config_file=tmp_path / "x.toml")
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        config.load(env={}, config_file=write(tmp_path / "a.toml", "[pipeline\nk=1"))
+    with pytest.raises(ConfigError, match=r"unknown section \[nope\]"):
+        config.load(env={}, config_file=write(tmp_path / "b.toml", "[nope]\nx=1"))
+    with pytest.raises(ConfigError, match=r"unknown setting 'pipeline\.kk'"):
+        config.load(env={}, config_file=write(tmp_path / "c.toml", "[pipeline]\nkk=1"))
+    with pytest.raises(ConfigError, match="is not a whole number"):
+        config.load(env={}, config_file=write(tmp_path / "d.toml", "[pipeline]\nk=1.5"))
+
+
+def test_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        config.load(env={}, config_file=write(tmp_path / "a.toml", "[pipeline\nk=1\n\n\n"))
+    assert "\n" not in str(info.value)

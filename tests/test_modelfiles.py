@@ -1,0 +1,85 @@
+"""Locating and verifying GGUF files from the manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from assistant import modelfiles
+from assistant.errors import ModelError
+
+
+def test_manifest_entries_are_complete() -> None:
+    manifest = modelfiles.load_manifest()
+    assert "qwen2.5-coder-1.5b-instruct" in manifest and "smollm2-135m-instruct" in manifest
+    for spec in manifest.values():
+        assert len(spec.sha256) == 64 and spec.size > 0 and spec.license and spec.chat_template
+
+
+def test_resolve_bundled_test_model(test_model_path: Path) -> None:
+    path, spec = modelfiles.resolve("smollm2-135m-instruct")
+    assert path == test_model_path and spec is not None
+    assert path.stat().st_size == spec.size
+
+
+def test_corrupt_copy_is_refused(test_model_path: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "model.gguf"
+    shutil.copyfile(test_model_path, copy)
+    spec = modelfiles.load_manifest()["smollm2-135m-instruct"]
+    modelfiles.verify(copy, spec.sha256, name="copy")  # intact: fine
+    with copy.open("r+b") as fh:
+        fh.seek(1000)
+        byte = fh.read(1)
+        fh.seek(1000)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ModelError, match="corrupt"):
+        modelfiles.verify(copy, spec.sha256, name="copy")
+
+
+def test_paths_and_unknown_names(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        modelfiles.resolve(str(tmp_path / "missing.gguf"))
+    not_gguf = tmp_path / "x.gguf"
+    not_gguf.write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(ModelError, match="not a GGUF file"):
+        modelfiles.resolve(str(not_gguf))
+    with pytest.raises(ModelError, match="unknown model 'nope'"):
+        modelfiles.resolve("nope")
+
+
+def test_chunks_are_joined_once_and_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    payload = b"GGUF" + bytes(range(256)) * 50
+    cut = [payload[:5000], payload[5000:9000], payload[9000:]]
+    for i, piece in enumerate(cut, start=1):
+        pkg = site / f"fakechunk_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(piece)
+    monkeypatch.syspath_prepend(str(site))
+    spec = modelfiles.ModelSpec(
+        name="fake-chunked", file="fake.gguf", sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload), license="test", upstream="", chat_template="", install="(test)",
+        roles=(), source={"kind": "chunks", "packages": [f"fakechunk_part{i}" for i in (1, 2, 3)],
+                          "chunk": "data/part{index:02d}.bin"},
+    )  # fmt: skip
+    joined = modelfiles.locate(spec)
+    assert joined.read_bytes() == payload
+    # A wrong checksum in the manifest is caught, and no half file is left behind.
+    joined.unlink()
+    bad = modelfiles.ModelSpec(**{**spec.__dict__, "sha256": "0" * 64})
+    with pytest.raises(ModelError, match="do not match"):
+        modelfiles.locate(bad)
+    assert not joined.exists() and not list(joined.parent.glob("*.part"))
+    missing = modelfiles.ModelSpec(
+        **{**spec.__dict__, "source": {**spec.source, "packages": ["absent_pkg_xyz"]}}
+    )
+    with pytest.raises(ModelError, match="not installed"):
+        modelfiles.locate(missing)
+    sys.modules.pop("fakechunk_part1", None)

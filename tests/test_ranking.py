@@ -1,0 +1,68 @@
+"""RRF and fused ranking (pure logic; FakeEmbedder stands in for the real one here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from assistant.ranking import RRF_C, cosine, fuse, rank_texts, ranks_descending, rrf
+
+
+class FakeEmbedder:
+    """Maps each known text to a fixed vector (unit tests only)."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        m = np.array([self.table[t] for t in texts], dtype=np.float32)
+        return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_ranks_descending_most_similar_first() -> None:
+    assert ranks_descending([0.1, 0.9, 0.5]) == [3, 1, 2]
+    assert ranks_descending([0.5, 0.5]) == [1, 2]  # ties keep input order
+
+
+def test_rrf_formula() -> None:
+    scores = rrf([[1, 2], [2, 1]])
+    assert scores[0] == pytest.approx(1 / (RRF_C + 1) + 1 / (RRF_C + 2))
+    assert scores[0] == pytest.approx(scores[1])
+    with pytest.raises(ValueError):
+        rrf([[1, 2], [1]])
+
+
+def test_fuse_breaks_teacher_ties_by_similarity() -> None:
+    # Teacher order 1,2,3; similarity reversed.  Items 0 and 2 tie exactly
+    # (1/61 + 1/63): the more similar one (2) wins the tie.  RRF is convex, so
+    # both beat item 1, ranked second by both lists (2/62).
+    ranked = fuse([0.1, 0.5, 0.9], [1, 2, 3])
+    assert [r.index for r in ranked] == [2, 0, 1]
+    assert ranked[0].score == pytest.approx(ranked[1].score)
+    assert ranked[0].similarity_rank == 1
+
+
+def test_similarity_alone_puts_most_similar_first() -> None:
+    """Regression guard: the reference code sorts similarity ascending (least similar first)."""
+    sims = [0.2, 0.95, -0.3, 0.6]
+    ranked = fuse(sims, [1, 2, 3, 4], teacher_weight=0.0)
+    assert [r.similarity for r in ranked] == sorted(sims, reverse=True)
+
+
+def test_rank_texts_with_embeddings() -> None:
+    fake = FakeEmbedder({"q": [1, 0], "near": [0.9, 0.1], "far": [0, 1], "mid": [0.5, 0.5]})
+    ranked = rank_texts("q", ["far", "mid", "near"], fake)
+    assert ranked[0].index == 2  # "near": most similar, even though the teacher put it last
+    sims = {r.index: r.similarity for r in ranked}
+    assert sims[2] > sims[1] > sims[0]
+    assert rank_texts("q", [], fake) == []
+
+
+def test_cosine() -> None:
+    got = cosine(
+        np.array([1.0, 0.0], dtype=np.float32), np.array([[2, 0], [0, 3], [0, 0]], dtype=np.float32)
+    )
+    assert got.tolist() == pytest.approx([1.0, 0.0, 0.0])
