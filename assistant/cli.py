@@ -56,6 +56,15 @@ def read_stdin_question() -> str:
         ) from None
 
 
+def _kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
+    """The error to show, after keeping the question (nothing typed is lost)."""
+    error = exc if isinstance(exc, errors.DragError) else errors.Interrupted("interrupted")
+    if not question.strip():
+        return error
+    kept = drafts.keep(question, str(error), getattr(error, "reply", None))
+    return type(error)(f"{error} (your question is kept in {kept})")
+
+
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use."
@@ -156,11 +165,8 @@ def ask(ctx: click.Context, /, question: tuple[str, ...], as_json: bool, **kw: A
         with pipeline.Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
             on_text = (lambda piece: click.echo(piece, nl=False)) if stream else None
             result = pipeline.ask(rt, text, on_text=on_text)
-    except errors.DragError as exc:
-        if text.strip():  # nothing typed is lost
-            kept = drafts.keep(text, str(exc), getattr(exc, "reply", None))
-            raise type(exc)(f"{exc} (your question is kept in {kept})") from None
-        raise
+    except (errors.DragError, KeyboardInterrupt) as exc:
+        raise _kept(text, exc) from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
@@ -200,11 +206,9 @@ def chat(ctx: click.Context, /, **kw: Any) -> None:
                 result = pipeline.ask(rt, line, on_text=lambda piece: click.echo(piece, nl=False))
                 click.echo()
                 click.echo(_format_result(result, streamed=True))
-            except errors.DragError as exc:
-                kept = drafts.keep(line, str(exc), getattr(exc, "reply", None))
-                click.secho(
-                    f"drag: error: {exc} (your question is kept in {kept})", err=True, fg="red"
-                )
+            except (errors.DragError, KeyboardInterrupt) as exc:
+                click.echo()
+                click.secho(f"drag: error: {_kept(line, exc)}", err=True, fg="red")
 
 
 @cli.group("config")
@@ -333,8 +337,16 @@ def models_cmd(as_json: bool) -> None:
             state = "ready"
         except errors.ModelError as exc:
             path, state = None, str(exc)
-        rows.append({"name": spec.name, "file": spec.file, "license": spec.license,
-                     "size": spec.size, "path": path, "state": state})  # fmt: skip
+        rows.append(
+            {
+                "name": spec.name,
+                "file": spec.file,
+                "license": spec.license,
+                "size": spec.size,
+                "path": path,
+                "state": state,
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

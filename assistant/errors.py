@@ -40,6 +40,12 @@ class ModelError(DragError):
     exit_code = 4
 
 
+class Interrupted(DragError):
+    """The user pressed Ctrl+C while a question was being answered."""
+
+    exit_code = 130
+
+
 class TeacherError(DragError):
     """The teacher could not be reached or gave an unusable answer."""
 

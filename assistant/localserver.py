@@ -113,15 +113,24 @@ class LocalServer:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(self.model_path),
-            "--model_alias", ALIAS,
-            "--host", HOST,
-            "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
-            "--n_threads", str(self.threads),
-            "--n_threads_batch", str(self.threads),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            ALIAS,
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.threads),
+            "--n_threads_batch",
+            str(self.threads),
+        ]
 
     def start(self, *, timeout: float = 180.0) -> None:
         try:

@@ -213,16 +213,15 @@ def _graph_stage(runtime: Runtime, teacher: Teacher, result: AskResult) -> None:
         )
 
 
-def ask(
+def gather(
     runtime: Runtime,
     question: str,
     *,
     mode: Mode | None = None,
     n: int | None = None,
     k: int | None = None,
-    on_text: Callable[[str], None] | None = None,
 ) -> AskResult:
-    """Answer one question through the whole DRAG pipeline (at most 3 teacher calls)."""
+    """The teacher's part: evidence, ranking and graph (at most 3 teacher calls)."""
     p = runtime.settings.pipeline
     question = validate_question(question, p.max_question_chars)
     result = AskResult(question=question, mode=mode or p.mode, n=n or p.n, k=k or p.k)
@@ -231,24 +230,40 @@ def ask(
         "graph": graph.PROMPT_VERSION,
         "answer": answer.PROMPT_VERSION,
     }
-    if result.mode != "none":
-        teacher = runtime.teacher
-        calls_before = len(teacher.calls)
-        _evidence_stage(runtime, teacher, result)
-        if answer.uses_graph(result.mode):
-            _graph_stage(runtime, teacher, result)
-        calls = teacher.calls[calls_before:]
-        result.teacher = {
-            "endpoint": "local" if runtime.teacher_is_local else teacher.endpoint.base_url,
-            "model": teacher.model,
-            "structured": teacher.structured,
-            "calls": [asdict(c) for c in calls],
-            "prompt_tokens": sum(c.prompt_tokens for c in calls),
-            "completion_tokens": sum(c.completion_tokens for c in calls),
-        }
+    if result.mode == "none":
+        return result
+    teacher = runtime.teacher
+    calls_before = len(teacher.calls)
+    _evidence_stage(runtime, teacher, result)
+    if answer.uses_graph(result.mode):
+        _graph_stage(runtime, teacher, result)
+    calls = teacher.calls[calls_before:]
+    result.teacher = {
+        "endpoint": "local" if runtime.teacher_is_local else teacher.endpoint.base_url,
+        "model": teacher.model,
+        "structured": teacher.structured,
+        "calls": [asdict(c) for c in calls],
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+    }
+    return result
+
+
+def respond(
+    runtime: Runtime,
+    result: AskResult,
+    *,
+    prompt: str | None = None,
+    on_text: Callable[[str], None] | None = None,
+) -> AskResult:
+    """The student's part: answer with the top K context of ``result.mode``.
+
+    ``prompt`` replaces the question in the student's prompt (the benchmark
+    adds answer-format instructions); the teacher never sees it.
+    """
     student = runtime.student
     messages = answer.build_messages(
-        question,
+        prompt or result.question,
         [e.text for e in result.used_evidence],
         [tr.text for tr in result.used_triples],
         result.mode,
@@ -269,5 +284,19 @@ def ask(
         "decode_seconds": round(gen.decode_seconds, 4),
         "tokens_per_second": round(gen.tokens_per_second, 2),
     }
+    result.timings.pop("total", None)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return result
+
+
+def ask(
+    runtime: Runtime,
+    question: str,
+    *,
+    mode: Mode | None = None,
+    n: int | None = None,
+    k: int | None = None,
+    on_text: Callable[[str], None] | None = None,
+) -> AskResult:
+    """Answer one question through the whole DRAG pipeline (at most 3 teacher calls)."""
+    return respond(runtime, gather(runtime, question, mode=mode, n=n, k=k), on_text=on_text)

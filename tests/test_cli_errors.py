@@ -92,11 +92,14 @@ def test_teacher_down() -> None:
     [
         (b"<html>502 Bad Gateway</html>", "text/html", "did not answer with an OpenAI-style JSON"),
         (b'{"id": "x", "choices": [{"mess', "application/json", "sent a broken reply"),
-        (completion('{"evidence": ["Paris is the cap', "length"), "application/json",
-         "held no usable evidence (the reply was cut off at teacher.max_tokens)"),
+        (
+            completion('{"evidence": ["Paris is the cap', "length"),
+            "application/json",
+            "held no usable evidence (the reply was cut off at teacher.max_tokens)",
+        ),
         (completion('{"evidence": []}'), "application/json", "held no usable evidence"),
     ],
-)  # fmt: skip
+)
 def test_fake_teacher_bad_replies(body: bytes, content_type: str, expected: str) -> None:
     with fake_teacher_server(body, content_type) as url:
         proc = drag("ask", "Name a prime number.", env=remote(url))
@@ -129,3 +132,12 @@ def test_config_show_reports_sources() -> None:
     rows = {r["key"]: r for r in json.loads(proc.stdout)["settings"]}
     assert rows["pipeline.k"]["value"] == 4 and rows["pipeline.k"]["source"] == "env"
     assert rows["pipeline.n"]["source"] == "default"
+
+
+def test_interrupt_keeps_the_question() -> None:
+    from assistant.cli import _kept
+    from assistant.errors import Interrupted
+
+    error = _kept("What is 2+2?", KeyboardInterrupt())
+    assert isinstance(error, Interrupted) and error.exit_code == 130
+    assert json.loads(kept_file(str(error)).read_text("utf-8"))["question"] == "What is 2+2?"

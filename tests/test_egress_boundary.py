@@ -14,9 +14,22 @@ import assistant
 
 PACKAGE = Path(assistant.__file__).parent
 NETWORK_MODULES = {
-    "socket", "ssl", "http", "urllib", "urllib3", "httpx", "httpcore", "requests",
-    "aiohttp", "websockets", "websocket", "openai", "ftplib", "smtplib", "telnetlib",
-}  # fmt: skip
+    "socket",
+    "ssl",
+    "http",
+    "urllib",
+    "urllib3",
+    "httpx",
+    "httpcore",
+    "requests",
+    "aiohttp",
+    "websockets",
+    "websocket",
+    "openai",
+    "ftplib",
+    "smtplib",
+    "telnetlib",
+}
 # localserver binds a socket to find a free loopback port for the child server; it never connects.
 ALLOWED = {"egress.py": {"openai"}, "localserver.py": {"socket"}}
 

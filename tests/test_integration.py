@@ -84,9 +84,12 @@ def run_ask(env: dict[str, str], *args: str) -> dict[str, Any]:
 
 
 def test_ask_end_to_end_over_real_http(
-    env: dict[str, str], teacher_server: str, socket_guard: SocketLog, egress_only: list[str],
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    egress_only: list[str],
     embedder: SentenceEmbedder,
-) -> None:  # fmt: skip
+) -> None:
     socket_guard.allowed.add(address(teacher_server))
     data = run_ask(env, "--k", "5", "--n", "8", QUESTION)
 
@@ -187,8 +190,12 @@ def _llama_children() -> set[int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_local_endpoint_starts_and_stops_its_own_server(teacher_server: str) -> None:
     before = _llama_children()
-    env = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_TEACHER_ENDPOINT": "local",
-           "DRAG_TEACHER_MODEL": TEST_MODEL, "DRAG_TEACHER_N_CTX": "4096"}  # fmt: skip
+    env = {
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": "local",
+        "DRAG_TEACHER_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_N_CTX": "4096",
+    }
     data = run_ask(env, "--mode", "evidence", "--k", "2", "--n", "3", QUESTION)
     assert data["teacher"]["endpoint"] == "local" and data["teacher"]["structured"] == "json_object"
     assert data["evidence"] and data["answer"].strip()
@@ -199,8 +206,10 @@ def test_truncated_real_teacher_output_is_a_one_line_error(env: dict[str, str]) 
     proc = subprocess.run(
         [sys.executable, "-m", "assistant", "ask", QUESTION],
         env={**os.environ, **env, "DRAG_TEACHER_MAX_TOKENS": "16", "DRAG_PIPELINE_N": "15"},
-        capture_output=True, timeout=300, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
     err = proc.stderr.decode()
     if proc.returncode == 0:  # 16 tokens happened to hold a complete statement: salvaged
         assert proc.stdout.strip()
@@ -213,8 +222,11 @@ def test_truncated_real_teacher_output_is_a_one_line_error(env: dict[str, str]) 
 def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "assistant", "doctor", "--json"],
-        env={**os.environ, **env}, capture_output=True, timeout=300, check=False,
-    )  # fmt: skip
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
     checks = {c["name"]: c for c in json.loads(proc.stdout)}
     assert proc.returncode == 0, checks
     assert set(checks) == {
@@ -238,7 +250,46 @@ def test_doctor_names_the_fix_when_the_teacher_is_down(env: dict[str, str]) -> N
     }
     proc = subprocess.run(
         [sys.executable, "-m", "assistant", "doctor"],
-        env={**os.environ, **bad}, capture_output=True, timeout=300, check=False,
-    )  # fmt: skip
+        env={**os.environ, **bad},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
     out = proc.stdout.decode()
     assert proc.returncode == 1 and "FAIL teacher reachable" in out and "fix:" in out
+
+
+def test_teacher_serve_is_reused_by_ask(socket_guard: SocketLog) -> None:
+    """`drag teacher serve` records itself; `drag ask` with endpoint "local" uses it."""
+    import re
+    import signal
+
+    from assistant.localserver import state_file
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "DRAG_TEACHER_N_CTX": "4096"},
+    )
+    try:
+        assert serve.stdout is not None
+        ready = serve.stdout.readline()
+        match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", ready)
+        assert match, ready
+        socket_guard.allowed.add(address(match.group(1)))
+        assert state_file().is_file()
+        before = _llama_children()
+        env = {
+            "DRAG_STUDENT_MODEL": TEST_MODEL,
+            "DRAG_TEACHER_ENDPOINT": "local",
+            "DRAG_TEACHER_MODEL": TEST_MODEL,
+        }
+        data = run_ask(env, "--mode", "evidence", "--k", "2", "--n", "3", QUESTION)
+        assert data["evidence"] and _llama_children() == before  # started no server of its own
+        assert address(match.group(1)) in socket_guard.seen
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=60)
+    assert not state_file().exists()

@@ -64,11 +64,21 @@ def test_chunks_are_joined_once_and_verified(
         (pkg / "data" / f"part{i:02d}.bin").write_bytes(piece)
     monkeypatch.syspath_prepend(str(site))
     spec = modelfiles.ModelSpec(
-        name="fake-chunked", file="fake.gguf", sha256=hashlib.sha256(payload).hexdigest(),
-        size=len(payload), license="test", upstream="", chat_template="", install="(test)",
-        roles=(), source={"kind": "chunks", "packages": [f"fakechunk_part{i}" for i in (1, 2, 3)],
-                          "chunk": "data/part{index:02d}.bin"},
-    )  # fmt: skip
+        name="fake-chunked",
+        file="fake.gguf",
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+        license="test",
+        upstream="",
+        chat_template="",
+        install="(test)",
+        roles=(),
+        source={
+            "kind": "chunks",
+            "packages": [f"fakechunk_part{i}" for i in (1, 2, 3)],
+            "chunk": "data/part{index:02d}.bin",
+        },
+    )
     joined = modelfiles.locate(spec)
     assert joined.read_bytes() == payload
     # A wrong checksum in the manifest is caught, and no half file is left behind.
