@@ -56,6 +56,46 @@ def read_stdin_question() -> str:
         ) from None
 
 
+def side_by_side(left: str, right: str, width: int) -> list[str]:
+    """Two texts in columns, wrapped to fit ``width``."""
+    import textwrap
+
+    col = max(20, (width - 3) // 2)
+    a = [ln for para in left.splitlines() for ln in (textwrap.wrap(para, col) or [""])]
+    b = [ln for para in right.splitlines() for ln in (textwrap.wrap(para, col) or [""])]
+    rows = max(len(a), len(b))
+    a += [""] * (rows - len(a))
+    b += [""] * (rows - len(b))
+    return [f"{x:<{col}} │ {y}" for x, y in zip(a, b, strict=True)]
+
+
+def review_in_terminal(sanitized: Any) -> bool:
+    """Show what would be sent next to the original; ask before sending."""
+    import shutil
+
+    width = min(shutil.get_terminal_size((100, 20)).columns, 160)
+    click.echo("", err=True)
+    for line in side_by_side("YOUR QUESTION (stays here)", "SENT TO THE TEACHER", width):
+        click.secho(line, err=True, bold=True)
+    for line in side_by_side(sanitized.original, sanitized.text, width):
+        click.echo(line, err=True)
+    counts = ", ".join(f"{k} ×{v}" for k, v in sorted(sanitized.counts.items())) or "nothing"
+    rewrite = (
+        "the student's rewrite is used"
+        if sanitized.rewrite_used
+        else (f"rewrite not used: {sanitized.rewrite_note}" if sanitized.rewrite_note else "")
+    )
+    click.secho(f"detected: {counts}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
+    return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
+
+
+def _review_options(review: bool, yes: bool) -> dict[str, Any]:
+    """What pipeline.ask needs for the review step, given the flags and the terminal."""
+    policy = "never" if yes else ("always" if review else None)
+    can_ask = sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+    return {"review": review_in_terminal if can_ask else None, "review_policy": policy}
+
+
 def _kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
     """The error to show, after keeping the question (nothing typed is lost)."""
     error = exc if isinstance(exc, errors.DragError) else errors.Interrupted("interrupted")
@@ -130,6 +170,14 @@ def _format_result(result: Any, streamed: bool) -> str:
             f"({t.entity1}; {t.entity2}) {t.relation}"
             for t in used_t
         ]
+    if result.privacy:
+        counts = result.privacy.get("entities") or {}
+        detected = ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items())) or "no personal data"
+        lines += [
+            "",
+            f"Sent to the teacher ({detected} detected): {result.privacy['sent_question']}",
+        ]
+    lines += [f"warning: {w}" for w in result.warnings]
     s, te, tm = result.student, result.teacher, result.timings
     summary = []
     if te:
@@ -152,9 +200,19 @@ def _format_result(result: Any, streamed: bool) -> str:
 @_k_option
 @_n_option
 @_with_model_options
+@click.option("--review", is_flag=True, help="Show what would be sent and ask first.")
+@click.option("--yes", "-y", is_flag=True, help="Send without the review step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole record as JSON.")
 @click.pass_context
-def ask(ctx: click.Context, /, question: tuple[str, ...], as_json: bool, **kw: Any) -> None:
+def ask(
+    ctx: click.Context,
+    /,
+    question: tuple[str, ...],
+    as_json: bool,
+    review: bool,
+    yes: bool,
+    **kw: Any,
+) -> None:
     """Ask one QUESTION (or read it from standard input; "-" forces that)."""
     from assistant import pipeline
 
@@ -164,7 +222,7 @@ def ask(ctx: click.Context, /, question: tuple[str, ...], as_json: bool, **kw: A
     try:
         with pipeline.Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
             on_text = (lambda piece: click.echo(piece, nl=False)) if stream else None
-            result = pipeline.ask(rt, text, on_text=on_text)
+            result = pipeline.ask(rt, text, on_text=on_text, **_review_options(review, yes))
     except (errors.DragError, KeyboardInterrupt) as exc:
         raise _kept(text, exc) from None
     if as_json:
@@ -203,7 +261,12 @@ def chat(ctx: click.Context, /, **kw: Any) -> None:
             if not line.strip():
                 continue
             try:
-                result = pipeline.ask(rt, line, on_text=lambda piece: click.echo(piece, nl=False))
+                result = pipeline.ask(
+                    rt,
+                    line,
+                    on_text=lambda piece: click.echo(piece, nl=False),
+                    **_review_options(False, False),
+                )
                 click.echo()
                 click.echo(_format_result(result, streamed=True))
             except (errors.DragError, KeyboardInterrupt) as exc:

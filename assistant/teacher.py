@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,9 @@ class Teacher:
     structured: str  # "json_schema" | "json_object" | "off" (never "auto" here)
     max_tokens: int = 2048
     temperature: float = 0.0
+    guard: egress.Guard | None = None  # None: egress refuses to send
+    # The values the guard must keep from leaving (the vault's), read at each request.
+    protected: Callable[[], Sequence[tuple[str, str]]] = lambda: ()
     calls: list[CallRecord] = field(default_factory=list)
 
     @classmethod
@@ -39,6 +43,8 @@ class Teacher:
         model: str,
         api_key: str | None,
         local: bool,
+        guard: egress.Guard | None,
+        protected: Callable[[], Sequence[tuple[str, str]]],
     ) -> Teacher:
         structured = settings.structured
         if structured == "auto":
@@ -56,6 +62,8 @@ class Teacher:
             structured=structured,
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
+            guard=guard,
+            protected=protected,
         )
 
     def response_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -71,8 +79,11 @@ class Teacher:
         system: str,
         user: str,
         schema: dict[str, Any],
+        *,
+        public: Sequence[str] = (),
         max_tokens: int | None = None,
     ) -> egress.ChatRequest:
+        """A request; ``public`` is text in it that is not the user's (prompts, teacher output)."""
         return egress.ChatRequest(
             purpose=purpose,
             model=self.model,
@@ -80,10 +91,12 @@ class Teacher:
             max_tokens=max_tokens or self.max_tokens,
             temperature=self.temperature,
             response_format=self.response_format(purpose, schema),
+            protected=tuple(self.protected()),
+            public=(system, *public),
         )
 
     def complete(self, request: egress.ChatRequest) -> egress.ChatReply:
-        reply = egress.send(self.endpoint, request)
+        reply = egress.send(self.endpoint, request, self.guard)
         if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
             raise TeacherError("the teacher gave an unexpected reply type")
         self.calls.append(
@@ -98,6 +111,6 @@ class Teacher:
         return reply
 
     def probe(self) -> tuple[str, ...]:
-        reply = egress.send(self.endpoint, egress.ModelsRequest())
+        reply = egress.send(self.endpoint, egress.ModelsRequest(), egress.BodylessOnly())
         assert isinstance(reply, egress.ModelsReply)
         return reply.models

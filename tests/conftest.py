@@ -60,6 +60,10 @@ class SocketLog:
     allowed: set[tuple[str, int]]
     seen: list[tuple[str, int]] = field(default_factory=list)
     refused: list[tuple[str, int]] = field(default_factory=list)
+    sent: bytearray = field(default_factory=bytearray)  # every byte written to an IP socket
+
+    def sent_text(self) -> str:
+        return bytes(self.sent).decode("utf-8", "replace")
 
 
 @pytest.fixture
@@ -88,6 +92,22 @@ def socket_guard(monkeypatch: pytest.MonkeyPatch) -> SocketLog:
         _check(sock, address)
         return real_connect_ex(sock, address)  # type: ignore[arg-type]
 
+    real_sendall = socket.socket.sendall
+    real_send = socket.socket.send
+
+    def sendall(sock: socket.socket, data: bytes, *args: object) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            log.sent += bytes(data)
+        real_sendall(sock, data, *args)  # type: ignore[arg-type]
+
+    def send(sock: socket.socket, data: bytes, *args: object) -> int:
+        n = real_send(sock, data, *args)  # type: ignore[arg-type]
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            log.sent += bytes(data)[:n]
+        return n
+
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket.socket, "sendall", sendall)
+    monkeypatch.setattr(socket.socket, "send", send)
     return log

@@ -75,10 +75,22 @@ def test_localserver_never_connects() -> None:
 
 
 def test_egress_has_one_sending_function() -> None:
+    """Only _send calls the HTTP client, and only send() calls _send -- after the guard."""
     tree = ast.parse((PACKAGE / "egress.py").read_text("utf-8"))
-    senders = set()
-    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Attribute) and node.attr in {"create", "list"}:
-                senders.add(fn.name)
-    assert senders == {"send"}
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    senders = {
+        name
+        for name, fn in functions.items()
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Attribute) and node.attr in {"create", "list"}
+    }
+    assert senders == {"_send"}
+    callers = {
+        name
+        for name, fn in functions.items()
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_send"
+    }
+    assert callers == {"send"}
+    body = ast.unparse(functions["send"])
+    assert body.index("check_body") < body.index("_send(")  # judged before anything is sent

@@ -58,11 +58,11 @@ def egress_only(monkeypatch: pytest.MonkeyPatch, socket_guard: SocketLog) -> Ite
     real_send = egress.send
     guarded_connect = __import__("socket").socket.connect
 
-    def send(endpoint: egress.Endpoint, request: Any) -> Any:
+    def send(endpoint: egress.Endpoint, request: Any, guard: Any) -> Any:
         inside.active = True
         sent.append(request.purpose)
         try:
-            return real_send(endpoint, request)
+            return real_send(endpoint, request, guard)
         finally:
             inside.active = False
 
@@ -234,6 +234,7 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "GPU offload",
         "student loads",
         "embedder",
+        "personal-data detector",
         "teacher reachable",
     }
     assert "sha256 verified" in checks["student model file"]["detail"]

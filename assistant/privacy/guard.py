@@ -1,0 +1,165 @@
+"""The egress guard: the last check before any byte goes to the teacher.
+
+It reads the message texts out of the exact request body and fails the
+request -- nothing is sent -- when
+
+* any value detected in the user's original text occurs in it: exactly,
+  case-folded, whitespace-normalised, or in part (a surname alone, an e-mail's
+  local part, the digits of a phone, card or account number, a username
+  without its @);
+* the detector, run again over the outgoing text, finds personal data that is
+  not a placeholder and not part of text the request declares as already
+  public (our fixed prompts, statements the teacher itself wrote);
+* the detector raises, or takes longer than its time limit.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from assistant.errors import GuardBlocked
+from assistant.privacy.detect import Scanner
+from assistant.privacy.placeholders import PLACEHOLDER, name_parts, normalise
+
+# Entity types whose digits identify them whatever the separators.
+_DIGIT_TYPES = {
+    "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IBAN_CODE", "US_BANK_NUMBER", "US_ITIN",
+    "US_PASSPORT", "IP_ADDRESS", "DATE_OF_BIRTH", "MEDICAL_LICENSE",
+}  # fmt: skip
+_MIN_PART = 3
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """What one request carries, as the guard must judge it."""
+
+    texts: tuple[str, ...]  # message contents read back from the exact body
+    rest: str  # everything else in the body (model name, schema): checked for protected values
+    protected: tuple[tuple[str, str], ...]  # (entity, value) that must never leave
+    public: tuple[str, ...] = ()  # text already public: our prompts, the teacher's own words
+
+
+def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
+    """(message contents, the rest of the body as text) of a chat-completion body."""
+    if not body:
+        return (), ""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise GuardBlocked(
+            f"the outgoing request body is not JSON ({exc}); nothing was sent"
+        ) from None
+    out = []
+    for message in data.get("messages", []) if isinstance(data, dict) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):  # content parts
+            out += [p.get("text", "") for p in content if isinstance(p, dict)]
+    rest = {k: v for k, v in data.items() if k != "messages"} if isinstance(data, dict) else data
+    return tuple(out), json.dumps(rest, ensure_ascii=False)
+
+
+def _digits_runs(text: str) -> list[str]:
+    """Digit sequences, joined across the separators numbers are written with."""
+    return [re.sub(r"\D", "", m.group(0)) for m in re.finditer(r"\d(?:[\d\s().+/-]*\d)?", text)]
+
+
+def _alnum(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.casefold())
+
+
+def leak(entity: str, value: str, text: str, flat: str) -> str | None:
+    """How ``value`` shows in ``text`` (``flat`` = normalised text), or None."""
+    if value in text:
+        return "exact"
+    norm = normalise(value)
+    if norm and norm in flat:
+        return "normalised"
+    if entity in _DIGIT_TYPES:
+        digits = re.sub(r"\D", "", value)
+        if len(digits) >= 6 and any(digits in run for run in _digits_runs(text)):
+            return "digits"
+        squashed = _alnum(value)
+        if len(squashed) >= 8 and squashed.isalnum() and squashed in _alnum(text):
+            return "characters"
+    if entity == "PERSON":
+        for part in name_parts(value):
+            if re.search(rf"(?<!\w){re.escape(part.casefold())}(?!\w)", flat):
+                return f"part {part!r}"
+    if entity == "EMAIL_ADDRESS" and "@" in value:
+        local = value.split("@", 1)[0].casefold()
+        if len(local) >= _MIN_PART and re.search(rf"(?<![\w.]){re.escape(local)}(?![\w])", flat):
+            return "local part"
+    if entity == "USERNAME":
+        bare = value.lstrip("@").casefold()
+        if len(bare) >= _MIN_PART and re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", flat):
+            return "name without @"
+    return None
+
+
+class EgressGuard:
+    def __init__(self, scanner: Scanner, *, timeout: float = 10.0) -> None:
+        self.scanner = scanner
+        self.timeout = timeout
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="guard"
+        )
+
+    def _findings_outside(self, texts: Sequence[str], public: Sequence[str]) -> list[str]:
+        allowed = [normalise(p) for p in public]
+        problems = []
+        for text in texts:
+            for f in self.scanner.find(text):
+                if PLACEHOLDER.fullmatch(f.text.strip()):
+                    continue
+                value = normalise(f.text)
+                if any(value in a for a in allowed):
+                    continue
+                problems.append(f.entity)
+        return problems
+
+    def _judge(self, out: Outgoing) -> None:
+        for text in (*out.texts, out.rest):
+            flat = normalise(text)
+            for entity, value in out.protected:
+                how = leak(entity, value, text, flat)
+                if how:
+                    raise GuardBlocked(
+                        f"the outgoing request still holds a {entity} from your question ({how}); "
+                        "nothing was sent"
+                    )
+        found = self._findings_outside(out.texts, out.public)
+        if found:
+            raise GuardBlocked(
+                f"the outgoing request holds personal data ({', '.join(sorted(set(found)))}) "
+                "that was not replaced; nothing was sent"
+            )
+
+    def check(self, out: Outgoing) -> None:
+        """Return if ``out`` may be sent; raise GuardBlocked otherwise (fail closed)."""
+        future = self._pool.submit(self._judge, out)
+        try:
+            future.result(timeout=self.timeout)
+        except GuardBlocked:
+            raise
+        except concurrent.futures.TimeoutError:
+            raise GuardBlocked(
+                f"the privacy check took longer than {self.timeout:g} s "
+                "(privacy.guard_timeout); nothing was sent"
+            ) from None
+        except Exception as exc:  # any failure of the check itself: do not send
+            raise GuardBlocked(
+                f"the privacy check failed ({type(exc).__name__}: {exc}); nothing was sent"
+            ) from None
+
+    def check_body(
+        self, body: bytes, protected: Sequence[tuple[str, str]], public: Sequence[str]
+    ) -> None:
+        """The egress.Guard protocol: judge the exact bytes of one request."""
+        texts, rest = read_body(body)
+        self.check(Outgoing(texts, rest, tuple(protected), tuple(public)))

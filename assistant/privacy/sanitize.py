@@ -1,0 +1,138 @@
+"""The question as the teacher may see it: detect -> placeholders -> student rewrite.
+
+1. The detector finds personal data; each value becomes a placeholder from
+   the session's vault (``<PERSON_1>``).
+2. The local student rewrites the placeholder version to drop personal
+   context the answer does not need (paper §3.3).  It never sees the values.
+   Small models still invent or copy things back, so the rewrite is kept only
+   when the egress guard passes it, it adds no placeholder and keeps every
+   answer option; otherwise the placeholder version is used.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from assistant.errors import DragError, GuardBlocked, PrivacyError
+from assistant.privacy.detect import Finding, Scanner
+from assistant.privacy.guard import EgressGuard, Outgoing
+from assistant.privacy.placeholders import PLACEHOLDER, Redacted, Vault
+
+REWRITE_VERSION = "rewrite-v1"
+REWRITE_SYSTEM = (
+    "You rewrite a question before it is sent to an outside expert.\n"
+    "Rules:\n"
+    "1. Keep everything needed to answer it: the topic, the facts, the numbers and every "
+    "answer option, word for word.\n"
+    "2. Remove details about the person asking or about other people that the answer does "
+    "not need: who they are, contact details, addresses, accounts, dates, employers, stories.\n"
+    "3. Text in angle brackets such as <PERSON_1> stands for private data. Keep such a "
+    "placeholder only if the question is about it. Never write a real name or value instead.\n"
+    "4. Reply with the rewritten question only."
+)
+_OPTION_LINE = re.compile(r"^\s*\(?[A-Z1-9][.)]\s+\S.*$", re.MULTILINE)
+
+Rewriter = Callable[[str, str], str]  # (system, text) -> rewritten text
+
+
+@dataclass(frozen=True)
+class Sanitized:
+    original: str
+    text: str  # what the teacher will see
+    placeholder_text: str
+    findings: tuple[Finding, ...]
+    redacted: Redacted
+    rewrite: str | None = None  # the student's rewrite, when one was made
+    rewrite_used: bool = False
+    rewrite_note: str = ""  # why a rewrite was not used
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.redacted.counts
+
+    def summary(self) -> dict[str, object]:
+        """Entity types and counts and what was done -- never the values."""
+        return {
+            "entities": self.counts,
+            "rewrite_used": self.rewrite_used,
+            "rewrite_note": self.rewrite_note,
+        }
+
+
+def _rewrite_problem(
+    candidate: str, placeholder_text: str, guard: EgressGuard, vault: Vault
+) -> str:
+    if not candidate.strip():
+        return "the rewrite was empty"
+    if len(candidate) > 2 * len(placeholder_text) + 40:
+        return "the rewrite was longer than the question"
+    allowed = set(PLACEHOLDER.findall(placeholder_text))
+    if not set(PLACEHOLDER.findall(candidate)) <= allowed:
+        return "the rewrite made up a placeholder"
+    for option in _OPTION_LINE.findall(placeholder_text):
+        if " ".join(option.split()) not in " ".join(candidate.split()):
+            return "the rewrite dropped an answer option"
+    try:
+        guard.check(Outgoing((candidate,), "", tuple(vault.values())))
+    except GuardBlocked as exc:
+        return f"the rewrite failed the egress guard ({exc})"
+    return ""
+
+
+def sanitize(
+    question: str,
+    *,
+    scanner: Scanner,
+    vault: Vault,
+    guard: EgressGuard,
+    rewriter: Rewriter | None = None,
+    rewrite: str = "on-detection",
+) -> Sanitized:
+    """Detect, replace and (optionally) rewrite ``question``."""
+    stages: dict[str, float] = {}
+    started = time.perf_counter()
+    try:
+        findings = tuple(scanner.find(question))
+    except Exception as exc:  # fail closed: a question we cannot check is not sent
+        raise PrivacyError(
+            f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
+        ) from None
+    stages["detect"] = time.perf_counter() - started
+    redacted = vault.redact(question, findings)
+    result = Sanitized(
+        original=question,
+        text=redacted.text,
+        placeholder_text=redacted.text,
+        findings=findings,
+        redacted=redacted,
+        stages=stages,
+    )
+    wanted = rewrite == "always" or (rewrite == "on-detection" and findings)
+    if rewriter is None or not wanted:
+        return result
+    started = time.perf_counter()
+    try:
+        reply = rewriter(REWRITE_SYSTEM, redacted.text)
+    except DragError as exc:  # no rewrite: the placeholder version still protects
+        reply, failure = "", f"the rewrite failed ({exc})"
+    else:
+        failure = ""
+    # The first paragraph: small models like to add a note after the rewrite.
+    candidate = reply.strip().strip('"').split("\n\n")[0].strip()
+    stages["rewrite"] = time.perf_counter() - started
+    problem = failure or _rewrite_problem(candidate, redacted.text, guard, vault)
+    return Sanitized(
+        original=question,
+        text=redacted.text if problem else candidate,
+        placeholder_text=redacted.text,
+        findings=findings,
+        redacted=redacted,
+        rewrite=candidate,
+        rewrite_used=not problem,
+        rewrite_note=problem,
+        stages=stages,
+    )

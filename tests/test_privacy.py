@@ -1,0 +1,289 @@
+"""The privacy layer: detection (real Presidio + spaCy), placeholders, the egress guard.
+
+The detector here is the real one.  FaultyScanner and SlowScanner stand in for it
+only where a test must make the check itself fail.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from assistant import egress
+from assistant.errors import GuardBlocked
+from assistant.privacy.detect import Detector, Finding, load_policy, resolve_overlaps
+from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body
+from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.sanitize import sanitize
+
+AMELIA = (
+    "Dr. Amelia Thompson, who wrote an article on amino acid metabolism for Biochem Review, "
+    "can be contacted at athompson93@gmail.com or (555) 201-7734. What is the role of glutamine?"
+)
+
+
+@pytest.fixture(scope="module")
+def detector() -> Detector:
+    return Detector()
+
+
+def kinds(findings: list[Finding]) -> dict[str, str]:
+    return {f.text: f.entity for f in findings}
+
+
+def test_detects_the_papers_example(detector: Detector) -> None:
+    found = kinds(detector.find(AMELIA))
+    assert found["Amelia Thompson"] == "PERSON"
+    assert found["athompson93@gmail.com"] == "EMAIL_ADDRESS"
+    assert found["(555) 201-7734"] == "PHONE_NUMBER"
+    assert found["Biochem Review"] == "ORGANIZATION"
+    assert "glutamine" not in found
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "entity"),
+    [
+        ("My SSN is 536-22-8471, is that normal?", "536-22-8471", "US_SSN"),
+        ("SSN: 123-45-6789", "123-45-6789", "US_SSN"),  # the canonical sample, still redacted
+        ("Pay with 4111 1111 1111 1111 please", "4111 1111 1111 1111", "CREDIT_CARD"),
+        ("IBAN DE89370400440532013000 for the rent", "DE89370400440532013000", "IBAN_CODE"),
+        (
+            "I live at 742 Evergreen Terrace, Springfield.",
+            "742 Evergreen Terrace",
+            "STREET_ADDRESS",
+        ),
+        ("JOHN SMITH signed the form", "JOHN SMITH", "PERSON"),
+        ("Prof. Ada Lovelace asked", "Ada Lovelace", "PERSON"),
+        ("I was born on 12/05/1984 in Ohio", "12/05/1984", "DATE_OF_BIRTH"),
+        ("my username is jsmith_77", "jsmith_77", "USERNAME"),
+        ("follow @jsmith on social media", "@jsmith", "USERNAME"),
+        ("my password: hunter22! is it safe?", "hunter22", "SECRET"),
+        (
+            "key sk-proj-abcdefghijklmnopqrstuvwx leaked",
+            "sk-proj-abcdefghijklmnopqrstuvwx",
+            "SECRET",
+        ),
+        (
+            "token ghp_0123456789abcdefghijklmnopqrstuvwxyz12",
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyz12",
+            "SECRET",
+        ),
+        ("the server at 192.168.1.20 is down", "192.168.1.20", "IP_ADDRESS"),
+        ("see https://johnsblog.example.com/about", "https://johnsblog.example.com/about", "URL"),
+    ],
+)
+def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
+    assert kinds(detector.find(text)).get(value) == entity
+
+
+def test_no_misfires_on_plain_questions(detector: Detector) -> None:
+    for text in [
+        "What is the capital of France?",
+        "Which organelle makes ATP in eukaryotic cells?",
+        "How does DNA replication start?",
+        "What was the GDP of Japan in 1990?",
+    ]:
+        assert detector.find(text) == [], text
+
+
+def test_uk_nhs_does_not_fire_on_us_phone_numbers(detector: Detector) -> None:
+    assert "UK_NHS" not in {f.entity for f in detector.find("Call me at 212 555 0182 tomorrow")}
+
+
+def test_allow_and_deny_lists() -> None:
+    custom = Detector(allow=["Amelia Thompson"], deny=["Project Bluebird"])
+    found = kinds(custom.find(AMELIA + " It is for Project Bluebird."))
+    assert "Amelia Thompson" not in found
+    assert found["Project Bluebird"] == "DENY_LIST"
+
+
+def test_resolve_overlaps_prefers_the_longer_span() -> None:
+    a = Finding("URL", 10, 20, "x.com", 0.5)
+    b = Finding("EMAIL_ADDRESS", 5, 20, "me@x.com", 1.0)
+    assert resolve_overlaps([a, b]) == [b]
+
+
+def test_vault_is_stable_and_reversible(detector: Detector) -> None:
+    vault = Vault(tag_of=load_policy().tag)
+    first = vault.redact(AMELIA, detector.find(AMELIA))
+    assert "Amelia" not in first.text and "athompson93" not in first.text
+    assert "<PERSON_1>" in first.text and "<EMAIL_1>" in first.text and "<PHONE_1>" in first.text
+    again = "Thompson also asked about alanine."
+    second = vault.redact(again, detector.find(again) or [Finding("PERSON", 0, 8, "Thompson", 0.9)])
+    assert second.text.startswith("<PERSON_1>")  # a part of a known name keeps its placeholder
+    assert vault.restore(first.text) == AMELIA
+    assert first.counts == {"PERSON": 1, "ORGANIZATION": 1, "EMAIL_ADDRESS": 1, "PHONE_NUMBER": 1}
+
+
+@pytest.mark.parametrize(
+    "mangled",
+    ["<person_1>", "<Person 1>", "[PERSON_1]", "&lt;PERSON_1&gt;", "PERSON_1", "< PERSON_1 >"],
+)
+def test_restore_tolerates_mangled_placeholders(mangled: str) -> None:
+    vault = Vault()
+    assert vault.placeholder("PERSON", "Amelia Thompson") == "<PERSON_1>"
+    assert vault.restore(f"Ask {mangled} later.") == "Ask Amelia Thompson later."
+
+
+def test_restore_leaves_unknown_and_plain_words() -> None:
+    vault = Vault()
+    vault.placeholder("PERSON", "Amelia Thompson")
+    for text in [
+        "<PERSON_7> is unknown",
+        "person 1 and person 2 in a puzzle",
+        "a person_1 variable",
+    ]:
+        assert vault.restore(text) == text
+
+
+@pytest.mark.parametrize(
+    ("entity", "value", "text", "how"),
+    [
+        ("PERSON", "Amelia Thompson", "ask Amelia Thompson", "exact"),
+        ("PERSON", "Amelia Thompson", "ask AMELIA   thompson", "normalised"),
+        ("PERSON", "Amelia Thompson", "Thompson's article", "part 'Thompson'"),
+        ("EMAIL_ADDRESS", "athompson93@gmail.com", "mail athompson93 at gmail", "local part"),
+        ("PHONE_NUMBER", "(555) 201-7734", "call 555.201.7734", "digits"),
+        ("CREDIT_CARD", "4111 1111 1111 1111", "card 4111-1111-1111-1111", "digits"),
+        ("IBAN_CODE", "DE89370400440532013000", "iban de89 3704 0044 0532 0130 00", "digits"),
+        ("USERNAME", "@jsmith", "user jsmith posted", "name without @"),
+    ],
+)
+def test_leak_forms(entity: str, value: str, text: str, how: str) -> None:
+    assert leak(entity, value, text, normalise(text)) == how
+
+
+def test_leak_does_not_fire_on_unrelated_text() -> None:
+    text = "The Thompson River flows west"
+    assert leak("PERSON", "Amelia Thomas", text, normalise(text)) is None
+    assert (
+        leak("PHONE_NUMBER", "(555) 201-7734", "in 1955 2017 34 people", "in 1955 2017 34 people")
+        is None
+    )
+
+
+def test_guard_blocks_protected_values_and_unreplaced_data(detector: Detector) -> None:
+    guard = EgressGuard(detector)
+    protected = (("PERSON", "Amelia Thompson"),)
+    guard.check(Outgoing(("What is the role of glutamine for <PERSON_1>?",), "", protected))
+    with pytest.raises(GuardBlocked, match="PERSON from your question"):
+        guard.check(Outgoing(("Is Thompson right about glutamine?",), "", protected))
+    with pytest.raises(GuardBlocked, match="personal data"):
+        guard.check(Outgoing(("Email bob.jones@example.org about glutamine",), "", ()))
+    # Text the request declares public (the teacher's own statements) is not re-judged...
+    public = ("Marie Curie discovered radium.",)
+    guard.check(Outgoing(("Statements: Marie Curie discovered radium.",), "", (), public))
+    # ...but a protected value is refused wherever it appears.
+    with pytest.raises(GuardBlocked):
+        guard.check(
+            Outgoing(("Amelia Thompson discovered radium.",), "", protected, ("Amelia Thompson",))
+        )
+
+
+class FaultyScanner:
+    """Fault injection: a detector that raises."""
+
+    def find(self, text: str) -> list[Finding]:
+        raise RuntimeError("detector crashed")
+
+
+class SlowScanner:
+    """Fault injection: a detector that takes too long."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def find(self, text: str) -> list[Finding]:
+        self.release.wait(5)
+        return []
+
+
+def test_guard_fails_closed_on_detector_exception_and_timeout() -> None:
+    with pytest.raises(GuardBlocked, match=r"privacy check failed .*RuntimeError"):
+        EgressGuard(FaultyScanner()).check(Outgoing(("hello",), "", ()))
+    slow = SlowScanner()
+    started = time.perf_counter()
+    with pytest.raises(GuardBlocked, match=r"took longer than 0\.2 s"):
+        EgressGuard(slow, timeout=0.2).check(Outgoing(("hello",), "", ()))
+    slow.release.set()
+    assert time.perf_counter() - started < 2
+
+
+def test_read_body_reads_messages_and_the_rest() -> None:
+    request = egress.ChatRequest(
+        "evidence",
+        "m",
+        ({"role": "user", "content": 'héllo\n"there"'},),
+        10,
+        response_format={"type": "json_object"},
+    )
+    texts, rest = read_body(request.payload_bytes())
+    assert texts == ('héllo\n"there"',) and "json_object" in rest
+    with pytest.raises(GuardBlocked, match="not JSON"):
+        read_body(b"\xff\xfe")
+
+
+def test_egress_refuses_without_a_guard_and_probe_guard_refuses_bodies() -> None:
+    request = egress.ChatRequest("evidence", "m", ({"role": "user", "content": "hi"},), 10)
+    endpoint = egress.Endpoint("http://127.0.0.1:9/v1", max_retries=0)
+    with pytest.raises(GuardBlocked, match="no privacy guard"):
+        egress.send(endpoint, request, None)
+    with pytest.raises(GuardBlocked, match="needs the privacy guard"):
+        egress.send(endpoint, request, egress.BodylessOnly())
+
+
+def test_sanitize_keeps_a_good_rewrite_and_refuses_a_leaky_one(detector: Detector) -> None:
+    def good(system: str, text: str) -> str:
+        assert "Amelia" not in text  # the student only ever sees the placeholder version
+        return "What is the role of glutamine in amino acid metabolism?"
+
+    vault = Vault(tag_of=load_policy().tag)
+    guard = EgressGuard(detector)
+    kept = sanitize(AMELIA, scanner=detector, vault=vault, guard=guard, rewriter=good)
+    assert kept.rewrite_used and kept.text == good("", "")
+    assert json.dumps(kept.summary())  # types and counts only
+    assert "Amelia" not in json.dumps(kept.summary())
+
+    def leaky(system: str, text: str) -> str:
+        return "What did Dr. Thompson say about glutamine?"  # copies a name back in
+
+    refused = sanitize(AMELIA, scanner=detector, vault=vault, guard=guard, rewriter=leaky)
+    assert not refused.rewrite_used and "egress guard" in refused.rewrite_note
+    assert refused.text == refused.placeholder_text and "<PERSON_1>" in refused.text
+
+    def invents(system: str, text: str) -> str:
+        return "What did <PERSON_3> say?"
+
+    assert (
+        "made up a placeholder"
+        in sanitize(
+            AMELIA, scanner=detector, vault=vault, guard=guard, rewriter=invents
+        ).rewrite_note
+    )
+
+
+def test_sanitize_keeps_answer_options(detector: Detector) -> None:
+    question = (
+        "Dr. Amelia Thompson asks:\nWhich gas do plants absorb?\nA. Oxygen\nB. Carbon dioxide"
+    )
+    vault = Vault(tag_of=load_policy().tag)
+    result = sanitize(
+        question,
+        scanner=detector,
+        vault=vault,
+        guard=EgressGuard(detector),
+        rewriter=lambda s, t: "Which gas do plants absorb?",
+    )
+    assert not result.rewrite_used and "dropped an answer option" in result.rewrite_note
+
+
+def test_sanitize_fails_closed_when_detection_fails() -> None:
+    from assistant.errors import PrivacyError
+
+    with pytest.raises(PrivacyError, match=r"detector failed .*nothing was sent"):
+        sanitize(
+            "hello", scanner=FaultyScanner(), vault=Vault(), guard=EgressGuard(FaultyScanner())
+        )

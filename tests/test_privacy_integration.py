@@ -1,0 +1,109 @@
+"""The privacy layer on the real upload path: real Presidio, real llama.cpp student,
+real llama_cpp.server teacher over loopback HTTP.  Faults are injected only into the
+detector, to prove the path fails closed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from click.testing import CliRunner
+
+from assistant import pipeline
+from assistant.cli import cli
+from assistant.errors import PrivacyError
+from assistant.localserver import ALIAS
+from assistant.privacy.detect import Detector, Finding
+from tests.conftest import TEST_MODEL, SocketLog
+
+pytestmark = pytest.mark.integration
+
+QUESTION = (
+    "Dr. Amelia Thompson (athompson93@gmail.com, phone 555-201-7734, SSN 536-22-8471) "
+    "asks: what does glutamine do in amino acid metabolism?"
+)
+VALUES = ["Amelia", "Thompson", "athompson93", "555-201-7734", "5552017734", "536-22-8471"]
+
+
+@pytest.fixture
+def env(teacher_server: str) -> dict[str, str]:
+    return {
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": teacher_server,
+        "DRAG_TEACHER_MODEL": ALIAS,
+        "DRAG_TEACHER_STRUCTURED": "json_object",
+        "DRAG_TEACHER_MAX_TOKENS": "512",
+        "DRAG_PIPELINE_N": "4",
+        "DRAG_PIPELINE_K": "3",
+    }
+
+
+def address(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    assert parts.hostname and parts.port
+    return parts.hostname, parts.port
+
+
+def invoke(env: dict[str, str], *args: str) -> Any:
+    return CliRunner().invoke(cli, ["ask", *args], env=env, catch_exceptions=True)
+
+
+def test_pii_never_reaches_the_teacher(
+    env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+) -> None:
+    socket_guard.allowed.add(address(teacher_server))
+    result = invoke(env, "--json", "--yes", QUESTION)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    sent = socket_guard.sent_text()
+    assert "POST /v1/chat/completions" in sent  # the bytes really went out
+    for value in VALUES:
+        assert value not in sent, value
+    assert "<PERSON_1>" in data["privacy"]["sent_question"] or data["privacy"]["rewrite_used"]
+    assert data["privacy"]["entities"]["PERSON"] == 1 and "US_SSN" in data["privacy"]["entities"]
+    assert data["answer"].strip()
+
+
+class FailAfter:
+    """Fault injection: the real detector for the first ``good`` calls, then an exception."""
+
+    def __init__(self, good: int) -> None:
+        self.real = Detector()
+        self.left = good
+
+    def find(self, text: str) -> list[Finding]:
+        if self.left <= 0:
+            raise RuntimeError("injected detector failure")
+        self.left -= 1
+        return self.real.find(text)
+
+
+@pytest.mark.parametrize(("good", "where"), [(0, "detector failed"), (1, "privacy check failed")])
+def test_detector_exception_sends_nothing(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+    good: int,
+    where: str,
+) -> None:
+    """good=0: detection of the question fails; good=1: the egress guard's re-check fails."""
+    socket_guard.allowed.add(address(teacher_server))
+    monkeypatch.setattr(pipeline.Runtime, "detector", property(lambda self: faulty))
+    faulty = FailAfter(good)
+    result = invoke(env, "--yes", "--mode", "evidence", "What is glutamine?")
+    assert isinstance(result.exception, PrivacyError), result.output
+    assert where in str(result.exception) and "nothing was sent" in str(result.exception)
+    assert socket_guard.seen == [] and socket_guard.sent == bytearray()  # not one byte
+
+
+def test_review_needed_without_a_terminal_sends_nothing(
+    env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+) -> None:
+    socket_guard.allowed.add(address(teacher_server))
+    result = invoke(env, QUESTION)  # privacy.review = on-detection, no terminal, no --yes
+    assert isinstance(result.exception, PrivacyError)
+    assert "needs your review" in str(result.exception)
+    assert socket_guard.seen == []
