@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextvars
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,17 +38,13 @@ class Endpoint:
 class Guard(Protocol):
     """Judges the exact body of a request; raises GuardBlocked to stop it."""
 
-    def check_body(
-        self, body: bytes, protected: Sequence[tuple[str, str]], public: Sequence[str]
-    ) -> None: ...
+    def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None: ...
 
 
 class BodylessOnly:
     """The guard for requests that carry no body (the reachability probe)."""
 
-    def check_body(
-        self, body: bytes, protected: Sequence[tuple[str, str]], public: Sequence[str]
-    ) -> None:
+    def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None:
         if body:
             raise GuardBlocked("a request with a body needs the privacy guard; nothing was sent")
 
@@ -64,8 +59,10 @@ class ChatRequest:
     max_tokens: int
     temperature: float = 0.0
     response_format: dict[str, Any] | None = None
-    # For the guard only, never sent: values that must not leave, and text already public.
+    # For the guard only, never sent: values that must not leave, our own prompt texts
+    # (format strings: their literal parts are ours), and text already public (the teacher's).
     protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    templates: tuple[str, ...] = field(default=(), repr=False)
     public: tuple[str, ...] = field(default=(), repr=False)
 
     def payload(self) -> dict[str, Any]:
@@ -120,8 +117,7 @@ def _judge_exact_bytes(http_request: Any) -> None:
     if current is None:
         raise GuardBlocked("a request was made outside egress.send; nothing was sent")
     guard, request = current
-    body = http_request.read()
-    guard.check_body(body, getattr(request, "protected", ()), getattr(request, "public", ()))
+    guard.check_body(http_request.read(), request)
 
 
 def _client(endpoint: Endpoint) -> openai.OpenAI:
@@ -191,7 +187,7 @@ def send(
     if guard is None:
         raise GuardBlocked("no privacy guard is in place; nothing was sent")
     body = request.payload_bytes() if isinstance(request, ChatRequest) else b""
-    guard.check_body(body, getattr(request, "protected", ()), getattr(request, "public", ()))
+    guard.check_body(body, request)
     client = _client(endpoint)
     token = _in_flight.set((guard, request))
     try:

@@ -212,7 +212,8 @@ def extract(teacher: Teacher, evidences: Sequence[str]) -> list[Triple]:
         EXTRACT_SYSTEM,
         EXTRACT_USER.format(statements=numbered),
         extract_schema(2 * len(evidences)),
-        public=(EXTRACT_USER, *evidences),  # the statements are the teacher's own words
+        templates=(EXTRACT_USER,),
+        public=tuple(evidences),  # the statements are the teacher's own words
     )
     return parse_triples(teacher.complete(request).text, len(evidences))
 
@@ -233,7 +234,8 @@ def merge(teacher: Teacher, triples: Sequence[Triple]) -> list[Triple]:
             MERGE_SYSTEM,
             MERGE_USER.format(groups=listing),
             merge_schema(len(multi)),
-            public=(MERGE_USER, *(t for i in multi for t in groups[i].relations)),
+            templates=(MERGE_USER,),
+            public=tuple(t for i in multi for t in groups[i].relations),
         )
         by_id = parse_summaries(teacher.complete(request).text, len(multi))
         summaries = {i: by_id[n] for n, i in enumerate(multi, start=1) if n in by_id}

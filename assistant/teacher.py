@@ -80,10 +80,12 @@ class Teacher:
         user: str,
         schema: dict[str, Any],
         *,
+        templates: Sequence[str] = (),
         public: Sequence[str] = (),
         max_tokens: int | None = None,
     ) -> egress.ChatRequest:
-        """A request; ``public`` is text in it that is not the user's (prompts, teacher output)."""
+        """A request.  ``templates``: our prompt format strings in it; ``public``: the
+        teacher's own words in it.  Both tell the egress guard what is not the user's."""
         return egress.ChatRequest(
             purpose=purpose,
             model=self.model,
@@ -92,7 +94,8 @@ class Teacher:
             temperature=self.temperature,
             response_format=self.response_format(purpose, schema),
             protected=tuple(self.protected()),
-            public=(system, *public),
+            templates=(system, *templates),
+            public=tuple(public),
         )
 
     def complete(self, request: egress.ChatRequest) -> egress.ChatReply:

@@ -175,11 +175,13 @@ def test_guard_blocks_protected_values_and_unreplaced_data(detector: Detector) -
         guard.check(Outgoing(("Email bob.jones@example.org about glutamine",), "", ()))
     # Text the request declares public (the teacher's own statements) is not re-judged...
     public = ("Marie Curie discovered radium.",)
-    guard.check(Outgoing(("Statements: Marie Curie discovered radium.",), "", (), public))
+    guard.check(Outgoing(("Statements: Marie Curie discovered radium.",), "", (), public=public))
     # ...but a protected value is refused wherever it appears.
     with pytest.raises(GuardBlocked):
         guard.check(
-            Outgoing(("Amelia Thompson discovered radium.",), "", protected, ("Amelia Thompson",))
+            Outgoing(
+                ("Amelia Thompson discovered radium.",), "", protected, public=("Amelia Thompson",)
+            )
         )
 
 

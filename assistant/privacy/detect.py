@@ -51,7 +51,7 @@ class EntityRule:
     drop_digits: bool = False  # ignore spans holding digits
 
     def accepts(self, text: str, score: float) -> bool:
-        if score < self.threshold:
+        if score < self.threshold or sum(ch.isalnum() for ch in text) < 3:
             return False
         if self.drop_acronyms and " " not in text and text.isupper():
             return False

@@ -8,8 +8,12 @@ request -- nothing is sent -- when
   local part, the digits of a phone, card or account number, a username
   without its @);
 * the detector, run again over the outgoing text, finds personal data that is
-  not a placeholder and not part of text the request declares as already
-  public (our fixed prompts, statements the teacher itself wrote);
+  not a placeholder.
+
+Two kinds of text in a request are not the user's, and the request says which:
+our own prompt templates (their literal parts are removed before both checks)
+and statements the teacher itself wrote (removed before detection only, so a
+protected value is refused even inside them).
 * the detector raises, or takes longer than its time limit.
 """
 
@@ -21,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from assistant import egress
 from assistant.errors import GuardBlocked
 from assistant.privacy.detect import Scanner
 from assistant.privacy.placeholders import PLACEHOLDER, name_parts, normalise
@@ -40,7 +45,28 @@ class Outgoing:
     texts: tuple[str, ...]  # message contents read back from the exact body
     rest: str  # everything else in the body (model name, schema): checked for protected values
     protected: tuple[tuple[str, str], ...]  # (entity, value) that must never leave
-    public: tuple[str, ...] = ()  # text already public: our prompts, the teacher's own words
+    templates: tuple[str, ...] = ()  # our prompt format strings: their literal parts are ours
+    public: tuple[str, ...] = ()  # the teacher's own words
+
+
+_FIELD = re.compile(r"\{[^{}]*\}")
+_MIN_FRAGMENT = 8
+
+
+def template_fragments(templates: Sequence[str]) -> list[str]:
+    """The literal pieces of format strings (``"Question: {question}"`` -> ``"Question: "``)."""
+    pieces = []
+    for template in templates:
+        for piece in _FIELD.split(template.replace("{{", "{").replace("}}", "}")):
+            if len(piece.strip()) >= _MIN_FRAGMENT:
+                pieces.append(piece)
+    return sorted(set(pieces), key=len, reverse=True)
+
+
+def without(text: str, pieces: Sequence[str]) -> str:
+    for piece in pieces:
+        text = text.replace(piece, "\n")
+    return text
 
 
 def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
@@ -73,12 +99,21 @@ def _alnum(text: str) -> str:
     return re.sub(r"[^0-9a-z]", "", text.casefold())
 
 
+def _bounded(needle: str) -> str:
+    """A pattern for ``needle`` that does not match inside a longer word."""
+    left = r"(?<!\w)" if needle[:1].isalnum() else ""
+    right = r"(?!\w)" if needle[-1:].isalnum() else ""
+    return left + re.escape(needle) + right
+
+
 def leak(entity: str, value: str, text: str, flat: str) -> str | None:
     """How ``value`` shows in ``text`` (``flat`` = normalised text), or None."""
-    if value in text:
+    if not value.strip():
+        return None
+    if re.search(_bounded(value), text):
         return "exact"
     norm = normalise(value)
-    if norm and norm in flat:
+    if norm and re.search(_bounded(norm), flat):
         return "normalised"
     if entity in _DIGIT_TYPES:
         digits = re.sub(r"\D", "", value)
@@ -87,10 +122,11 @@ def leak(entity: str, value: str, text: str, flat: str) -> str | None:
         squashed = _alnum(value)
         if len(squashed) >= 8 and squashed.isalnum() and squashed in _alnum(text):
             return "characters"
-    if entity == "PERSON":
+    if entity == "PERSON":  # a name part as a name is written: "Thompson", "THOMPSON"
         for part in name_parts(value):
-            if re.search(rf"(?<!\w){re.escape(part.casefold())}(?!\w)", flat):
-                return f"part {part!r}"
+            for form in {part, part.upper(), part[:1].upper() + part[1:]}:
+                if re.search(_bounded(form), text):
+                    return f"part {part!r}"
     if entity == "EMAIL_ADDRESS" and "@" in value:
         local = value.split("@", 1)[0].casefold()
         if len(local) >= _MIN_PART and re.search(rf"(?<![\w.]){re.escape(local)}(?![\w])", flat):
@@ -110,21 +146,18 @@ class EgressGuard:
             max_workers=1, thread_name_prefix="guard"
         )
 
-    def _findings_outside(self, texts: Sequence[str], public: Sequence[str]) -> list[str]:
-        allowed = [normalise(p) for p in public]
-        problems = []
-        for text in texts:
-            for f in self.scanner.find(text):
-                if PLACEHOLDER.fullmatch(f.text.strip()):
-                    continue
-                value = normalise(f.text)
-                if any(value in a for a in allowed):
-                    continue
-                problems.append(f.entity)
-        return problems
+    def _unreplaced(self, texts: Sequence[str]) -> list[str]:
+        return [
+            f.entity
+            for text in texts
+            for f in self.scanner.find(text)
+            if not PLACEHOLDER.fullmatch(f.text.strip())
+        ]
 
     def _judge(self, out: Outgoing) -> None:
-        for text in (*out.texts, out.rest):
+        ours = template_fragments(out.templates)
+        users = [without(t, ours) for t in out.texts]
+        for text in (*users, out.rest):
             flat = normalise(text)
             for entity, value in out.protected:
                 how = leak(entity, value, text, flat)
@@ -133,7 +166,9 @@ class EgressGuard:
                         f"the outgoing request still holds a {entity} from your question ({how}); "
                         "nothing was sent"
                     )
-        found = self._findings_outside(out.texts, out.public)
+        found = self._unreplaced(
+            [without(t, sorted(out.public, key=len, reverse=True)) for t in users]
+        )
         if found:
             raise GuardBlocked(
                 f"the outgoing request holds personal data ({', '.join(sorted(set(found)))}) "
@@ -157,9 +192,15 @@ class EgressGuard:
                 f"the privacy check failed ({type(exc).__name__}: {exc}); nothing was sent"
             ) from None
 
-    def check_body(
-        self, body: bytes, protected: Sequence[tuple[str, str]], public: Sequence[str]
-    ) -> None:
+    def check_body(self, body: bytes, request: egress.ChatRequest | egress.ModelsRequest) -> None:
         """The egress.Guard protocol: judge the exact bytes of one request."""
         texts, rest = read_body(body)
-        self.check(Outgoing(texts, rest, tuple(protected), tuple(public)))
+        self.check(
+            Outgoing(
+                texts,
+                rest,
+                tuple(getattr(request, "protected", ())),
+                tuple(getattr(request, "templates", ())),
+                tuple(getattr(request, "public", ())),
+            )
+        )

@@ -26,7 +26,7 @@ def normalise(value: str) -> str:
 
 def name_parts(value: str) -> list[str]:
     """The words of a name worth protecting on their own (no initials or titles)."""
-    words = re.findall(r"[^\W\d_][\w'-]*", value)
+    words = re.findall(r"[^\W\d_](?:[^\W\d_]|['-])*", value)
     return [w for w in words if len(w) >= 3 and w.casefold().rstrip(".") not in _NAME_TITLES]
 
 
@@ -105,7 +105,18 @@ class Vault:
             replacements.append(Replacement(ph, f.entity, f.text))
             cursor = f.end
         pieces.append(text[cursor:])
-        return Redacted("".join(pieces), tuple(replacements))
+        out = "".join(pieces)
+        # The same value elsewhere in the text, where the detector missed it, goes too;
+        # so does a person's surname or first name on its own, as a name is written.
+        seen = {(r.value, r.placeholder, r.entity) for r in replacements}
+        for value, ph, entity in sorted(seen, key=lambda x: -len(x[0])):
+            if len(value.strip()) >= 3:
+                out = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", ph, out, flags=re.IGNORECASE)
+            if self.tag_of(entity) == "PERSON":
+                for part in name_parts(value):
+                    for form in {part, part.upper(), part[:1].upper() + part[1:]}:
+                        out = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", ph, out)
+        return Redacted(out, tuple(replacements))
 
     def values(self) -> list[tuple[str, str]]:
         """(entity, value) of everything this vault protects."""

@@ -103,6 +103,17 @@ def sanitize(
         ) from None
     stages["detect"] = time.perf_counter() - started
     redacted = vault.redact(question, findings)
+    # Placeholders change the context: look once more, as the guard will.
+    try:
+        more = [f for f in scanner.find(redacted.text) if not PLACEHOLDER.fullmatch(f.text)]
+    except Exception as exc:
+        raise PrivacyError(
+            f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
+        ) from None
+    if more:
+        again = vault.redact(redacted.text, more)
+        findings += tuple(more)
+        redacted = Redacted(again.text, redacted.replacements + again.replacements)
     result = Sanitized(
         original=question,
         text=redacted.text,

@@ -1,0 +1,455 @@
+"""Privacy-leakage benchmark (the DRAG paper's App. G protocol, made exact).
+
+Every item goes through an upload path and the benchmark measures what would
+actually leave: the exact body of the evidence request.  Methods, in one run:
+
+* ``full``      -- this product: detection, placeholders, optional student rewrite,
+                   and the egress guard (a refused request sends nothing);
+* ``presidio``  -- baseline: Presidio's default recognizers and thresholds, each
+                   finding replaced by ``<ENTITY_TYPE>``;
+* ``rewrite``   -- baseline, the paper's method: the student's rewrite alone.
+
+For each injected value: leaked *exactly*, *normalised* (case and spacing), or
+*partially* (a surname, an e-mail's local part, the digits of a number) --
+the same forms the egress guard looks for.  The control set (no PII) gives
+over-redaction.  Results: a Markdown table on stdout, JSON and a per-item
+JSONL in ``--out``; ``--resume`` continues an interrupted run.
+
+    drag bench privacy [--dataset bundled|presidio|FILE.jsonl] [--limit N] [--methods ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from assistant import config, egress, evidence
+from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
+from assistant.errors import DragError, GuardBlocked
+from assistant.privacy.detect import Detector, _offline_email_recognizer, load_policy
+from assistant.privacy.guard import EgressGuard, leak
+from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
+
+METHODS = ("full", "presidio", "rewrite")
+# presidio-research labels that are personal data in this product's policy (GPE, dates,
+# titles, ages and nationalities are left in questions on purpose: see policy.yaml).
+PRESIDIO_RESEARCH_SCOPE = {
+    "PERSON",
+    "STREET_ADDRESS",
+    "ORGANIZATION",
+    "CREDIT_CARD",
+    "PHONE_NUMBER",
+    "EMAIL_ADDRESS",
+    "IBAN_CODE",
+    "US_SSN",
+    "IP_ADDRESS",
+    "US_DRIVER_LICENSE",
+}
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    text: str
+    pii: tuple[tuple[str, str], ...]  # (entity type, value)
+    control: bool = False
+
+
+def bundled_path() -> Path:
+    return Path(str(resources.files("assistant.bench") / "data" / "privacy_mmlu.jsonl"))
+
+
+def load_bundled(path: Path | None = None) -> list[Item]:
+    items = []
+    for line in (path or bundled_path()).read_text("utf-8").splitlines():
+        r = json.loads(line)
+        pii = tuple((p["type"], p["value"]) for p in r["pii"])
+        items.append(Item(r["id"], full_text(r), pii, control=not pii))
+    return items
+
+
+def load_presidio_research(path: Path) -> list[Item]:
+    data = json.loads(path.read_text("utf-8"))
+    items = []
+    for n, r in enumerate(data):
+        pii = tuple(
+            (s["entity_type"], s["entity_value"])
+            for s in r["spans"]
+            if s["entity_type"] in PRESIDIO_RESEARCH_SCOPE
+        )
+        items.append(Item(f"presidio-research/{n}", r["full_text"], pii, control=not r["spans"]))
+    return items
+
+
+def load_jsonl(path: Path) -> list[Item]:
+    """Generic: one ``{"text": ..., "pii": ["value", ...]}`` per line (types optional)."""
+    items = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines()):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        pii = tuple(
+            (p.get("type", "UNKNOWN"), p["value"]) if isinstance(p, dict) else ("UNKNOWN", str(p))
+            for p in r.get("pii", [])
+        )
+        items.append(Item(str(r.get("id", n)), r["text"], pii, control=not pii))
+    return items
+
+
+def load_dataset(name: str) -> list[Item]:
+    if name == "bundled":
+        return load_bundled()
+    if name == "presidio":
+        return load_presidio_research(
+            DEFAULT_MMLU.parent / "presidio_research" / "synth_dataset_v2.json"
+        )
+    path = Path(name)
+    if path.suffix == ".json":
+        return load_presidio_research(path)
+    return load_jsonl(path)
+
+
+def evidence_request(
+    question: str, protected: tuple[tuple[str, str], ...] = (), n: int = 15
+) -> egress.ChatRequest:
+    """The evidence request that would carry ``question`` (as Teacher.request builds it)."""
+    return egress.ChatRequest(
+        purpose="evidence",
+        model="teacher",
+        messages=(
+            {"role": "system", "content": evidence.SYSTEM},
+            {"role": "user", "content": evidence.USER.format(n=n, question=question)},
+        ),
+        max_tokens=2048,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "evidence", "schema": evidence.schema(n)},
+        },
+        protected=protected,
+        templates=(evidence.SYSTEM, evidence.USER),
+    )
+
+
+def evidence_body(question: str, n: int = 15) -> bytes:
+    """The exact body the evidence request would carry for ``question``."""
+    return evidence_request(question, n=n).payload_bytes()
+
+
+@dataclass
+class Outcome:
+    """What one method did with one item."""
+
+    sent: str | None  # the outgoing body as text; None = refused, nothing sent
+    seconds: dict[str, float] = field(default_factory=dict)
+    changed: bool = False  # the question was altered before upload
+    note: str = ""
+
+
+Method = Callable[[Item], Outcome]
+
+
+def make_full(detector: Detector, rewriter: Callable[[str, str], str] | None) -> Method:
+    guard = EgressGuard(detector)
+
+    def run(item: Item) -> Outcome:
+        vault = Vault(tag_of=load_policy().tag)  # one fresh session per item
+        san = sanitize(
+            item.text,
+            scanner=detector,
+            vault=vault,
+            guard=guard,
+            rewriter=rewriter,
+            rewrite="on-detection" if rewriter else "never",
+        )
+        seconds = dict(san.stages)
+        request = evidence_request(san.text, tuple(vault.values()))
+        body = request.payload_bytes()
+        started = time.perf_counter()
+        try:
+            guard.check_body(body, request)
+        except GuardBlocked as exc:
+            seconds["guard"] = time.perf_counter() - started
+            return Outcome(None, seconds, True, str(exc))
+        seconds["guard"] = time.perf_counter() - started
+        return Outcome(body.decode("utf-8"), seconds, san.text != item.text, san.rewrite_note)
+
+    return run
+
+
+def make_presidio_default() -> Method:
+    from presidio_analyzer import AnalyzerEngine
+    from presidio_analyzer.nlp_engine import NlpEngineProvider
+
+    # Presidio's defaults (all predefined recognizers, default thresholds, default entity
+    # mapping); only the spaCy model differs: en_core_web_lg cannot be installed here.
+    nlp = NlpEngineProvider(
+        nlp_configuration={
+            "nlp_engine_name": "spacy",
+            "models": [{"lang_code": "en", "model_name": load_policy().model}],
+        }
+    ).create_engine()
+    engine = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"])
+    # One deviation: Presidio's e-mail check would download a suffix list (no traffic here).
+    engine.registry.remove_recognizer("EmailRecognizer")
+    engine.registry.add_recognizer(_offline_email_recognizer())
+
+    def run(item: Item) -> Outcome:
+        started = time.perf_counter()
+        results = engine.analyze(text=item.text, language="en")
+        spans = sorted(
+            {(r.start, r.end, r.entity_type) for r in results}, key=lambda s: (s[0], -s[1])
+        )
+        out, cursor = [], 0
+        for start, end, entity in spans:
+            if start < cursor:
+                continue
+            out += [item.text[cursor:start], f"<{entity}>"]
+            cursor = end
+        out.append(item.text[cursor:])
+        text = "".join(out)
+        return Outcome(
+            evidence_body(text).decode("utf-8"),
+            {"detect": time.perf_counter() - started},
+            text != item.text,
+        )
+
+    return run
+
+
+def make_rewrite_only(rewriter: Callable[[str, str], str]) -> Method:
+    def run(item: Item) -> Outcome:
+        started = time.perf_counter()
+        text = rewriter(REWRITE_SYSTEM, item.text).strip() or item.text
+        return Outcome(
+            evidence_body(text).decode("utf-8"),
+            {"rewrite": time.perf_counter() - started},
+            text != item.text,
+        )
+
+    return run
+
+
+def score(item: Item, outcome: Outcome) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "id": item.id,
+        "control": item.control,
+        "blocked": outcome.sent is None,
+        "changed": outcome.changed,
+        "seconds": outcome.seconds,
+        "note": outcome.note,
+        "values": [],
+    }
+    sent = outcome.sent or ""
+    # Look at the message text as the teacher would read it, JSON escapes undone.
+    readable = json.loads(sent)["messages"][1]["content"] if sent else ""
+    flat = normalise(readable)
+    for entity, value in item.pii:
+        partial = bool(sent) and leak(entity, value, readable, flat) is not None
+        record["values"].append(
+            {
+                "type": entity,
+                "exact": bool(sent) and value in readable,
+                "normalised": bool(sent) and normalise(value) in flat,
+                "partial": partial,
+            }
+        )
+    return record
+
+
+def _rate(n: int, d: int) -> float:
+    return n / d if d else 0.0
+
+
+def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    records = list(records)
+    values = [v for r in records for v in r["values"]]
+    by_type: dict[str, dict[str, Any]] = {}
+    for v in values:
+        t = by_type.setdefault(
+            v["type"], {"injected": 0, "exact": 0, "normalised": 0, "partial": 0}
+        )
+        t["injected"] += 1
+        for form in ("exact", "normalised", "partial"):
+            t[form] += int(v[form])
+    control = [r for r in records if r["control"]]
+    stages: dict[str, list[float]] = {}
+    for r in records:
+        for stage, s in r["seconds"].items():
+            stages.setdefault(stage, []).append(s * 1000)
+
+    def pct(xs: list[float], q: float) -> float:
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))] if xs else 0.0
+
+    return {
+        "items": len(records),
+        "injected": len(values),
+        "leaked": {f: sum(v[f] for v in values) for f in ("exact", "normalised", "partial")},
+        "leak_rate": {
+            f: _rate(sum(v[f] for v in values), len(values))
+            for f in ("exact", "normalised", "partial")
+        },
+        "by_type": by_type,
+        "blocked": sum(r["blocked"] for r in records),
+        "control_items": len(control),
+        "control_changed": sum(r["changed"] for r in control),
+        "over_redaction": _rate(sum(r["changed"] for r in control), len(control)),
+        "latency_ms": {
+            s: {"p50": statistics.median(xs), "p95": pct(xs, 0.95)} for s, xs in stages.items()
+        },
+    }
+
+
+def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
+    lines = [f"## {title}", ""]
+    lines += [
+        "| method | items | injected | leaked exact | normalised | partial | refused "
+        "| control changed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method, s in summaries.items():
+        r = s["leak_rate"]
+        lines.append(
+            f"| {method} | {s['items']} | {s['injected']} | {r['exact']:.2%} "
+            f"| {r['normalised']:.2%} | {r['partial']:.2%} | {s['blocked']} "
+            f"| {s['control_changed']}/{s['control_items']} |"
+        )
+    types = sorted({t for s in summaries.values() for t in s["by_type"]})
+    lines += ["", "Partial leakage by entity type (leaked / injected):", ""]
+    lines += ["| type | " + " | ".join(summaries) + " |", "|---|" + "---:|" * len(summaries)]
+    for t in types:
+        cells = []
+        for s in summaries.values():
+            c = s["by_type"].get(t)
+            cells.append(f"{c['partial']}/{c['injected']}" if c else "–")
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    lines += ["", "Latency per question (ms, p50 / p95):", ""]
+    for method, s in summaries.items():
+        parts = [f"{k} {v['p50']:.0f} / {v['p95']:.0f}" for k, v in s["latency_ms"].items()]
+        lines.append(f"- {method}: " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def _student_rewriter() -> Callable[[str, str], str]:
+    from assistant import modelfiles
+    from assistant.student import Student
+
+    settings = config.load()
+    path, _spec = modelfiles.resolve(settings.student.model)
+    student = Student(path, n_ctx=settings.student.n_ctx, gpu=settings.student.gpu)
+
+    def rewrite(system: str, text: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+        return student.chat(messages, max_tokens=max(64, len(text) // 2)).text
+
+    return rewrite
+
+
+def run(
+    items: list[Item], methods: dict[str, Method], out: Path, *, resume: bool, progress: bool
+) -> dict[str, dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    per_item = out / "privacy-items.jsonl"
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if resume and per_item.exists():
+        for line in per_item.read_text("utf-8").splitlines():
+            r = json.loads(line)
+            done[(r["method"], r["id"])] = r
+    mode = "a" if resume else "w"
+    total = len(items) * len(methods)
+    count = 0
+    with per_item.open(mode, encoding="utf-8") as fh:
+        for name, method in methods.items():
+            for item in items:
+                count += 1
+                if (name, item.id) in done:
+                    continue
+                record = {"method": name, **score(item, method(item))}
+                done[(name, item.id)] = record
+                fh.write(json.dumps(record) + "\n")
+                fh.flush()
+                if progress:
+                    leaks = sum(
+                        v["partial"]
+                        for r in done.values()
+                        if r["method"] == name
+                        for v in r["values"]
+                    )
+                    print(
+                        f"\r[{count}/{total}] {name}: {leaks} partial leaks so far",
+                        end="",
+                        file=sys.stderr,
+                    )
+    if progress:
+        print(file=sys.stderr)
+    ids = {i.id for i in items}
+    return {
+        name: summarise(r for (m, i), r in done.items() if m == name and i in ids)
+        for name in methods
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="drag bench privacy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dataset", default="bundled", help="bundled | presidio | FILE.jsonl | FILE.json"
+    )
+    parser.add_argument("--limit", type=int, default=0, help="first N items (0 = all)")
+    parser.add_argument("--methods", default="full,presidio", help=f"some of {','.join(METHODS)}")
+    parser.add_argument(
+        "--rewrite", action="store_true", help="the full stack includes the student's rewrite"
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args(argv)
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if bad := [m for m in names if m not in METHODS]:
+        print(
+            f"bench privacy: error: unknown method {bad[0]!r}; methods are {', '.join(METHODS)}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        items = load_dataset(args.dataset)
+        if args.limit:
+            # Keep the control share: take from PII items and control items alike.
+            pii = [i for i in items if not i.control][: args.limit]
+            ctrl = [i for i in items if i.control][: max(1, args.limit // 5)]
+            items = pii + ctrl
+        rewriter = _student_rewriter() if args.rewrite or "rewrite" in names else None
+        methods: dict[str, Method] = {}
+        for name in names:
+            if name == "full":
+                methods["full" + ("+rewrite" if args.rewrite else "")] = make_full(
+                    Detector(), rewriter if args.rewrite else None
+                )
+            elif name == "presidio":
+                methods["presidio-default"] = make_presidio_default()
+            elif rewriter is not None:
+                methods["rewrite-only"] = make_rewrite_only(rewriter)
+        summaries = run(items, methods, args.out, resume=args.resume, progress=sys.stderr.isatty())
+    except (DragError, OSError, ValueError) as exc:
+        print(f"bench privacy: error: {exc}", file=sys.stderr)
+        return 1
+    title = f"Privacy leakage · {args.dataset} · {len(items)} items"
+    (args.out / "privacy-summary.json").write_text(json.dumps(summaries, indent=2), "utf-8")
+    (args.out / "privacy-summary.md").write_text(render(summaries, title) + "\n", "utf-8")
+    print(render(summaries, title))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
