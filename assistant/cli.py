@@ -389,6 +389,32 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
         server.forget()
 
 
+@cli.group("bench")
+def bench_group() -> None:
+    """Benchmarks that print figures: privacy leakage, the DRAG pipeline."""
+
+
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@bench_group.command("privacy", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_privacy(ctx: click.Context) -> None:
+    """What leaves the machine: leakage per entity type, with baselines (--help for options)."""
+    from assistant.bench import privacy
+
+    ctx.exit(privacy.main(list(ctx.args)))
+
+
+@bench_group.command("pipeline", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_pipeline(ctx: click.Context) -> None:
+    """DRAG on ARC-Challenge: latency, teacher cost, accuracy by mode (--help for options)."""
+    from assistant.bench import pipeline as bench
+
+    ctx.exit(bench.main(list(ctx.args)))
+
+
 @cli.command("models")
 @click.option("--json", "as_json", is_flag=True)
 def models_cmd(as_json: bool) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from assistant.localserver import ALIAS
+
 TEST_MODEL = "smollm2-135m-instruct"
 
 
@@ -53,6 +55,26 @@ def teacher_server(test_model_path: Path) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+
+
+def loopback_address(base_url: str) -> tuple[str, int]:
+    """(host, port) of a teacher base URL, as a socket sees it."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    assert parts.hostname and parts.port
+    return (parts.hostname, parts.port)
+
+
+@pytest.fixture
+def teacher_env(teacher_server: str) -> dict[str, str]:
+    """Settings that point drag at the real test teacher and the tiny student."""
+    return {
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": teacher_server,
+        "DRAG_TEACHER_MODEL": ALIAS,
+        "DRAG_TEACHER_STRUCTURED": "json_object",  # llama_cpp.server's schema-enforcing form
+    }
 
 
 @dataclass

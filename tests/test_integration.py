@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +20,7 @@ from assistant.cli import cli
 from assistant.embedder import SentenceEmbedder
 from assistant.localserver import ALIAS
 from assistant.ranking import RRF_C, fuse, rank_texts, ranks_descending
-from tests.conftest import TEST_MODEL, SocketLog
+from tests.conftest import TEST_MODEL, SocketLog, loopback_address
 
 pytestmark = pytest.mark.integration
 
@@ -34,20 +33,11 @@ def embedder() -> SentenceEmbedder:
 
 
 @pytest.fixture
-def env(teacher_server: str) -> dict[str, str]:
-    return {
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_TEACHER_ENDPOINT": teacher_server,
-        "DRAG_TEACHER_MODEL": ALIAS,
-        "DRAG_TEACHER_STRUCTURED": "json_object",  # llama_cpp.server's schema-enforcing form
-        "DRAG_TEACHER_MAX_TOKENS": "1024",
-    }
+def env(teacher_env: dict[str, str]) -> dict[str, str]:
+    return {**teacher_env, "DRAG_TEACHER_MAX_TOKENS": "1024"}
 
 
-def address(base_url: str) -> tuple[str, int]:
-    parts = urlsplit(base_url)
-    assert parts.hostname and parts.port
-    return (parts.hostname, parts.port)
+address = loopback_address
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -14,9 +13,8 @@ from click.testing import CliRunner
 from assistant import pipeline
 from assistant.cli import cli
 from assistant.errors import PrivacyError
-from assistant.localserver import ALIAS
 from assistant.privacy.detect import Detector, Finding
-from tests.conftest import TEST_MODEL, SocketLog
+from tests.conftest import SocketLog, loopback_address
 
 pytestmark = pytest.mark.integration
 
@@ -28,22 +26,16 @@ VALUES = ["Amelia", "Thompson", "athompson93", "555-201-7734", "5552017734", "53
 
 
 @pytest.fixture
-def env(teacher_server: str) -> dict[str, str]:
+def env(teacher_env: dict[str, str]) -> dict[str, str]:
     return {
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_TEACHER_ENDPOINT": teacher_server,
-        "DRAG_TEACHER_MODEL": ALIAS,
-        "DRAG_TEACHER_STRUCTURED": "json_object",
+        **teacher_env,
         "DRAG_TEACHER_MAX_TOKENS": "512",
         "DRAG_PIPELINE_N": "4",
         "DRAG_PIPELINE_K": "3",
     }
 
 
-def address(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    assert parts.hostname and parts.port
-    return parts.hostname, parts.port
+address = loopback_address
 
 
 def invoke(env: dict[str, str], *args: str) -> Any:
@@ -80,7 +72,9 @@ class FailAfter:
         return self.real.find(text)
 
 
-@pytest.mark.parametrize(("good", "where"), [(0, "detector failed"), (1, "privacy check failed")])
+# sanitize calls the detector twice (the question, then its redacted form); the third
+# call is the egress guard's re-check.
+@pytest.mark.parametrize(("good", "where"), [(0, "detector failed"), (2, "privacy check failed")])
 def test_detector_exception_sends_nothing(
     env: dict[str, str],
     teacher_server: str,
@@ -89,7 +83,7 @@ def test_detector_exception_sends_nothing(
     good: int,
     where: str,
 ) -> None:
-    """good=0: detection of the question fails; good=1: the egress guard's re-check fails."""
+    """good=0: detection of the question fails; good=2: the egress guard's re-check fails."""
     socket_guard.allowed.add(address(teacher_server))
     monkeypatch.setattr(pipeline.Runtime, "detector", property(lambda self: faulty))
     faulty = FailAfter(good)

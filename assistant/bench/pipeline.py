@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant import config, pipeline
+from assistant.bench import split_choices
 from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
 from assistant.config import MODES
 from assistant.errors import DragError
@@ -164,11 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         help="re-read the answers of an earlier run with the current extractor; print figures",
     )
     args = parser.parse_args(argv)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if bad := [m for m in modes if m not in MODES]:
-        print(
-            f"bench: error: unknown mode {bad[0]!r}; modes are {', '.join(MODES)}", file=sys.stderr
-        )
+    try:
+        modes = split_choices(args.modes, MODES, "mode")
+    except ValueError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
         return 2
     if args.rescore:
         return rescore(args.rescore, load_arc(args.data or bundled_arc()))

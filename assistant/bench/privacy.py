@@ -21,17 +21,20 @@ JSONL in ``--out``; ``--resume`` continues an interrupted run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from assistant import config, egress, evidence
+from assistant.bench import split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.errors import DragError, GuardBlocked
 from assistant.privacy.detect import Detector, _offline_email_recognizer, load_policy
@@ -157,7 +160,25 @@ class Outcome:
 Method = Callable[[Item], Outcome]
 
 
-def make_full(detector: Detector, rewriter: Callable[[str, str], str] | None) -> Method:
+class RecordingGuard:
+    """Passes the judgement to the real guard and keeps the last body it let through."""
+
+    def __init__(self, guard: EgressGuard) -> None:
+        self.guard = guard
+        self.last: bytes | None = None
+
+    def check_body(self, body: bytes, request: egress.ChatRequest | egress.ModelsRequest) -> None:
+        self.guard.check_body(body, request)
+        self.last = body
+
+
+Sender = Callable[[egress.ChatRequest, RecordingGuard], None]
+
+
+def make_full(
+    detector: Detector, rewriter: Callable[[str, str], str] | None, send: Sender | None = None
+) -> Method:
+    """This product's upload path; with ``send``, each request really goes to the teacher."""
     guard = EgressGuard(detector)
 
     def run(item: Item) -> Outcome:
@@ -172,15 +193,19 @@ def make_full(detector: Detector, rewriter: Callable[[str, str], str] | None) ->
         )
         seconds = dict(san.stages)
         request = evidence_request(san.text, tuple(vault.values()))
-        body = request.payload_bytes()
+        recorder = RecordingGuard(guard)
         started = time.perf_counter()
         try:
-            guard.check_body(body, request)
+            if send is None:  # --no-teacher: judge and record, send nothing
+                recorder.check_body(request.payload_bytes(), request)
+            else:  # through egress.send: recorder.last ends as the bytes the HTTP hook saw
+                send(request, recorder)
         except GuardBlocked as exc:
             seconds["guard"] = time.perf_counter() - started
             return Outcome(None, seconds, True, str(exc))
-        seconds["guard"] = time.perf_counter() - started
-        return Outcome(body.decode("utf-8"), seconds, san.text != item.text, san.rewrite_note)
+        seconds["guard" if send is None else "guard+upload"] = time.perf_counter() - started
+        sent = recorder.last.decode("utf-8") if recorder.last is not None else None
+        return Outcome(sent, seconds, san.text != item.text, san.rewrite_note)
 
     return run
 
@@ -354,6 +379,27 @@ def _student_rewriter() -> Callable[[str, str], str]:
     return rewrite
 
 
+@contextlib.contextmanager
+def _sender() -> Iterator[Sender]:
+    """Send each request to the configured teacher (asking for one token: only the
+    upload is measured), through egress.send and its HTTP hook."""
+    from assistant import pipeline
+
+    with pipeline.Runtime(config.load()) as rt:
+        teacher = rt.teacher
+
+        def send(request: egress.ChatRequest, guard: RecordingGuard) -> None:
+            request = dataclasses.replace(
+                request,
+                model=teacher.model,
+                max_tokens=1,
+                response_format=teacher.response_format("evidence", evidence.schema(15)),
+            )
+            egress.send(teacher.endpoint, request, guard)
+
+        yield send
+
+
 def run(
     items: list[Item], methods: dict[str, Method], out: Path, *, resume: bool, progress: bool
 ) -> dict[str, dict[str, Any]]:
@@ -414,13 +460,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--no-teacher",
+        action="store_true",
+        help="record the outgoing bytes, send nothing (default: send to the configured teacher)",
+    )
     args = parser.parse_args(argv)
-    names = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if bad := [m for m in names if m not in METHODS]:
-        print(
-            f"bench privacy: error: unknown method {bad[0]!r}; methods are {', '.join(METHODS)}",
-            file=sys.stderr,
-        )
+    try:
+        names = split_choices(args.methods, METHODS, "method")
+    except ValueError as exc:
+        print(f"bench privacy: error: {exc}", file=sys.stderr)
         return 2
     try:
         items = load_dataset(args.dataset)
@@ -430,17 +479,22 @@ def main(argv: list[str] | None = None) -> int:
             ctrl = [i for i in items if i.control][: max(1, args.limit // 5)]
             items = pii + ctrl
         rewriter = _student_rewriter() if args.rewrite or "rewrite" in names else None
+        stack = contextlib.ExitStack()
+        send = None if args.no_teacher or "full" not in names else stack.enter_context(_sender())
         methods: dict[str, Method] = {}
         for name in names:
             if name == "full":
                 methods["full" + ("+rewrite" if args.rewrite else "")] = make_full(
-                    Detector(), rewriter if args.rewrite else None
+                    Detector(), rewriter if args.rewrite else None, send
                 )
             elif name == "presidio":
                 methods["presidio-default"] = make_presidio_default()
             elif rewriter is not None:
                 methods["rewrite-only"] = make_rewrite_only(rewriter)
-        summaries = run(items, methods, args.out, resume=args.resume, progress=sys.stderr.isatty())
+        with stack:
+            summaries = run(
+                items, methods, args.out, resume=args.resume, progress=sys.stderr.isatty()
+            )
     except (DragError, OSError, ValueError) as exc:
         print(f"bench privacy: error: {exc}", file=sys.stderr)
         return 1

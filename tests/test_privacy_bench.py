@@ -1,0 +1,121 @@
+"""The privacy benchmark: its bundled set, its scoring, and whole runs under the socket guard."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from assistant.bench import privacy
+from assistant.bench.make_privacy_set import DEFAULT_MMLU, generate
+from tests.conftest import SocketLog, loopback_address
+
+
+def test_bundled_set_shape() -> None:
+    items = privacy.load_bundled()
+    assert len(items) == 1200
+    assert sum(i.control for i in items) == 200
+    kinds = Counter(t for i in items for t, _v in i.pii)
+    assert set(kinds) == {
+        "PERSON",
+        "ORGANIZATION",
+        "EMAIL_ADDRESS",
+        "PHONE_NUMBER",
+        "STREET_ADDRESS",
+        "US_SSN",
+        "CREDIT_CARD",
+        "IBAN_CODE",
+        "DATE_OF_BIRTH",
+        "IP_ADDRESS",
+        "USERNAME",
+        "SECRET",
+    }
+    for item in items:
+        assert all(value in item.text for _t, value in item.pii), item.id
+
+
+@pytest.mark.skipif(not (DEFAULT_MMLU / "test").is_dir(), reason="needs ../shared/data/mmlu")
+def test_generator_regenerates_the_bundled_file() -> None:
+    fresh = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in generate(DEFAULT_MMLU))
+    assert fresh == privacy.bundled_path().read_text("utf-8")
+
+
+def test_scoring_forms() -> None:
+    item = privacy.Item(
+        "x", "", (("PERSON", "Amelia Thompson"), ("PHONE_NUMBER", "(555) 201-7734"))
+    )
+    body = privacy.evidence_body("Does THOMPSON know 555.201.7734?").decode()
+    scored = privacy.score(item, privacy.Outcome(body))
+    person, phone = scored["values"]
+    assert person == {"type": "PERSON", "exact": False, "normalised": False, "partial": True}
+    assert phone == {"type": "PHONE_NUMBER", "exact": False, "normalised": False, "partial": True}
+    refused = privacy.score(item, privacy.Outcome(None))
+    assert refused["blocked"] and not any(v["partial"] for v in refused["values"])
+
+
+def test_other_dataset_formats(tmp_path: Path) -> None:
+    generic = tmp_path / "g.jsonl"
+    generic.write_text(
+        '{"text": "Mail bob@example.org", "pii": ["bob@example.org"]}\n{"text": "hi"}\n'
+    )
+    items = privacy.load_dataset(str(generic))
+    assert items[0].pii == (("UNKNOWN", "bob@example.org"),) and items[1].control
+    research = tmp_path / "r.json"
+    research.write_text(
+        json.dumps(
+            [
+                {
+                    "full_text": "Call Ann Lee in Paris",
+                    "spans": [
+                        {"entity_type": "PERSON", "entity_value": "Ann Lee"},
+                        {"entity_type": "GPE", "entity_value": "Paris"},
+                    ],
+                }
+            ]
+        )
+    )
+    (item,) = privacy.load_dataset(str(research))
+    assert item.pii == (("PERSON", "Ann Lee"),)  # places are out of scope by policy
+
+
+def test_whole_run_without_teacher_opens_no_connection(
+    tmp_path: Path, socket_guard: SocketLog
+) -> None:
+    code = privacy.main(["--limit", "8", "--no-teacher", "--out", str(tmp_path)])
+    assert code == 0
+    summary = json.loads((tmp_path / "privacy-summary.json").read_text())
+    assert set(summary) == {"full", "presidio-default"}
+    assert summary["full"]["injected"] > 20
+    assert summary["full"]["leaked"]["partial"] <= summary["presidio-default"]["leaked"]["partial"]
+    assert (tmp_path / "privacy-summary.md").read_text().startswith("## Privacy leakage")
+    assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
+    assert socket_guard.seen == []  # a whole benchmark run: no traffic at all
+    # --resume picks up the finished items instead of redoing them.
+    assert privacy.main(["--limit", "8", "--no-teacher", "--out", str(tmp_path), "--resume"]) == 0
+    assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
+
+
+@pytest.mark.integration
+def test_whole_run_through_the_real_teacher(
+    tmp_path: Path,
+    teacher_server: str,
+    teacher_env: dict[str, str],
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The upload path for real (egress.send to llama_cpp.server): only the teacher is
+    contacted, and no injected value is among the bytes written to the socket."""
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    for key, value in teacher_env.items():
+        monkeypatch.setenv(key, value)
+    assert privacy.main(["--limit", "4", "--methods", "full", "--out", str(tmp_path)]) == 0
+    records = [json.loads(x) for x in (tmp_path / "privacy-items.jsonl").read_text().splitlines()]
+    assert len(records) == 5 and socket_guard.seen
+    sent = socket_guard.sent_text()
+    assert sent.count("POST /v1/chat/completions") == sum(not r["blocked"] for r in records)
+    items = {i.id: i for i in privacy.load_bundled()}
+    for record in records:
+        for _type, value in items[record["id"]].pii:
+            assert value not in sent
