@@ -73,6 +73,19 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ),
         ("the server at 192.168.1.20 is down", "192.168.1.20", "IP_ADDRESS"),
         ("see https://johnsblog.example.com/about", "https://johnsblog.example.com/about", "URL"),
+        ("a paper for Yoder LLC on soils", "Yoder LLC", "ORGANIZATION"),
+        ("I work for Martin-Day now", "Martin-Day", "ORGANIZATION"),
+        (
+            "Prof. Bryan Snyder from Webb, White and Reese asked",
+            "Webb, White and Reese",
+            "ORGANIZATION",
+        ),
+        ("ask him on 328-590-4245 today", "328-590-4245", "PHONE_NUMBER"),
+        ("call 230.800.1296 after six", "230.800.1296", "PHONE_NUMBER"),
+        ("My name is Joy York and I live here", "Joy York", "PERSON"),
+        ("please charge my card 2717 9944 1598 8876 now", "2717 9944 1598 8876", "CREDIT_CARD"),
+        ("I live at 141 Hodges Mountains Apt. 5", "141 Hodges Mountains Apt. 5", "STREET_ADDRESS"),
+        ("rejecting my password 0YhybJNcvYrw again", "0YhybJNcvYrw", "SECRET"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
@@ -87,6 +100,14 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "What was the GDP of Japan in 1990?",
     ]:
         assert detector.find(text) == [], text
+
+
+def test_labels_end_at_word_boundaries(detector: Detector) -> None:
+    # "account" must not turn the end of "Accounting" into a username, nor "key" a keyboard.
+    found = kinds(
+        detector.find("Accounting profits differ from economic profits. Keyboard layout?")
+    )
+    assert "ing" not in found and not any(e == "USERNAME" for e in found.values())
 
 
 def test_uk_nhs_does_not_fire_on_us_phone_numbers(detector: Detector) -> None:
@@ -265,6 +286,22 @@ def test_sanitize_keeps_a_good_rewrite_and_refuses_a_leaky_one(detector: Detecto
             AMELIA, scanner=detector, vault=vault, guard=guard, rewriter=invents
         ).rewrite_note
     )
+
+
+@pytest.mark.parametrize(
+    ("candidate", "problem"),
+    [
+        ("What is the role of glutamine?", ""),
+        ("What role does glutamine play in amino acid metabolism?", ""),
+        ("The answer to this question is:", "lost the question"),  # seen from SmolLM2
+        ("What is the role of glutamine in bitcoin mining and astrology?", "added words"),
+    ],
+)
+def test_rewrite_must_stay_faithful(candidate: str, problem: str) -> None:
+    from assistant.privacy.sanitize import drift
+
+    original = "<PERSON_1> wrote about amino acid metabolism. What is the role of glutamine?"
+    assert (problem in drift(candidate, original)) if problem else drift(candidate, original) == ""
 
 
 def test_sanitize_keeps_answer_options(detector: Detector) -> None:

@@ -34,6 +34,106 @@ REWRITE_SYSTEM = (
     "4. Reply with the rewritten question only."
 )
 _OPTION_LINE = re.compile(r"^\s*\(?[A-Z1-9][.)]\s+\S.*$", re.MULTILINE)
+_WORD = re.compile(r"[^\W\d_]{3,}")
+_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "with",
+        "this",
+        "that",
+        "from",
+        "have",
+        "has",
+        "had",
+        "was",
+        "were",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "does",
+        "did",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "its",
+        "into",
+        "onto",
+        "about",
+        "than",
+        "then",
+        "them",
+        "they",
+        "their",
+        "there",
+        "these",
+        "those",
+        "been",
+        "being",
+        "also",
+        "any",
+        "all",
+        "each",
+        "some",
+        "such",
+        "only",
+        "very",
+        "just",
+        "one",
+        "two",
+        "out",
+        "over",
+        "under",
+    ]
+)
+# How much of the question a rewrite must keep, and how much it may add.
+MIN_KEPT = 0.6
+MAX_NEW = 0.34
+
+
+def content_words(text: str) -> set[str]:
+    return {
+        w
+        for w in (m.group(0).casefold() for m in _WORD.finditer(PLACEHOLDER.sub(" ", text)))
+        if w not in _STOP
+    }
+
+
+def question_part(text: str) -> str:
+    """The sentences that ask (with '?'), or the last sentence: what a rewrite must keep."""
+    sentences = re.split(r"(?<=[.!?])\s+|\n", text)
+    asking = [s for s in sentences if "?" in s]
+    return " ".join(asking) if asking else (sentences[-1] if sentences else text)
+
+
+def drift(candidate: str, original: str) -> str:
+    """Why ``candidate`` is not a faithful rewrite of ``original`` ("" when it is)."""
+    kept_from = content_words(question_part(original))
+    said = content_words(candidate)
+    if kept_from and len(kept_from & said) / len(kept_from) < MIN_KEPT:
+        return "the rewrite lost the question"
+    if said and len(said - content_words(original)) / len(said) > MAX_NEW:
+        return "the rewrite added words the question did not have"
+    return ""
+
 
 Rewriter = Callable[[str, str], str]  # (system, text) -> rewritten text
 
@@ -80,7 +180,7 @@ def _rewrite_problem(
         guard.check(Outgoing((candidate,), "", tuple(vault.values())))
     except GuardBlocked as exc:
         return f"the rewrite failed the egress guard ({exc})"
-    return ""
+    return drift(candidate, placeholder_text)
 
 
 def sanitize(
