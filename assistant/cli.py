@@ -10,13 +10,16 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from assistant import config as config_mod
 from assistant import drafts, errors, modelfiles, paths
 from assistant.config import MODES, Settings
+
+if TYPE_CHECKING:
+    from assistant.privacy.sanitize import Sanitized
 
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
 
@@ -69,7 +72,7 @@ def side_by_side(left: str, right: str, width: int) -> list[str]:
     return [f"{x:<{col}} │ {y}" for x, y in zip(a, b, strict=True)]
 
 
-def review_in_terminal(sanitized: Any) -> bool:
+def review_in_terminal(sanitized: Sanitized) -> bool:
     """Show what would be sent next to the original; ask before sending."""
     import shutil
 

@@ -18,6 +18,7 @@ from assistant.privacy.detect import Detector, Finding, load_policy, resolve_ove
 from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body
 from assistant.privacy.placeholders import Vault, normalise
 from assistant.privacy.sanitize import sanitize
+from tests.conftest import SocketLog
 
 AMELIA = (
     "Dr. Amelia Thompson, who wrote an article on amino acid metabolism for Biochem Review, "
@@ -326,3 +327,12 @@ def test_sanitize_fails_closed_when_detection_fails() -> None:
         sanitize(
             "hello", scanner=FaultyScanner(), vault=Vault(), guard=EgressGuard(FaultyScanner())
         )
+
+
+def test_the_http_hook_refuses_requests_outside_send(socket_guard: SocketLog) -> None:
+    """Even code that reached the pooled client directly is stopped before connecting."""
+    endpoint = egress.Endpoint("http://127.0.0.1:9/v1", max_retries=0)
+    client = egress._client(endpoint)
+    with pytest.raises(GuardBlocked, match=r"outside egress\.send"):
+        client.models.list()
+    assert socket_guard.seen == []
