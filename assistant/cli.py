@@ -133,10 +133,31 @@ _model_options = [
     click.option("--teacher", "teacher_endpoint", help='Teacher: "local" or a base URL.'),
     click.option("--teacher-model", help="Model name at the teacher endpoint."),
 ]
+_cache_options = [
+    click.option(
+        "--offline",
+        is_flag=True,
+        default=None,
+        help="Never contact the teacher: answer from the local cache or say it cannot.",
+    ),
+    click.option(
+        "--no-cache",
+        "no_cache",
+        is_flag=True,
+        default=None,
+        help="Do not answer from the cache (what the teacher says is still cached).",
+    ),
+]
 
 
 def _with_model_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_model_options):
+        f = option(f)
+    return f
+
+
+def _with_cache_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_cache_options):
         f = option(f)
     return f
 
@@ -149,8 +170,25 @@ def _flags(**kw: Any) -> dict[str, Any]:
         "student_model": "student.model",
         "teacher_endpoint": "teacher.endpoint",
         "teacher_model": "teacher.model",
+        "offline": "store.offline",
     }
-    return {names[k]: v for k, v in kw.items() if k in names}
+    flags = {names[k]: v for k, v in kw.items() if k in names}
+    if kw.get("no_cache"):
+        flags["store.cache"] = False
+    return flags
+
+
+def _source_line(result: Any) -> str:
+    """Where the student's context came from, with provenance."""
+    p = result.provenance
+    uploads = ", ".join(f"#{u}" for u in p.get("uploads") or []) or "none recorded"
+    if result.source == "cache":
+        how = p.get("how", "")
+        detail = f"{how}, score {p.get('score', 0):.2f}"
+        return f"Context: from the local cache ({detail}; from uploads {uploads}); nothing sent"
+    if result.source == "teacher":
+        return f"Context: from the teacher now (ledger uploads {uploads})"
+    return "Context: none (the student alone); nothing sent"
 
 
 def _format_result(result: Any, streamed: bool) -> str:
@@ -176,10 +214,9 @@ def _format_result(result: Any, streamed: bool) -> str:
     if result.privacy:
         counts = result.privacy.get("entities") or {}
         detected = ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items())) or "no personal data"
-        lines += [
-            "",
-            f"Sent to the teacher ({detected} detected): {result.privacy['sent_question']}",
-        ]
+        what = "Sent to the teacher" if result.source == "teacher" else "Sanitized (not sent)"
+        lines += ["", f"{what} ({detected} detected): {result.privacy['sent_question']}"]
+    lines += ["", _source_line(result)]
     lines += [f"warning: {w}" for w in result.warnings]
     s, te, tm = result.student, result.teacher, result.timings
     summary = []
@@ -203,6 +240,7 @@ def _format_result(result: Any, streamed: bool) -> str:
 @_k_option
 @_n_option
 @_with_model_options
+@_with_cache_options
 @click.option("--review", is_flag=True, help="Show what would be sent and ask first.")
 @click.option("--yes", "-y", is_flag=True, help="Send without the review step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole record as JSON.")
@@ -241,6 +279,7 @@ def ask(
 @_k_option
 @_n_option
 @_with_model_options
+@_with_cache_options
 @click.pass_context
 def chat(ctx: click.Context, /, **kw: Any) -> None:
     """Ask questions one after another (models stay loaded). Ctrl+D quits."""
@@ -416,6 +455,288 @@ def bench_pipeline(ctx: click.Context) -> None:
     from assistant.bench import pipeline as bench
 
     ctx.exit(bench.main(list(ctx.args)))
+
+
+def _open_store(ctx: click.Context) -> Any:
+    from pathlib import Path
+
+    from assistant.store import Store
+
+    s: Settings = ctx.obj["settings"]
+    return Store(Path(s.store.database).expanduser() if s.store.database else None, key=s.store.key)
+
+
+def parse_since(text: str) -> Any:
+    """``30d``, ``12h``, ``2w``, ``45m`` ago, or an ISO date/time (UTC unless given)."""
+    import datetime as dt
+    import re
+
+    now = dt.datetime.now(dt.UTC)
+    m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", text)
+    if m:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return now - dt.timedelta(**{unit: int(m.group(1))})
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise errors.InputError(
+            f"{text!r} is not a time: use 30d, 12h, 2w, 45m or a date like 2026-11-01"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+@cli.group("audit")
+def audit_group() -> None:
+    """The upload ledger: every request that left this machine, byte for byte."""
+
+
+def _redaction_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())) or "-"
+
+
+@audit_group.command("list")
+@click.option("--since", help="Only uploads after this (30d, 12h, 2026-11-01).")
+@click.option("--search", help="Only uploads whose request or reply contains TEXT.")
+@click.option("--limit", type=click.IntRange(min=1), help="The last N only.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_list(
+    ctx: click.Context, since: str | None, search: str | None, limit: int | None, as_json: bool
+) -> None:
+    """Uploads, oldest first: time, teacher model, purpose, bytes, what was redacted."""
+    from assistant.store import ledger
+
+    when = parse_since(since) if since else None
+    with _open_store(ctx) as store:
+        rows = [
+            ledger.summary(r)
+            for r in ledger.select(store.db, since=when, search=search, limit=limit)
+        ]
+    if as_json:
+        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        click.echo("no uploads recorded" + (" that match" if since or search else ""))
+        return
+    click.echo(
+        f"{'id':>5}  {'time (UTC)':<19}  {'model':<20} {'purpose':<9} {'bytes':>7}  redacted"
+    )
+    for r in rows:
+        size = "deleted" if r["deleted"] else f"{r['bytes']:,}"
+        status = "" if r["status"] == "ok" else f"  [{r['status']}]"
+        click.echo(
+            f"{r['id']:>5}  {r['created'][:19].replace('T', ' '):<19}  {r['model'][:20]:<20} "
+            f"{r['purpose']:<9} {size:>7}  {_redaction_text(r['redaction'])}{status}"
+        )
+
+
+@audit_group.command("show")
+@click.argument("upload_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
+    """One upload: the exact bytes sent and the raw reply."""
+    from assistant.store import ledger
+
+    with _open_store(ctx) as store:
+        row = ledger.get(store.db, upload_id)
+    if row is None:
+        raise errors.InputError(f"no upload #{upload_id}; `drag audit list` shows them")
+    d = ledger.detail(row)
+    if as_json:
+        click.echo(json.dumps(d, ensure_ascii=False, indent=2))
+        return
+    for key in (
+        "id",
+        "created",
+        "endpoint",
+        "model",
+        "purpose",
+        "prompt_version",
+        "status",
+        "error",
+        "attempts",
+        "prompt_tokens",
+        "completion_tokens",
+        "seconds",
+        "deleted",
+        "hash",
+    ):
+        if d.get(key) is not None:
+            click.echo(f"{key:<17} {d[key]}")
+    click.echo(f"{'redacted':<17} {_redaction_text(d['redaction'])}")
+    if d["deleted"]:
+        click.echo("\n(request and reply removed; the row stays so the chain verifies)")
+        return
+    click.echo(f"\n--- request: the exact {d['bytes']:,} bytes sent ---")
+    click.echo(d["request"])
+    click.echo("--- reply ---")
+    click.echo(d["reply"] if d["reply"] is not None else "(no reply)")
+
+
+@audit_group.command("verify")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_verify(ctx: click.Context, as_json: bool) -> None:
+    """Recompute the hash chain; name the first row that does not match (exit 1)."""
+    from assistant.store import ledger
+
+    with _open_store(ctx) as store:
+        verdict = ledger.verify(store.db)
+    if as_json:
+        click.echo(json.dumps(verdict.to_dict(), indent=2))
+    elif verdict.ok:
+        click.echo(
+            f"ledger ok: {verdict.rows} uploads, chain intact"
+            + (f" ({verdict.tombstones} with payload removed)" if verdict.tombstones else "")
+        )
+    else:
+        click.secho(
+            f"ledger BROKEN at upload #{verdict.bad_id}: {verdict.reason} "
+            f"(checked {verdict.rows} rows)",
+            fg="red",
+        )
+    if not verdict.ok:
+        ctx.exit(1)
+
+
+@audit_group.command("export")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
+@click.option("--since", help="Only uploads after this (30d, 12h, 2026-11-01).")
+@click.pass_context
+def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | None) -> None:
+    """Every upload with its payload, as JSON lines or Markdown."""
+    from assistant.store import ledger
+
+    when = parse_since(since) if since else None
+    with _open_store(ctx) as store:
+        rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]
+        verdict = ledger.verify(store.db)
+    if fmt == "jsonl":
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    else:
+        parts = [
+            "# drag-assistant upload ledger",
+            "",
+            f"{len(rows)} uploads · chain "
+            + ("verified" if verdict.ok else f"BROKEN at #{verdict.bad_id}: {verdict.reason}"),
+        ]
+        for r in rows:
+            parts += [
+                "",
+                f"## Upload {r['id']} · {r['created']} · {r['purpose']} · {r['model']}",
+                "",
+                f"- endpoint: {r['endpoint']}",
+                f"- redacted: {_redaction_text(r['redaction'])}",
+                f"- tokens: {r['prompt_tokens']} + {r['completion_tokens']}; "
+                f"{r['seconds']} s; status {r['status']}",
+                f"- hash: `{r['hash']}`",
+            ]
+            if r["deleted"]:
+                parts += ["", f"_payload removed {r['deleted']}_"]
+            else:
+                parts += [
+                    "",
+                    "Request (exact bytes):",
+                    "",
+                    "```json",
+                    r["request"] or "",
+                    "```",
+                    "",
+                    "Reply:",
+                    "",
+                    "```",
+                    r["reply"] or "",
+                    "```",
+                ]
+        text = "\n".join(parts) + "\n"
+    if output:
+        from pathlib import Path
+
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {len(rows)} uploads to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@audit_group.command("rm")
+@click.option("--older-than", "older_than", required=True, help="Age: 30d, 12h, 2w.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@click.pass_context
+def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
+    """Remove the payloads of old uploads; the rows stay (tombstones) so the chain verifies."""
+    import re
+
+    if not re.fullmatch(r"\s*\d+\s*[mhdw]\s*", older_than):
+        raise errors.InputError(f"--older-than {older_than!r}: use an age like 30d, 12h or 2w")
+    cutoff = parse_since(older_than)
+    from assistant.store import ledger
+
+    with _open_store(ctx) as store:
+        count = len(
+            [
+                r
+                for r in ledger.select(store.db)
+                if r["deleted"] is None and r["created"] < cutoff.isoformat(timespec="microseconds")
+            ]
+        )
+        if (
+            count
+            and not yes
+            and not click.confirm(
+                f"Remove the request and reply of {count} uploads?", default=False, err=True
+            )
+        ):
+            raise click.exceptions.Abort()
+        removed = ledger.tombstone_older_than(store.db, cutoff)
+    click.echo(f"removed the payloads of {removed} uploads; the ledger still verifies")
+
+
+@cli.group("cache")
+def cache_group() -> None:
+    """The local cache of the teacher's evidence and knowledge graph."""
+
+
+@cache_group.command("stats")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def cache_stats(ctx: click.Context, as_json: bool) -> None:
+    """What the cache holds, per teacher model and prompt version."""
+    from assistant.store import cache
+
+    with _open_store(ctx) as store:
+        stats = cache.stats(store.db)
+        stats["database"] = str(store.path)
+        stats["database_bytes"] = store.path.stat().st_size
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    click.echo(
+        f"{stats['questions']} questions · {stats['evidence']} evidence · "
+        f"{stats['entities']} entities · {stats['triples']} triples · "
+        f"{stats['bytes_per_question']:,} bytes per question · database "
+        f"{stats['database_bytes'] / 1e6:.1f} MB ({stats['database']})"
+    )
+    for sp in stats["spaces"]:
+        versions = ", ".join(f"{k} {v}" for k, v in sp["prompt_versions"].items())
+        click.echo(f"  {sp['teacher_model']}: {sp['questions']} questions ({versions})")
+
+
+@cache_group.command("purge")
+@click.option("--model", help="Only what this teacher model said (as `cache stats` names it).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@click.pass_context
+def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
+    """Delete cached evidence and triples (the upload ledger is kept)."""
+    from assistant.store import cache
+
+    what = f"everything teacher {model} said" if model else "the whole cache"
+    if not yes and not click.confirm(f"Delete {what}?", default=False, err=True):
+        raise click.exceptions.Abort()
+    with _open_store(ctx) as store:
+        removed = cache.purge(store.db, model)
+    click.echo(f"removed {removed} cached questions")
 
 
 @cli.command("models")

@@ -117,12 +117,49 @@ class EmbedderSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    database: str = field(
+        default="", metadata={"help": "SQLite file; empty = drag.db in the data folder"}
+    )
+    key: Literal["auto", "keyring", "file"] = field(
+        default="auto",
+        metadata={"help": "where the at-rest key lives: keyring, else a 0600 key file (auto)"},
+    )
+    cache: bool = field(
+        default=True, metadata={"help": "answer from the local cache when it covers the question"}
+    )
+    offline: bool = field(
+        default=False, metadata={"help": "never contact the teacher; answer from the cache only"}
+    )
+    near_duplicate: float = field(
+        default=0.92,
+        metadata={
+            "help": "cosine at which a cached question counts as the same",
+            "min": 0,
+            "max": 1,
+        },
+    )
+    coverage: float = field(
+        default=0.55,
+        metadata={
+            "help": "mean cosine of retrieved cache items needed to answer offline",
+            "min": 0,
+            "max": 1,
+        },
+    )
+    retention_days: int = field(
+        default=0, metadata={"help": "drop ledger payloads older than this; 0 = keep", "min": 0}
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     student: StudentSettings = field(default_factory=StudentSettings)
     teacher: TeacherSettings = field(default_factory=TeacherSettings)
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     privacy: PrivacySettings = field(default_factory=PrivacySettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
     sources: Mapping[str, Source] = field(default_factory=dict, compare=False)
     config_file: Path | None = field(default=None, compare=False)
 
@@ -158,7 +195,7 @@ def _section_classes() -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(Settings) if f.name in _SECTIONS}
 
 
-_SECTIONS = ("student", "teacher", "pipeline", "privacy", "embedder")
+_SECTIONS = ("student", "teacher", "pipeline", "privacy", "embedder", "store")
 
 
 def schema() -> list[KeySpec]:

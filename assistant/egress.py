@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +65,7 @@ class ChatRequest:
     protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     templates: tuple[str, ...] = field(default=(), repr=False)
     public: tuple[str, ...] = field(default=(), repr=False)
+    prompt_version: str = ""  # for the upload ledger, never sent
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -104,20 +106,43 @@ class ModelsReply:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What left the machine for one send(): for the upload ledger."""
+
+    request: ChatRequest | ModelsRequest
+    body: bytes  # the exact bytes of the last attempt's body
+    attempts: int  # bodies written (retries re-send the same bytes)
+    reply: ChatReply | ModelsReply | None
+    error: str | None
+    seconds: float
+
+
+Recorder = Callable[[Sent], None]
+
+
+@dataclass
+class _Flight:
+    guard: Guard
+    request: ChatRequest | ModelsRequest
+    bodies: list[bytes] = field(default_factory=list)  # one per attempt that passed the guard
+
+
 _clients: dict[Endpoint, openai.OpenAI] = {}
-# The guard and request of the send() in progress, for the HTTP client's request hook.
-_in_flight: contextvars.ContextVar[tuple[Guard, ChatRequest | ModelsRequest] | None] = (
-    contextvars.ContextVar("drag_egress_in_flight", default=None)
+# The send() in progress, for the HTTP client's request hook.
+_in_flight: contextvars.ContextVar[_Flight | None] = contextvars.ContextVar(
+    "drag_egress_in_flight", default=None
 )
 
 
 def _judge_exact_bytes(http_request: Any) -> None:
     """httpx request hook: the last look at the bytes before they reach the socket."""
-    current = _in_flight.get()
-    if current is None:
+    flight = _in_flight.get()
+    if flight is None:
         raise GuardBlocked("a request was made outside egress.send; nothing was sent")
-    guard, request = current
-    guard.check_body(http_request.read(), request)
+    body = http_request.read()
+    flight.guard.check_body(body, flight.request)
+    flight.bodies.append(body)
 
 
 def _client(endpoint: Endpoint) -> openai.OpenAI:
@@ -178,22 +203,47 @@ def _explain(
 
 
 def send(
-    endpoint: Endpoint, request: ChatRequest | ModelsRequest, guard: Guard | None
+    endpoint: Endpoint,
+    request: ChatRequest | ModelsRequest,
+    guard: Guard | None,
+    *,
+    record: Recorder | None = None,
 ) -> ChatReply | ModelsReply:
     """Send one request to the teacher.  The only function that opens a connection.
 
     Without a guard nothing is sent; a guard's refusal is raised as GuardBlocked.
+    ``record`` hears of every send that wrote a body, with the exact bytes, the
+    reply or the error: the upload ledger.
     """
     if guard is None:
         raise GuardBlocked("no privacy guard is in place; nothing was sent")
     body = request.payload_bytes() if isinstance(request, ChatRequest) else b""
     guard.check_body(body, request)
     client = _client(endpoint)
-    token = _in_flight.set((guard, request))
+    flight = _Flight(guard, request)
+    token = _in_flight.set(flight)
+    started = time.perf_counter()
+    reply: ChatReply | ModelsReply | None = None
+    error: str | None = None
     try:
-        return _send(client, endpoint, request)
+        reply = _send(client, endpoint, request)
+        return reply
+    except TeacherError as exc:
+        error = str(exc)
+        raise
     finally:
         _in_flight.reset(token)
+        if record is not None and flight.bodies and flight.bodies[-1]:
+            record(
+                Sent(
+                    request=request,
+                    body=flight.bodies[-1],
+                    attempts=len(flight.bodies),
+                    reply=reply,
+                    error=error,
+                    seconds=time.perf_counter() - started,
+                )
+            )
 
 
 def _send(

@@ -64,3 +64,19 @@ class TeacherError(DragError):
     def __init__(self, message: str, *, reply: str | None = None) -> None:
         super().__init__(message)
         self.reply = reply  # what the teacher sent, kept so nothing is lost
+
+
+class StoreError(DragError):
+    """The local database or its key cannot be used."""
+
+    exit_code = 6
+
+    def __init__(self, message: str, *, reply: str | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply  # a teacher reply that could not be stored, kept so nothing is lost
+
+
+class NotCovered(DragError):
+    """Offline, and the local cache does not cover the question."""
+
+    exit_code = 7

@@ -62,7 +62,12 @@ def generate(teacher: Teacher, question: str, n: int) -> list[Evidence]:
     """One teacher call; at most ``n`` statements in the teacher's order."""
     # The prompt's own words are public; the question (already sanitized) is judged in full.
     request = teacher.request(
-        "evidence", SYSTEM, USER.format(n=n, question=question), schema(n), templates=(USER,)
+        "evidence",
+        SYSTEM,
+        USER.format(n=n, question=question),
+        schema(n),
+        templates=(USER,),
+        prompt_version=PROMPT_VERSION,
     )
     reply = teacher.complete(request)
     items = parse(reply.text, n)

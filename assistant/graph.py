@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assistant.parsing import clean_item, parse_objects
+from assistant.parsing import clean_item, entity_key, parse_objects
 from assistant.teacher import Teacher
 
 PROMPT_VERSION = "graph-v1"
@@ -148,14 +148,6 @@ def parse_triples(text: str, count: int = 10_000) -> list[Triple]:
     return triples
 
 
-def entity_key(name: str) -> str:
-    """Normalised entity name: case, spacing, punctuation and a leading article ignored."""
-    words = re.sub(r"[^\w\s*+#-]", " ", name.casefold()).split()
-    if len(words) > 1 and words[0] in {"the", "a", "an"}:
-        words = words[1:]
-    return " ".join(words)
-
-
 def pair_key(t: Triple) -> tuple[str, str]:
     a, b = entity_key(t.entity1), entity_key(t.entity2)
     return (a, b) if a <= b else (b, a)
@@ -214,6 +206,7 @@ def extract(teacher: Teacher, evidences: Sequence[str]) -> list[Triple]:
         extract_schema(2 * len(evidences)),
         templates=(EXTRACT_USER,),
         public=tuple(evidences),  # the statements are the teacher's own words
+        prompt_version=PROMPT_VERSION,
     )
     return parse_triples(teacher.complete(request).text, len(evidences))
 
@@ -236,6 +229,7 @@ def merge(teacher: Teacher, triples: Sequence[Triple]) -> list[Triple]:
             merge_schema(len(multi)),
             templates=(MERGE_USER,),
             public=tuple(t for i in multi for t in groups[i].relations),
+            prompt_version=PROMPT_VERSION,
         )
         by_id = parse_summaries(teacher.complete(request).text, len(multi))
         summaries = {i: by_id[n] for n, i in enumerate(multi, start=1) if n in by_id}

@@ -199,3 +199,11 @@ def parse_objects(text: str, *, list_keys: tuple[str, ...] = ()) -> list[dict[st
         if objects:
             return objects
     return salvage_objects(text)
+
+
+def entity_key(name: str) -> str:
+    """Normalised entity name: case, spacing, punctuation and a leading article ignored."""
+    words = re.sub(r"[^\w\s*+#-]", " ", name.casefold()).split()
+    if len(words) > 1 and words[0] in {"the", "a", "an"}:
+        words = words[1:]
+    return " ".join(words)

@@ -1,11 +1,15 @@
 """DRAG end to end (arXiv 2506.01954, Algorithm 1).
 
-question -> sanitize (detect, placeholders, student rewrite; review)
-         -> teacher evidence (1 call) -> rank (embeddings + RRF) -> top K
+question -> sanitize (detect, placeholders, student rewrite)
+         -> recall from the local cache (assistant.recall): covered? -> skip the teacher
+         -> review -> teacher evidence (1 call) -> rank (embeddings + RRF) -> top K
          -> teacher triples (1 call) -> merge per entity pair (<= 1 call) -> rank
-         -> student answer with the top K evidence and/or triples, placeholders restored.
+         -> cache what the teacher said
+         -> student answer with the top K evidence and/or triples, placeholders restored
+         -> history (sealed).
 
-Every teacher request passes the egress guard (assistant.privacy.guard).
+Every teacher request passes the egress guard (assistant.privacy.guard) and
+is written to the upload ledger (assistant.store.ledger).
 :class:`Runtime` owns the loaded parts (student, embedder, detector, vault,
 teacher and the embedded teacher server), loading each only when a stage
 needs it.  The CLI and the TUI both call :func:`ask`.
@@ -21,15 +25,25 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from assistant import answer, evidence, graph, localserver, modelfiles, secrets
+import numpy as np
+
+from assistant import answer, evidence, graph, localserver, modelfiles, recall, secrets
 from assistant.config import Mode, Settings
 from assistant.embedder import SentenceEmbedder
-from assistant.errors import ConfigError, GuardBlocked, InputError, PrivacyError
+from assistant.errors import (
+    ConfigError,
+    DragError,
+    GuardBlocked,
+    InputError,
+    NotCovered,
+    PrivacyError,
+)
 from assistant.privacy.detect import Detector, Scanner, load_policy
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.ranking import Embedder, rank_texts
+from assistant.store import Store, cache
 from assistant.student import Student
 from assistant.teacher import Teacher
 
@@ -74,7 +88,33 @@ class Runtime:
         student = self.__dict__.pop("student", None)
         if student is not None:
             student.close()
+        store = self.__dict__.pop("store", None)
+        if store is not None:
+            store.close()
         self._stack.close()
+
+    @cached_property
+    def store(self) -> Store:
+        """The local database: ledger, cache, history."""
+        s = self.settings.store
+        store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
+        store.apply_retention(s.retention_days)
+        return store
+
+    @property
+    def offline(self) -> bool:
+        return self.settings.store.offline
+
+    @cached_property
+    def teacher_identity(self) -> str:
+        """The teacher model as the cache knows it, found without starting or calling it."""
+        if self.teacher_is_local:
+            return f"local:{self.teacher_model_path.name}"
+        return self.settings.teacher.model
+
+    @property
+    def cache_space(self) -> str:
+        return cache.space_of(self.teacher_identity, _TEACHER_PROMPTS)
 
     @cached_property
     def student_path(self) -> Path:
@@ -111,8 +151,19 @@ class Runtime:
 
     @cached_property
     def vault(self) -> Vault:
-        """Placeholders for this session; never leaves the process."""
+        """Placeholders for this conversation; never leaves the machine (sealed in the store)."""
         return Vault(tag_of=load_policy().tag)
+
+    conversation_id: int | None = None
+
+    def resume(self, conversation_id: int) -> None:
+        """Continue a stored conversation: its placeholders keep their meaning."""
+        dumped = self.store.load_vault(conversation_id)
+        vault = Vault(tag_of=load_policy().tag)
+        if dumped:
+            vault.load(dumped)
+        self.__dict__["vault"] = vault
+        self.conversation_id = conversation_id
 
     @cached_property
     def guard(self) -> EgressGuard:
@@ -153,7 +204,8 @@ class Runtime:
                 api_key=None,
                 local=True,
                 guard=self.guard,
-                protected=self.vault.values,
+                protected=lambda: self.vault.values(),
+                ledger=self.store.record_upload,
             )
         if not t.model:
             raise ConfigError(
@@ -167,8 +219,12 @@ class Runtime:
             api_key=secrets.api_key(),
             local=False,
             guard=self.guard,
-            protected=self.vault.values,
+            protected=lambda: self.vault.values(),
+            ledger=self.store.record_upload,
         )
+
+
+_TEACHER_PROMPTS = {"evidence": evidence.PROMPT_VERSION, "graph": graph.PROMPT_VERSION}
 
 
 @dataclass(frozen=True)
@@ -191,6 +247,10 @@ class ScoredTriple:
     sources: tuple[int, ...]
     similarity: float
     score: float
+    raw: str = ""  # as the teacher wrote it (placeholders in place)
+
+
+Source = str  # "teacher" | "cache" | "none" (mode none: the student alone)
 
 
 @dataclass
@@ -208,6 +268,10 @@ class AskResult:
     prompt_versions: dict[str, str] = field(default_factory=dict)
     privacy: dict[str, Any] = field(default_factory=dict)  # what was sent; types and counts only
     warnings: list[str] = field(default_factory=list)
+    source: Source = "none"  # where the context came from
+    # From the cache: how it was found, its score, and the uploads it came from.
+    provenance: dict[str, Any] = field(default_factory=dict)
+    question_id: int | None = None  # its row in the history
 
     @property
     def used_evidence(self) -> list[ScoredEvidence]:
@@ -232,34 +296,39 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
         timings[stage] = round(time.perf_counter() - started, 4)
 
 
-def _evidence_stage(runtime: Runtime, teacher: Teacher, result: AskResult, sent: str) -> None:
-    runtime.status("asking the teacher for evidence…")
-    with _timed(result.timings, "evidence"):
-        items = evidence.generate(teacher, sent, result.n)
+def _set_evidence(
+    runtime: Runtime,
+    result: AskResult,
+    sent: str,
+    items: list[tuple[str, int]],
+    *,
+    teacher_order: bool = True,
+) -> None:
+    """Rank (text, teacher_rank) items against the question as sent; restore placeholders."""
     with _timed(result.timings, "rank_evidence"):
-        # Ranked against the question the teacher saw, in the same placeholder form.
         ranked = rank_texts(
-            sent, [e.text for e in items], runtime.embedder, [e.teacher_rank for e in items]
+            sent,
+            [text for text, _ in items],
+            runtime.embedder,
+            [r for _, r in items] if teacher_order else None,
         )
     restore = runtime.vault.restore
     result.evidence = [
         ScoredEvidence(
             rank=pos,
-            text=restore(items[r.index].text),
-            teacher_rank=r.teacher_rank,
+            text=restore(items[r.index][0]),
+            teacher_rank=items[r.index][1],
             similarity=r.similarity,
             score=r.score,
-            raw=items[r.index].text,
+            raw=items[r.index][0],
         )
         for pos, r in enumerate(ranked, start=1)
     ]
 
 
-def _graph_stage(runtime: Runtime, teacher: Teacher, result: AskResult, sent: str) -> None:
-    kept = [e.raw for e in result.evidence[: result.k]]
-    runtime.status("asking the teacher for the knowledge graph…")
-    with _timed(result.timings, "graph"):
-        triples = graph.merge(teacher, graph.extract(teacher, kept))
+def _set_triples(
+    runtime: Runtime, result: AskResult, sent: str, triples: list[graph.Triple]
+) -> None:
     with _timed(result.timings, "rank_triples"):
         ranked = rank_texts(sent, [tr.text for tr in triples], runtime.embedder)
     restore = runtime.vault.restore
@@ -276,8 +345,114 @@ def _graph_stage(runtime: Runtime, teacher: Teacher, result: AskResult, sent: st
                 sources=tr.sources,
                 similarity=r.similarity,
                 score=r.score,
+                raw=tr.text,
             )
         )
+
+
+def _evidence_stage(
+    runtime: Runtime, teacher: Teacher, result: AskResult, sent: str
+) -> list[evidence.Evidence]:
+    runtime.status("asking the teacher for evidence…")
+    with _timed(result.timings, "evidence"):
+        items = evidence.generate(teacher, sent, result.n)
+    # Ranked against the question the teacher saw, in the same placeholder form.
+    _set_evidence(runtime, result, sent, [(e.text, e.teacher_rank) for e in items])
+    return items
+
+
+def _graph_stage(
+    runtime: Runtime, teacher: Teacher, result: AskResult, sent: str
+) -> list[graph.Triple]:
+    kept = [e.raw for e in result.evidence[: result.k]]
+    runtime.status("asking the teacher for the knowledge graph…")
+    with _timed(result.timings, "graph"):
+        triples = graph.merge(teacher, graph.extract(teacher, kept))
+    _set_triples(runtime, result, sent, triples)
+    return triples
+
+
+def _from_cache(runtime: Runtime, result: AskResult, sent: str, found: recall.Recalled) -> None:
+    """Fill the result's context from what the cache recalled."""
+    if found.entry is not None:  # exact or near-duplicate: the entry's own items
+        items = sorted(((e.text, e.teacher_rank) for e in found.evidence), key=lambda x: x[1])
+        _set_evidence(runtime, result, sent, items[: result.n])
+    else:
+        _set_evidence(
+            runtime,
+            result,
+            sent,
+            [(e.text, e.teacher_rank) for e in found.evidence],
+            teacher_order=False,
+        )
+    triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
+    _set_triples(runtime, result, sent, triples)
+    result.source = "cache"
+    result.provenance = {
+        "how": found.how,
+        "score": round(found.score, 4),
+        "uploads": list(found.uploads),
+        "entry_id": found.entry.id if found.entry else None,
+        "matched_question": found.matched_question or None,
+        "entities": found.entities,
+    }
+
+
+def _remember(
+    runtime: Runtime,
+    result: AskResult,
+    sent: str,
+    items: list[tuple[str, int]],
+    triples: list[graph.Triple] | None,
+    uploads: dict[str, int | None],
+) -> int | None:
+    """Cache what the teacher said for this question (placeholder form only)."""
+    embed = runtime.embedder.embed
+    names = sorted({name for t in triples or [] for name in (t.entity1, t.entity2)})
+    q_vec = embed([sent])[0]
+    entry = cache.NewEntry(
+        space=runtime.cache_space,
+        question=sent,
+        teacher_model=runtime.teacher_identity,
+        prompt_versions=dict(_TEACHER_PROMPTS),
+        n=result.n,
+        embedding=q_vec,
+        evidence=items,
+        evidence_embeddings=embed([text for text, _ in items]) if items else None,
+        evidence_upload=uploads.get("evidence"),
+        triples=[
+            cache.NewTriple(t.entity1, t.entity2, t.relation, t.text, t.sources)
+            for t in triples or []
+        ],
+        triple_embeddings=embed([t.text for t in triples]) if triples else None,
+        entity_embeddings=dict(zip(names, embed(names), strict=True)) if names else {},
+        graph_upload=uploads.get("merge") or uploads.get("triples"),
+        has_graph=triples is not None,
+    )
+    try:
+        return runtime.store.put_cache(entry)
+    except DragError as exc:
+        result.warnings.append(f"not cached: {exc}")
+        return None
+
+
+def _recall(runtime: Runtime, result: AskResult, sent: str) -> recall.Recalled:
+    if not runtime.settings.store.cache:
+        return recall.Recalled("none", 0.0)
+    runtime.status("looking in the local cache…")
+    with _timed(result.timings, "recall"):
+        q_vec = runtime.embedder.embed([sent])[0]
+        found = recall.recall(
+            runtime.store.db,
+            runtime.store.index(runtime.cache_space),
+            sent,
+            np.asarray(q_vec, dtype=np.float32),
+            runtime.embedder,
+            n=result.n,
+            k=result.k,
+            near_duplicate=runtime.settings.store.near_duplicate,
+        )
+    return found
 
 
 def needs_review(policy: str, sanitized: Sanitized) -> bool:
@@ -321,15 +496,46 @@ def gather(
             )
         if not review(sanitized):
             raise PrivacyError("not sent: you declined the upload")
+    found = _recall(runtime, result, sanitized.text)
+    if found.covers(runtime.settings.store.coverage):
+        _from_cache(runtime, result, sanitized.text, found)
+        if answer.uses_graph(result.mode) and found.entry is not None and not found.entry.has_graph:
+            result.warnings.append(
+                "the cached answer has no knowledge graph (it was asked in evidence mode)"
+            )
+        return result
+    if runtime.offline:
+        why = (
+            f"the nearest cached items score {found.score:.2f}, below store.coverage "
+            f"{runtime.settings.store.coverage:.2f}"
+            if found.how == "graph"
+            else "the cache holds nothing related"
+        )
+        raise NotCovered(
+            f"offline, and the local cache does not cover this question ({why}); "
+            "ask again online to fetch evidence from the teacher"
+        )
+    policy = review_policy or runtime.settings.privacy.review
+    if needs_review(policy, sanitized):
+        if review is None:
+            raise PrivacyError(
+                f"this question needs your review before it is sent (privacy.review = {policy}), "
+                'but there is no terminal to ask on: pass --yes, or set privacy.review = "never"'
+            )
+        if not review(sanitized):
+            raise PrivacyError("not sent: you declined the upload")
     teacher = runtime.teacher
+    teacher.redaction = dict(sanitized.counts)
     calls_before = len(teacher.calls)
-    _evidence_stage(runtime, teacher, result, sanitized.text)
+    items = _evidence_stage(runtime, teacher, result, sanitized.text)
+    triples: list[graph.Triple] | None = None
     if answer.uses_graph(result.mode):
         try:
-            _graph_stage(runtime, teacher, result, sanitized.text)
+            triples = _graph_stage(runtime, teacher, result, sanitized.text)
         except GuardBlocked as exc:  # the evidence alone still answers
             result.warnings.append(f"knowledge graph skipped: {exc}")
     calls = teacher.calls[calls_before:]
+    result.source = "teacher"
     result.teacher = {
         "endpoint": "local" if runtime.teacher_is_local else teacher.endpoint.base_url,
         "model": teacher.model,
@@ -337,6 +543,19 @@ def gather(
         "calls": [asdict(c) for c in calls],
         "prompt_tokens": sum(c.prompt_tokens for c in calls),
         "completion_tokens": sum(c.completion_tokens for c in calls),
+    }
+    uploads = {c.purpose: c.upload_id for c in calls}
+    entry_id = _remember(
+        runtime,
+        result,
+        sanitized.text,
+        [(e.text, e.teacher_rank) for e in items],
+        triples,
+        uploads,
+    )
+    result.provenance = {
+        "uploads": [c.upload_id for c in calls if c.upload_id is not None],
+        "entry_id": entry_id,
     }
     return result
 
@@ -396,4 +615,27 @@ def ask(
     gathered = gather(
         runtime, question, mode=mode, n=n, k=k, review=review, review_policy=review_policy
     )
-    return respond(runtime, gathered, on_text=on_text)
+    return remember_answer(runtime, respond(runtime, gathered, on_text=on_text))
+
+
+def remember_answer(runtime: Runtime, result: AskResult) -> AskResult:
+    """Keep the question and answer in the history (sealed), and the conversation's vault."""
+    try:
+        store = runtime.store
+        if runtime.conversation_id is None:
+            runtime.conversation_id = store.new_conversation(title=result.question[:80])
+        result.question_id = store.save_question(
+            conversation_id=runtime.conversation_id,
+            original=result.question,
+            sanitized=result.privacy.get("sent_question"),
+            answer=result.answer,
+            mode=result.mode,
+            source=result.source,
+            entry_id=result.provenance.get("entry_id"),
+            uploads=list(result.provenance.get("uploads") or []),
+            record=result.to_dict(),
+        )
+        store.save_vault(runtime.conversation_id, runtime.vault.dump())
+    except DragError as exc:  # the answer is shown all the same
+        result.warnings.append(f"not saved to the history: {exc}")
+    return result

@@ -8,7 +8,8 @@ from typing import Any
 
 from assistant import egress
 from assistant.config import TeacherSettings
-from assistant.errors import TeacherError
+from assistant.errors import StoreError, TeacherError
+from assistant.store.ledger import Upload
 
 
 @dataclass
@@ -18,6 +19,7 @@ class CallRecord:
     completion_tokens: int
     seconds: float
     finish_reason: str | None
+    upload_id: int | None = None  # its row in the upload ledger
 
 
 @dataclass
@@ -33,6 +35,10 @@ class Teacher:
     # The values the guard must keep from leaving (the vault's), read at each request.
     protected: Callable[[], Sequence[tuple[str, str]]] = lambda: ()
     calls: list[CallRecord] = field(default_factory=list)
+    # The upload ledger: told of every request that left, returns the row's id.
+    ledger: Callable[[Upload], int] | None = None
+    # Entity types and counts redacted from the question being worked on (never values).
+    redaction: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_settings(
@@ -45,6 +51,7 @@ class Teacher:
         local: bool,
         guard: egress.Guard | None,
         protected: Callable[[], Sequence[tuple[str, str]]],
+        ledger: Callable[[Upload], int] | None = None,
     ) -> Teacher:
         structured = settings.structured
         if structured == "auto":
@@ -64,6 +71,7 @@ class Teacher:
             temperature=settings.temperature,
             guard=guard,
             protected=protected,
+            ledger=ledger,
         )
 
     def response_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -83,6 +91,7 @@ class Teacher:
         templates: Sequence[str] = (),
         public: Sequence[str] = (),
         max_tokens: int | None = None,
+        prompt_version: str = "",
     ) -> egress.ChatRequest:
         """A request.  ``templates``: our prompt format strings in it; ``public``: the
         teacher's own words in it.  Both tell the egress guard what is not the user's."""
@@ -96,12 +105,50 @@ class Teacher:
             protected=tuple(self.protected()),
             templates=(system, *templates),
             public=tuple(public),
+            prompt_version=prompt_version,
+        )
+
+    def _upload(self, sent: egress.Sent) -> Upload:
+        reply = sent.reply if isinstance(sent.reply, egress.ChatReply) else None
+        request = sent.request
+        return Upload(
+            endpoint=self.endpoint.base_url,
+            model=self.model,
+            purpose=request.purpose,
+            prompt_version=getattr(request, "prompt_version", ""),
+            request=sent.body,
+            reply=reply.text if reply else None,
+            status="ok" if reply else "error",
+            error=sent.error,
+            redaction=dict(self.redaction),
+            prompt_tokens=reply.prompt_tokens if reply else 0,
+            completion_tokens=reply.completion_tokens if reply else 0,
+            seconds=sent.seconds,
+            attempts=sent.attempts,
         )
 
     def complete(self, request: egress.ChatRequest) -> egress.ChatReply:
-        reply = egress.send(self.endpoint, request, self.guard)
+        recorded: list[int] = []
+        failed: list[str] = []
+
+        def record(sent: egress.Sent) -> None:
+            assert self.ledger is not None
+            try:
+                recorded.append(self.ledger(self._upload(sent)))
+            except Exception as exc:  # disk full, locked database: reported below
+                failed.append(f"{type(exc).__name__}: {exc}")
+
+        reply = egress.send(
+            self.endpoint, request, self.guard, record=record if self.ledger else None
+        )
         if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
             raise TeacherError("the teacher gave an unexpected reply type")
+        if failed:  # fail closed: no further uploads that the ledger cannot show
+            raise StoreError(
+                f"the teacher answered, but the upload could not be written to the ledger "
+                f"({failed[0]}); nothing more is sent",
+                reply=reply.text,
+            )
         self.calls.append(
             CallRecord(
                 purpose=request.purpose,
@@ -109,6 +156,7 @@ class Teacher:
                 completion_tokens=reply.completion_tokens,
                 seconds=reply.seconds,
                 finish_reason=reply.finish_reason,
+                upload_id=recorded[-1] if recorded else None,
             )
         )
         return reply

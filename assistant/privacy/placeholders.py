@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from assistant.privacy.detect import Finding
 
@@ -149,3 +150,22 @@ class Vault:
 
     def restore_all(self, texts: Iterable[str]) -> list[str]:
         return [self.restore(t) for t in texts]
+
+    def dump(self) -> dict[str, Any]:
+        """The whole mapping, for the sealed store (assistant.store); values included."""
+        return {
+            "values": {ph: [entity, value] for ph, (entity, value) in self._values.items()},
+            "by_value": [[tag, norm, ph] for (tag, norm), ph in self._by_value.items()],
+            "counters": dict(self._counters),
+        }
+
+    def load(self, data: dict[str, Any]) -> None:
+        """Take over a mapping made by :meth:`dump` (a resumed conversation)."""
+        values = data.get("values")
+        by_value = data.get("by_value")
+        counters = data.get("counters")
+        if not isinstance(values, dict) or not isinstance(by_value, list):
+            raise ValueError("not a vault dump")
+        self._values = {str(ph): (str(ev[0]), str(ev[1])) for ph, ev in values.items()}
+        self._by_value = {(str(t), str(n)): str(ph) for t, n, ph in by_value}
+        self._counters = {str(k): int(v) for k, v in (counters or {}).items()}

@@ -1,0 +1,182 @@
+"""The local store: one SQLite database for the ledger, the cache and the history.
+
+:class:`Store` is what the pipeline, the CLI and the TUI use; the modules
+below it hold one concern each: ``db`` (file, WAL, schema upgrades),
+``ledger`` (the hash-chained upload record), ``cache`` (the teacher's
+evidence and graph), ``index`` (vector search over the cache) and
+``sealing`` (encryption at rest).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from assistant.errors import StoreError
+from assistant.store import cache, db, ledger
+from assistant.store.index import SpaceIndex
+from assistant.store.sealing import KeyStorage, Sealer, load_key
+
+
+class Store:
+    def __init__(self, path: Path | None = None, *, key: KeyStorage = "auto") -> None:
+        self.path = path or db.default_path()
+        self.db = db.open_database(self.path)
+        self._key_storage = key
+        self._sealer: Sealer | None = None
+        self.key_where = ""
+        self._indexes: dict[str, SpaceIndex] = {}
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- encryption at rest ---------------------------------------------------------------
+
+    @property
+    def sealer(self) -> Sealer:
+        """The at-rest key, checked against the one this database was sealed with."""
+        if self._sealer is None:
+            info = load_key(self._key_storage)
+            sealer = Sealer(info.key)
+            with db.transaction(self.db):
+                row = self.db.execute("SELECT value FROM meta WHERE key = 'key_check'").fetchone()
+                if row is None:
+                    self.db.execute(
+                        "INSERT INTO meta (key, value) VALUES ('key_check', ?)", [sealer.check]
+                    )
+                elif row[0] != sealer.check:
+                    raise StoreError(
+                        f"the store key ({info.where}) is not the key this database was "
+                        f"sealed with; restore the right key, or move {self.path} away to "
+                        "start a new database"
+                    )
+            self._sealer, self.key_where = sealer, info.where
+        return self._sealer
+
+    # -- ledger ---------------------------------------------------------------------------
+
+    def record_upload(self, upload: ledger.Upload) -> int:
+        return ledger.append(self.db, upload)
+
+    def apply_retention(self, days: int) -> int:
+        """Blank ledger payloads older than ``days`` (0 = keep all); returns rows blanked."""
+        if days <= 0:
+            return 0
+        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+        return ledger.tombstone_older_than(self.db, cutoff)
+
+    # -- cache ----------------------------------------------------------------------------
+
+    def index(self, space: str) -> SpaceIndex:
+        if space not in self._indexes:
+            self._indexes[space] = SpaceIndex(space)
+        return self._indexes[space]
+
+    def put_cache(self, entry: cache.NewEntry) -> int:
+        return cache.put(self.db, entry)
+
+    # -- history (sealed) -----------------------------------------------------------------
+
+    def new_conversation(self, title: str = "") -> int:
+        stamp = ledger.now()
+        sealed = self.sealer.seal(title, "conversations.title")
+        with db.transaction(self.db):
+            cursor = self.db.execute(
+                "INSERT INTO conversations (created, updated, title) VALUES (?, ?, ?)",
+                [stamp, stamp, sealed],
+            )
+        return int(cursor.lastrowid or 0)
+
+    def save_vault(self, conversation_id: int, vault: dict[str, Any]) -> None:
+        sealed = self.sealer.seal(json.dumps(vault, ensure_ascii=False), "conversations.vault")
+        with db.transaction(self.db):
+            self.db.execute(
+                "UPDATE conversations SET vault = ?, updated = ? WHERE id = ?",
+                [sealed, ledger.now(), conversation_id],
+            )
+
+    def load_vault(self, conversation_id: int) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT vault FROM conversations WHERE id = ?", [conversation_id]
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        text = self.sealer.open(row[0], "conversations.vault")
+        return json.loads(text) if text else None
+
+    def save_question(
+        self,
+        *,
+        conversation_id: int | None,
+        original: str,
+        sanitized: str | None,
+        answer: str | None,
+        mode: str,
+        source: str,
+        entry_id: int | None,
+        uploads: list[int],
+        record: dict[str, Any] | None,
+    ) -> int:
+        seal = self.sealer.seal
+        with db.transaction(self.db):
+            cursor = self.db.execute(
+                "INSERT INTO questions (conversation_id, created, original, sanitized, answer, "
+                "mode, source, entry_id, uploads, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    conversation_id,
+                    ledger.now(),
+                    seal(original, "questions.original"),
+                    sanitized,
+                    seal(answer, "questions.answer") if answer is not None else None,
+                    mode,
+                    source,
+                    entry_id,
+                    json.dumps(uploads),
+                    seal(json.dumps(record, ensure_ascii=False), "questions.record")
+                    if record is not None
+                    else None,
+                ],
+            )
+        return int(cursor.lastrowid or 0)
+
+    def questions(self, conversation_id: int | None = None) -> list[dict[str, Any]]:
+        where, params = (
+            ("WHERE conversation_id = ?", [conversation_id])
+            if conversation_id
+            else (
+                "",
+                [],
+            )
+        )
+        rows = self.db.execute(
+            "SELECT id, conversation_id, created, original, sanitized, answer, mode, source, "
+            f"entry_id, uploads FROM questions {where} ORDER BY id",
+            params,
+        ).fetchall()
+        opened = self.sealer.open
+        return [
+            {
+                "id": r[0],
+                "conversation_id": r[1],
+                "created": r[2],
+                "question": opened(r[3], "questions.original"),
+                "sanitized": r[4],
+                "answer": opened(r[5], "questions.answer"),
+                "mode": r[6],
+                "source": r[7],
+                "entry_id": r[8],
+                "uploads": json.loads(r[9]),
+            }
+            for r in rows
+        ]
+
+
+__all__ = ["Store", "StoreError", "cache", "db", "ledger"]

@@ -1,0 +1,142 @@
+"""Encryption at rest for what must stay private: originals, answers, vaults.
+
+AES-256-GCM with a random 96-bit nonce per value; the column's name is the
+associated data, so a sealed value cannot be moved to another column.  The
+key lives in the system keyring; where there is none (a headless box) it is a
+0600 key file next to the data, and `drag doctor` says which.  The database
+keeps a check value of the key, so a wrong or lost key gives a clear error
+instead of garbage.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from assistant import paths
+from assistant.errors import StoreError
+
+SERVICE = "drag-assistant"
+USERNAME = "store-key"
+FORMAT = b"\x01"  # version byte of a sealed value
+KeyStorage = Literal["auto", "keyring", "file"]
+
+
+def key_file() -> Path:
+    return paths.data_dir() / "store.key"
+
+
+def check_value(key: bytes) -> str:
+    """Identifies a key without revealing it."""
+    return hashlib.blake2b(b"drag-assistant store key check", key=key, digest_size=16).hexdigest()
+
+
+def _keyring_get() -> bytes | None:
+    import keyring
+
+    stored = keyring.get_password(SERVICE, USERNAME)
+    return base64.b64decode(stored) if stored else None
+
+
+def _keyring_set(key: bytes) -> None:
+    import keyring
+
+    keyring.set_password(SERVICE, USERNAME, base64.b64encode(key).decode("ascii"))
+
+
+def _file_get(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read the store key {path}: {exc.strerror}") from None
+    try:
+        key = base64.b64decode(data.strip(), validate=True)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise StoreError(f"the store key file {path} is damaged; restore it from a backup")
+    return key
+
+
+def _file_set(path: Path, key: bytes) -> None:
+    paths.private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(base64.b64encode(key) + b"\n")
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key: bytes
+    where: str  # "system keyring" | "key file <path>"
+
+
+def load_key(storage: KeyStorage = "auto", *, create: bool = True) -> KeyInfo:
+    """The at-rest key: from the keyring, else the key file; made on first use."""
+    path = key_file()
+    if storage in ("auto", "keyring"):
+        try:
+            key = _keyring_get()
+        except Exception as exc:  # no backend, locked, D-Bus missing
+            if storage == "keyring":
+                raise StoreError(
+                    f"store.key = keyring, but there is no usable keyring ({type(exc).__name__}); "
+                    'set store.key = "file" to use a 0600 key file'
+                ) from None
+            key = None
+            keyring_usable = False
+        else:
+            keyring_usable = True
+        if key is not None:
+            return KeyInfo(key, "system keyring")
+    else:
+        keyring_usable = False
+    existing = _file_get(path)
+    if existing is not None:
+        return KeyInfo(existing, f"key file {path}")
+    if not create:
+        raise StoreError("no store key exists yet")
+    key = AESGCM.generate_key(bit_length=256)
+    if keyring_usable:
+        with contextlib.suppress(Exception):
+            _keyring_set(key)
+            if _keyring_get() == key:
+                return KeyInfo(key, "system keyring")
+    _file_set(path, key)
+    return KeyInfo(key, f"key file {path}")
+
+
+class Sealer:
+    """Seals and opens values with one key."""
+
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+        self.check = check_value(key)
+
+    def seal(self, text: str, column: str) -> bytes:
+        nonce = secrets.token_bytes(12)
+        return FORMAT + nonce + self._aead.encrypt(nonce, text.encode("utf-8"), column.encode())
+
+    def open(self, blob: bytes | None, column: str) -> str | None:
+        if blob is None:
+            return None
+        if not blob.startswith(FORMAT) or len(blob) < 1 + 12 + 16:
+            raise StoreError(f"a sealed {column} value is damaged")
+        try:
+            plain = self._aead.decrypt(blob[1:13], blob[13:], column.encode())
+        except InvalidTag:
+            raise StoreError(
+                f"a sealed {column} value does not open with this key (wrong key or tampered)"
+            ) from None
+        return plain.decode("utf-8")
