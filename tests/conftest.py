@@ -28,12 +28,16 @@ def pytest_configure(config: pytest.Config) -> None:
     for key in list(os.environ):
         if key.startswith("DRAG_") and key != "DRAG_HOME":
             del os.environ[key]
+    # Never touch the keyring of the machine running the tests: the 0600 key file.
+    os.environ["DRAG_STORE_KEY"] = "file"
 
 
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Each test gets its own config file path (absent unless the test writes it)."""
+    """Each test gets its own config file path (absent unless the test writes it) and its
+    own database, so one test's cache never answers another's question."""
     monkeypatch.setenv("DRAG_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("DRAG_STORE_DATABASE", str(tmp_path / "drag.db"))
 
 
 @pytest.fixture(scope="session")

@@ -48,11 +48,11 @@ def egress_only(monkeypatch: pytest.MonkeyPatch, socket_guard: SocketLog) -> Ite
     real_send = egress.send
     guarded_connect = __import__("socket").socket.connect
 
-    def send(endpoint: egress.Endpoint, request: Any, guard: Any) -> Any:
+    def send(endpoint: egress.Endpoint, request: Any, guard: Any, **kw: Any) -> Any:
         inside.active = True
         sent.append(request.purpose)
         try:
-            return real_send(endpoint, request, guard)
+            return real_send(endpoint, request, guard, **kw)
         finally:
             inside.active = False
 
@@ -132,6 +132,26 @@ def test_ask_end_to_end_over_real_http(
         "answer",
         "total",
     }
+    assert data["source"] == "teacher"
+
+    # The ledger holds one row per call, with the exact bytes the server received.
+    audit = CliRunner().invoke(cli, ["audit", "list", "--json"], env=env)
+    rows = json.loads(audit.stdout)
+    assert [r["purpose"] for r in rows] == egress_only
+    assert data["provenance"]["uploads"] == [r["id"] for r in rows]
+    shown = json.loads(CliRunner().invoke(cli, ["audit", "show", "1", "--json"], env=env).stdout)
+    assert QUESTION in json.loads(shown["request"])["messages"][1]["content"]
+    assert shown["request"].encode() in bytes(socket_guard.sent)  # byte for byte what went out
+    assert CliRunner().invoke(cli, ["audit", "verify"], env=env).exit_code == 0
+
+    # Asked again: answered from the cache, nothing sent, provenance names those uploads.
+    connections = len(socket_guard.seen)
+    again = run_ask(env, "--k", "5", "--n", "8", QUESTION)
+    assert again["source"] == "cache" and again["provenance"]["how"] == "exact"
+    assert again["teacher"] == {}
+    assert len(socket_guard.seen) == connections and len(egress_only) == len(calls)
+    assert set(again["provenance"]["uploads"]) == {r["id"] for r in rows}
+    assert [e["text"] for e in again["evidence"]] == [e["text"] for e in ev]
 
 
 def test_mode_none_never_calls_the_teacher(env: dict[str, str], socket_guard: SocketLog) -> None:
@@ -284,3 +304,37 @@ def test_teacher_serve_is_reused_by_ask(socket_guard: SocketLog) -> None:
         serve.send_signal(signal.SIGINT)
         serve.wait(timeout=60)
     assert not state_file().exists()
+
+
+def test_offline_answers_from_the_cache_and_touches_no_network(
+    env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+) -> None:
+    socket_guard.allowed.add(address(teacher_server))
+    online = run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)
+    assert online["source"] == "teacher"
+    socket_guard.allowed.clear()
+    connections = len(socket_guard.seen)
+
+    # A rewording of a cached question: answered offline, nothing leaves the machine.
+    offline = run_ask(env, "--offline", "--mode", "evidence", "--n", "5", QUESTION + " ")
+    assert offline["source"] == "cache" and offline["answer"].strip()
+    assert offline["provenance"]["uploads"] == online["provenance"]["uploads"]
+    reworded = run_ask(
+        env, "--offline", "--mode", "evidence", "--n", "5", "What's the capital of France?"
+    )
+    assert reworded["source"] == "cache"
+    assert reworded["provenance"]["how"] in ("near-duplicate", "graph")
+
+    # Not covered: one line, its own exit code, the question kept; still no connection.
+    from assistant import drafts
+
+    before = set(drafts.unsent_dir().iterdir())
+    uncovered = CliRunner().invoke(
+        cli, ["ask", "--offline", "How many legs does a spider have?"], env=env
+    )
+    from assistant.errors import NotCovered
+
+    assert isinstance(uncovered.exception, NotCovered) and uncovered.exception.exit_code == 7
+    assert "does not cover this question" in str(uncovered.exception)
+    assert set(drafts.unsent_dir().iterdir()) - before
+    assert len(socket_guard.seen) == connections and socket_guard.refused == []

@@ -1,0 +1,350 @@
+"""The local store on real SQLite files: schema upgrades, the ledger's hash chain,
+encryption at rest, crash safety and the cache."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assistant.errors import StoreError
+from assistant.store import Store, cache, db, ledger
+from assistant.store.sealing import Sealer
+
+
+def upload(i: int = 0, **kw: object) -> ledger.Upload:
+    fields: dict[str, object] = {
+        "endpoint": "http://127.0.0.1:8080/v1",
+        "model": "teacher-model",
+        "purpose": "evidence",
+        "prompt_version": "evidence-v1",
+        "request": b'{"messages": [{"content": "question %d about <PERSON_1>"}]}' % i,
+        "reply": f'{{"evidence": ["fact {i}"]}}',
+        "redaction": {"PERSON": 1},
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "seconds": 0.25,
+    }
+    fields.update(kw)
+    return ledger.Upload(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "drag.db", key="file")
+
+
+def test_new_database_is_private_wal_and_current(store: Store) -> None:
+    assert db.version(store.db) == db.SCHEMA_VERSION == len(db.MIGRATIONS)
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.path.stat().st_mode & 0o777 == 0o600
+    store.record_upload(upload())
+    for side in ("-wal", "-shm"):
+        extra = store.path.with_name(store.path.name + side)
+        if extra.exists():
+            assert extra.stat().st_mode & 0o777 == 0o600
+
+
+def test_upgrade_from_the_first_schema_keeps_the_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = db.connect(path)
+    assert db.upgrade(old, target=1) == 1  # a database as version 1 of drag made it
+    ids = [ledger.append(old, upload(i)) for i in range(3)]
+    old.close()
+
+    store = Store(path, key="file")
+    assert db.version(store.db) == db.SCHEMA_VERSION
+    assert [r["id"] for r in ledger.select(store.db)] == ids
+    assert ledger.verify(store.db).ok
+    assert {"cache_entries", "cache_triples", "questions", "conversations"} <= set(
+        store.db.table_names()
+    )
+    store.record_upload(upload(9))  # and it works at the new version
+    assert ledger.verify(store.db).ok
+
+
+def test_a_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {db.SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this drag"):
+        Store(path)
+
+
+def test_ledger_chain_verifies_and_names_the_tampered_row(store: Store) -> None:
+    for i in range(5):
+        store.record_upload(upload(i))
+    assert ledger.verify(store.db).to_dict() == {
+        "ok": True,
+        "rows": 5,
+        "tombstones": 0,
+        "bad_id": None,
+        "reason": "",
+    }
+    # The request bytes changed behind the app's back.
+    store.db.execute("UPDATE uploads SET request = CAST('{}' AS BLOB) WHERE id = 3")
+    verdict = ledger.verify(store.db)
+    assert not verdict.ok and verdict.bad_id == 3 and "request or reply" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("sql", "bad_id", "reason"),
+    [
+        ("UPDATE uploads SET model = 'other' WHERE id = 2", 2, "fields were changed"),
+        ("UPDATE uploads SET redaction = '{}' WHERE id = 4", 4, "fields were changed"),
+        ("UPDATE uploads SET reply = 'forged' WHERE id = 1", 1, "request or reply"),
+        ("DELETE FROM uploads WHERE id = 3", 4, "row 3 is missing"),
+        ("UPDATE uploads SET hash = prev_hash WHERE id = 2", 2, "fields were changed"),
+    ],
+)
+def test_each_kind_of_tampering_is_caught(store: Store, sql: str, bad_id: int, reason: str) -> None:
+    for i in range(5):
+        store.record_upload(upload(i))
+    store.db.execute(sql)
+    verdict = ledger.verify(store.db)
+    assert (verdict.ok, verdict.bad_id) == (False, bad_id)
+    assert reason in verdict.reason
+
+
+def test_removing_payloads_leaves_a_verifiable_chain(store: Store) -> None:
+    for i in range(4):
+        store.record_upload(upload(i))
+    future = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    assert ledger.tombstone_older_than(store.db, future) == 4
+    rows = ledger.select(store.db)
+    assert all(r["request"] is None and r["reply"] is None and r["deleted"] for r in rows)
+    verdict = ledger.verify(store.db)
+    assert verdict.ok and verdict.tombstones == 4
+    # The summary survives; the payload does not.
+    assert ledger.summary(rows[0])["redaction"] == {"PERSON": 1}
+    store.db.execute("UPDATE uploads SET purpose = 'x' WHERE id = 2")
+    assert ledger.verify(store.db).bad_id == 2
+
+
+def test_search_and_since(store: Store) -> None:
+    store.record_upload(upload(1, reply="about photosynthesis"))
+    store.record_upload(upload(2, reply="about volcanoes"))
+    assert [r["id"] for r in ledger.select(store.db, search="PHOTOSYNTHESIS")] == [1]
+    assert [r["id"] for r in ledger.select(store.db, search="question 2")] == [2]
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)
+    assert ledger.select(store.db, since=later) == []
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from assistant.store import Store, ledger
+    store = Store(Path(sys.argv[1]), key="file")
+    i = 0
+    print("ready", flush=True)
+    while True:
+        i += 1
+        store.record_upload(ledger.Upload("http://x/v1", "m", "evidence", "v1",
+                                          b"x" * 20000 + str(i).encode(), "reply " * 500))
+    """
+)
+
+
+def test_kill_9_during_writes_leaves_a_whole_database(tmp_path: Path) -> None:
+    path = tmp_path / "crash.db"
+    Store(path, key="file").close()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(1.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    store = Store(path, key="file")
+    assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = ledger.select(store.db)
+    assert len(rows) > 5  # it was writing
+    verdict = ledger.verify(store.db)  # every row whole: payload matches its hash
+    assert verdict.ok, verdict
+    store.record_upload(upload())  # and the chain goes on
+    assert ledger.verify(store.db).ok
+
+
+def test_originals_answers_and_vaults_are_sealed_at_rest(store: Store) -> None:
+    secret = "Amelia Thompson lives at 42 Wallaby Way"
+    conversation = store.new_conversation(title=secret)
+    store.save_question(
+        conversation_id=conversation,
+        original=secret,
+        sanitized="<PERSON_1> lives at <ADDRESS_1>",
+        answer="Hello Amelia Thompson",
+        mode="evidence",
+        source="teacher",
+        entry_id=None,
+        uploads=[],
+        record={"question": secret},
+    )
+    store.save_vault(conversation, {"values": {"<PERSON_1>": ["PERSON", "Amelia Thompson"]}})
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = store.path.read_bytes()
+    assert b"Amelia" not in raw and b"Wallaby" not in raw
+    assert b"<PERSON_1> lives at" in raw  # what was sent anyway is stored as sent
+    [row] = store.questions(conversation)
+    assert row["question"] == secret and row["answer"] == "Hello Amelia Thompson"
+    assert store.load_vault(conversation) == {
+        "values": {"<PERSON_1>": ["PERSON", "Amelia Thompson"]}
+    }
+    assert "key file" in store.key_where
+    key_file = Path(store.key_where.removeprefix("key file "))
+    assert key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_wrong_key_is_a_clear_error(store: Store, tmp_path: Path) -> None:
+    store.save_question(
+        conversation_id=None,
+        original="x",
+        sanitized="x",
+        answer="y",
+        mode="none",
+        source="none",
+        entry_id=None,
+        uploads=[],
+        record=None,
+    )
+    store._sealer = None
+    store.db.execute("UPDATE meta SET value = 'not-this-key' WHERE key = 'key_check'")
+    with pytest.raises(StoreError, match="not the key this database was sealed with"):
+        store.questions()
+
+
+def test_a_sealed_value_only_opens_in_its_own_column() -> None:
+    sealer = Sealer(b"k" * 32)
+    blob = sealer.seal("private", "questions.original")
+    assert sealer.open(blob, "questions.original") == "private"
+    with pytest.raises(StoreError, match="does not open"):
+        sealer.open(blob, "questions.answer")
+    with pytest.raises(StoreError, match="does not open"):
+        sealer.open(blob[:-1] + bytes([blob[-1] ^ 1]), "questions.original")
+
+
+def unit(seed: int, dim: int = 384) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return np.asarray(v / np.linalg.norm(v), dtype=np.float32)
+
+
+def entry(space: str, question: str, model: str = "m", seed: int = 0) -> cache.NewEntry:
+    return cache.NewEntry(
+        space=space,
+        question=question,
+        teacher_model=model,
+        prompt_versions={"evidence": "evidence-v1", "graph": "graph-v1"},
+        n=3,
+        embedding=unit(seed),
+        evidence=[("fact one", 1), ("fact two", 2)],
+        evidence_embeddings=np.stack([unit(seed + 1), unit(seed + 2)]),
+        evidence_upload=1,
+        triples=[cache.NewTriple("Oxygen", "plants", "plants release oxygen", "x", (1,))],
+        triple_embeddings=np.stack([unit(seed + 3)]),
+        entity_embeddings={"Oxygen": unit(seed + 4), "plants": unit(seed + 5)},
+        graph_upload=2,
+        has_graph=True,
+    )
+
+
+def test_cache_is_keyed_by_question_model_and_prompt_version(store: Store) -> None:
+    prompts = {"evidence": "evidence-v1", "graph": "graph-v1"}
+    space = cache.space_of("m", prompts)
+    entry_id = store.put_cache(entry(space, "What do plants release?"))
+    found = cache.find(store.db, cache.key_of(space, "What  do plants release?"))
+    assert found is not None and found.id == entry_id
+    assert [e.text for e in found.evidence] == ["fact one", "fact two"]
+    assert [(t.entity1, t.entity2) for t in found.triples] == [("Oxygen", "plants")]
+    assert found.uploads == (1, 2)
+    # Another model or another prompt version is another space: nothing stale is served.
+    other_model = cache.space_of("other", prompts)
+    other_prompt = cache.space_of("m", {**prompts, "evidence": "evidence-v2"})
+    assert len({space, other_model, other_prompt}) == 3
+    assert cache.find(store.db, cache.key_of(other_model, "What do plants release?")) is None
+    assert cache.find(store.db, cache.key_of(other_prompt, "What do plants release?")) is None
+
+
+def test_replacing_an_entry_drops_its_old_items_and_unused_entities(store: Store) -> None:
+    space = cache.space_of("m", {})
+    store.put_cache(entry(space, "q"))
+    replacement = entry(space, "q")
+    replacement.triples = [cache.NewTriple("Carbon", "plants", "plants absorb carbon", "y", ())]
+    replacement.entity_embeddings = {"Carbon": unit(7), "plants": unit(8)}
+    store.put_cache(replacement)
+    stats = cache.stats(store.db)
+    assert (stats["questions"], stats["evidence"], stats["triples"]) == (1, 2, 1)
+    names = {r[0] for r in store.db.execute("SELECT name FROM cache_entities").fetchall()}
+    assert names == {"Carbon", "plants"}
+
+
+def test_purge_by_model(store: Store) -> None:
+    store.put_cache(entry(cache.space_of("a", {}), "q1", model="a"))
+    store.put_cache(entry(cache.space_of("b", {}), "q2", model="b", seed=10))
+    assert cache.purge(store.db, "a") == 1
+    stats = cache.stats(store.db)
+    assert stats["questions"] == 1 and [s["teacher_model"] for s in stats["spaces"]] == ["b"]
+    assert stats["entities"] == 2  # a's entities went with it
+    assert cache.purge(store.db) == 1 and cache.stats(store.db)["entities"] == 0
+
+
+def test_index_sees_rows_written_by_another_connection(store: Store, tmp_path: Path) -> None:
+    space = cache.space_of("m", {})
+    index = store.index(space).refresh(store.db)
+    assert index.empty
+    other = Store(store.path, key="file")  # the TUI and the CLI at once
+    other.put_cache(entry(space, "q1"))
+    assert len(index.refresh(store.db).entries.ids) == 1
+    other.put_cache(entry(space, "q2", seed=20))
+    assert len(index.refresh(store.db).entries.ids) == 2
+    cache.purge(other.db)
+    assert index.refresh(store.db).empty
+    [(found, sim)] = store.index(space).entries.nearest(unit(0)[None, :], 1, -1.0)[0] or [
+        (None, 0.0)
+    ]
+    assert found is None
+
+
+def test_audit_commands(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from assistant.cli import cli
+    from assistant.errors import InputError
+
+    path = Path(os.environ["DRAG_STORE_DATABASE"])
+    with Store(path, key="file") as store:
+        for i in range(3):
+            store.record_upload(upload(i))
+    runner = CliRunner()
+    listed = json.loads(runner.invoke(cli, ["audit", "list", "--json"]).stdout)
+    assert [r["id"] for r in listed] == [1, 2, 3] and listed[0]["redaction"] == {"PERSON": 1}
+    assert "question 1" not in json.dumps(listed)  # lists carry no payload
+    assert runner.invoke(cli, ["audit", "verify"]).exit_code == 0
+    lines = runner.invoke(cli, ["audit", "export", "--format", "jsonl"]).stdout.splitlines()
+    assert [json.loads(ln)["request"] for ln in lines][1] == upload(1).request.decode()
+    md = runner.invoke(cli, ["audit", "export", "--format", "md"]).stdout
+    assert md.count("## Upload ") == 3 and "chain verified" in md
+
+    with Store(path, key="file") as store:
+        store.db.execute("UPDATE uploads SET reply = 'forged' WHERE id = 2")
+    broken = runner.invoke(cli, ["audit", "verify"])
+    assert broken.exit_code == 1 and "#2" in broken.output
+
+    bad = runner.invoke(cli, ["audit", "rm", "--older-than", "soon", "-y"])
+    assert isinstance(bad.exception, InputError)
+    gone = runner.invoke(cli, ["audit", "rm", "--older-than", "0d", "-y"])
+    assert gone.exit_code == 0 and "3 uploads" in gone.output
+    shown = runner.invoke(cli, ["audit", "show", "1"]).output
+    assert "payload removed" not in shown and "request and reply removed" in shown
