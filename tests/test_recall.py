@@ -72,8 +72,9 @@ def remember(
             evidence=[(e, i) for i, e in enumerate(evidence, start=1)],
             evidence_embeddings=embedder.embed(evidence),
             evidence_upload=1,
-            triples=[cache.NewTriple(a, b, r, t, ()) for (a, b, r), t in zip(triples, texts, strict=True)
-            ],,
+            triples=[
+                cache.NewTriple(a, b, r, t, ()) for (a, b, r), t in zip(triples, texts, strict=True)
+            ],
             triple_embeddings=embedder.embed(texts) if texts else None,
             entity_embeddings=dict(zip(names, embedder.embed(names), strict=True)),
             graph_upload=2,
