@@ -433,7 +433,7 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
 
 @cli.group("bench")
 def bench_group() -> None:
-    """Benchmarks that print figures: privacy leakage, the DRAG pipeline."""
+    """Benchmarks that print figures: privacy leakage, the DRAG pipeline, the local store."""
 
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
@@ -737,6 +737,15 @@ def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
     with _open_store(ctx) as store:
         removed = cache.purge(store.db, model)
     click.echo(f"removed {removed} cached questions")
+
+
+@bench_group.command("store", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_store(ctx: click.Context) -> None:
+    """Offline answers vs the teacher, cache hits, retrieval at scale (--help for options)."""
+    from assistant.bench import store as bench
+
+    ctx.exit(bench.main(list(ctx.args)))
 
 
 @cli.command("models")

@@ -105,9 +105,7 @@ def checks(runtime: Runtime) -> Iterator[Check]:
             raise DragError(f"the database {st.path} is damaged: {ok}")
         verdict = ledger.verify(st.db)
         if not verdict.ok:
-            raise DragError(
-                f"the upload ledger is broken at #{verdict.bad_id}: {verdict.reason}"
-            )
+            raise DragError(f"the upload ledger is broken at #{verdict.bad_id}: {verdict.reason}")
         _ = st.sealer  # loads (or makes) the at-rest key and checks it fits the database
         return (
             f"{st.path} (schema {db.version(st.db)}, {verdict.rows} uploads, chain intact); "

@@ -173,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore:
         return rescore(args.rescore, load_arc(args.data or bundled_arc()))
     try:
-        settings = config.load({"student.max_tokens": args.student_max_tokens})
+        # Every question goes to the teacher: the cache would hide its latency.
+        settings = config.load(
+            {"student.max_tokens": args.student_max_tokens, "store.cache": False}
+        )
         questions = load_arc(args.data or bundled_arc())[: args.questions]
         n, k = args.n or settings.pipeline.n, args.k or settings.pipeline.k
         args.out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,433 @@
+"""Local-store benchmark: offline answers from the cache vs a teacher round trip, and
+how retrieval scales with the size of the cached graph.
+
+Two parts, both printed as Markdown and written as JSON (per-question JSONL too):
+
+``--questions N`` (default 20): for each of N ARC-Challenge questions, one run
+  1. asks the teacher (cache empty for it): the full round trip, timed;
+  2. has the teacher paraphrase the question stem (options unchanged);
+  3. asks the paraphrase with ``store.offline`` on: recall from the cache and
+     the student's answer, timed; a miss is counted, never sent.
+  It reports offline vs online latency (p50/p95 and their ratio, same
+  questions), the cache-hit rate, accuracy online and offline, and the stored
+  bytes per cached question.  It uses its own database under ``--out``.
+
+``--scale 10000,100000,1000000``: fills a database with that many synthetic
+  triples (unit vectors; entities = triples / 2), then times the index load and
+  the VectorGraphRAG search per query (entity match over all entities, triples
+  touching them read back by id, ranking).  Embedding the question's n-grams is
+  timed separately on real questions with the real embedder, since random
+  vectors stand in for entity names here.
+
+    drag bench store --questions 20
+    drag bench store --scale 10000,100000,1000000 --questions 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from assistant import config, pipeline, recall
+from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
+from assistant.errors import DragError, NotCovered
+from assistant.parsing import parse_objects
+from assistant.store import Store, cache
+
+PARAPHRASE_VERSION = "paraphrase-v1"
+PARAPHRASE_SYSTEM = (
+    "You rewrite questions in different words. Keep the meaning exactly: same facts, same "
+    "numbers, same negations. Do not answer. Reply with JSON only."
+)
+PARAPHRASE_USER = (
+    "Rewrite this question in different words, keeping its meaning exactly.\n"
+    "Question: {question}\n"
+    'Reply with JSON only: {{"paraphrase": "the reworded question"}}'
+)
+PARAPHRASE_SCHEMA = {
+    "type": "object",
+    "properties": {"paraphrase": {"type": "string", "minLength": 8}},
+    "required": ["paraphrase"],
+}
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {
+        "mean": statistics.fmean(values) if values else float("nan"),
+        "p50": _pct(values, 0.5),
+        "p95": _pct(values, 0.95),
+    }
+
+
+def paraphrase(rt: pipeline.Runtime, q: MCQuestion) -> MCQuestion:
+    """The teacher's rewording of the stem; the options are kept as they are."""
+    teacher = rt.teacher
+    request = teacher.request(
+        "paraphrase",
+        PARAPHRASE_SYSTEM,
+        PARAPHRASE_USER.format(question=q.question),
+        PARAPHRASE_SCHEMA,
+        templates=(PARAPHRASE_USER,),
+        max_tokens=256,
+        prompt_version=PARAPHRASE_VERSION,
+    )
+    reply = teacher.complete(request).text
+    stems = [
+        o["paraphrase"].strip()
+        for o in parse_objects(reply)
+        if isinstance(o.get("paraphrase"), str) and o["paraphrase"].strip()
+    ]
+    return dataclasses.replace(q, question=stems[0] if stems else q.question)
+
+
+def _answer(rt: pipeline.Runtime, result: pipeline.AskResult, q: MCQuestion) -> dict[str, Any]:
+    pipeline.respond(rt, result, prompt=q.student_prompt())
+    choice = extract_choice(result.answer, q)
+    return {
+        "choice": choice,
+        "correct": choice == q.answer,
+        "answer_s": result.timings.get("answer", 0.0),
+        "completion_tokens": result.student["completion_tokens"],
+    }
+
+
+def run_question(rt: pipeline.Runtime, q: MCQuestion) -> dict[str, Any]:
+    online_settings = rt.settings
+    started = time.perf_counter()
+    online = pipeline.gather(rt, q.text())
+    gather_s = time.perf_counter() - started
+    record: dict[str, Any] = {
+        "id": q.id,
+        "online": {"gather_s": gather_s, "source": online.source, **_answer(rt, online, q)},
+    }
+    record["online"]["total_s"] = gather_s + record["online"]["answer_s"]
+    reworded = paraphrase(rt, q)
+    record["paraphrase"] = reworded.question
+    rt.settings = online_settings.with_flags({"store.offline": True})
+    try:
+        started = time.perf_counter()
+        try:
+            offline = pipeline.gather(rt, reworded.text())
+        except NotCovered:
+            record["offline"] = {"hit": False, "recall_s": time.perf_counter() - started}
+            return record
+        recall_s = time.perf_counter() - started
+        record["offline"] = {
+            "hit": True,
+            "how": offline.provenance.get("how"),
+            "score": offline.provenance.get("score"),
+            "recall_s": recall_s,
+            **_answer(rt, offline, reworded),
+        }
+        record["offline"]["total_s"] = recall_s + record["offline"]["answer_s"]
+    finally:
+        rt.settings = online_settings
+    return record
+
+
+def summarise(records: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str, Any]:
+    online = [r["online"]["total_s"] for r in records]
+    hits = [r for r in records if r["offline"]["hit"]]
+    offline = [r["offline"]["total_s"] for r in hits]
+    recall_only = [r["offline"]["recall_s"] for r in records]
+    same_online = [r["online"]["total_s"] for r in hits]
+    hows: dict[str, int] = {}
+    for r in hits:
+        hows[r["offline"]["how"]] = hows.get(r["offline"]["how"], 0) + 1
+    return {
+        "questions": len(records),
+        "online_s": _spread(online),
+        "offline_answer_s": _spread(offline),
+        "offline_recall_s": _spread(recall_only),
+        "ratio_p50_offline_to_online": (
+            _pct(offline, 0.5) / _pct(same_online, 0.5) if offline else float("nan")
+        ),
+        "cache_hits": len(hits),
+        "hit_rate": len(hits) / len(records) if records else 0.0,
+        "hits_by_kind": hows,
+        "accuracy_online": sum(r["online"]["correct"] for r in records) / max(1, len(records)),
+        "accuracy_offline_of_hits": (
+            sum(r["offline"]["correct"] for r in hits) / len(hits) if hits else float("nan")
+        ),
+        "online_correct_on_hits": sum(r["online"]["correct"] for r in hits),
+        "offline_correct_on_hits": sum(r["offline"]["correct"] for r in hits),
+        "bytes_per_cached_question": stats["bytes_per_question"],
+        "database_bytes": stats.get("database_bytes", 0),
+    }
+
+
+def render_questions(s: dict[str, Any], header: str) -> str:
+    def row(name: str, v: dict[str, float]) -> str:
+        return f"| {name} | {v['mean']:.2f} | {v['p50']:.2f} | {v['p95']:.2f} |"
+
+    return "\n".join(
+        [
+            f"## {header}",
+            "",
+            "| latency | mean s | p50 s | p95 s |",
+            "|---|---:|---:|---:|",
+            row("online: teacher round trip + answer", s["online_s"]),
+            row("offline: recall + answer (hits)", s["offline_answer_s"]),
+            row("offline: recall only (all)", s["offline_recall_s"]),
+            "",
+            f"- offline/online p50 ratio, same questions: {s['ratio_p50_offline_to_online']:.3f}",
+            f"- cache hits on paraphrases: {s['cache_hits']}/{s['questions']} "
+            f"({s['hit_rate']:.0%}); by kind {s['hits_by_kind']}",
+            f"- accuracy online {s['accuracy_online']:.0%}; on the hits: online "
+            f"{s['online_correct_on_hits']}/{s['cache_hits']}, offline "
+            f"{s['offline_correct_on_hits']}/{s['cache_hits']}",
+            f"- stored per cached question: {s['bytes_per_cached_question']:,} bytes "
+            f"(database {s['database_bytes'] / 1e6:.1f} MB)",
+        ]
+    )
+
+
+# -- scale -------------------------------------------------------------------------------
+
+
+def _unit_rows(rng: np.random.Generator, count: int, dim: int = 384) -> np.ndarray:
+    m = rng.standard_normal((count, dim)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return m
+
+
+def fill_synthetic(store: Store, triples: int, space: str, seed: int = 0) -> None:
+    """Bulk-load ``triples`` triples over triples/2 entities, 10 per cached question, and
+    5 evidence statements per question.  A triple's vector is near its two entities'
+    (as a real "A — B: relation" sentence is), the rest random unit vectors."""
+    rng = np.random.default_rng(seed)
+    entities = max(2, triples // 2)
+    per_entry = 10
+    conn = store.db.conn
+    conn.execute("BEGIN")
+    entity_vecs = _unit_rows(rng, entities)
+    conn.executemany(
+        "INSERT INTO cache_entities (id, space, key, name, embedding) VALUES (?, ?, ?, ?, ?)",
+        ((i + 1, space, f"e{i}", f"entity {i}", cache.pack(v)) for i, v in enumerate(entity_vecs)),
+    )
+    batch = 50_000
+    for start in range(0, triples, batch):
+        count = min(batch, triples - start)
+        entry_ids = list(range(start // per_entry + 1, (start + count - 1) // per_entry + 2))
+        conn.executemany(
+            "INSERT OR IGNORE INTO cache_entries (id, key, space, question, teacher_model, "
+            "prompt_versions, n, created, embedding, has_graph) "
+            "VALUES (?, ?, ?, ?, 'synthetic', '{}', 15, '', ?, 1)",
+            (
+                (e, f"k{e}", space, f"question {e}", cache.pack(v))
+                for e, v in zip(entry_ids, _unit_rows(rng, len(entry_ids)), strict=True)
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO cache_evidence (entry_id, teacher_rank, text, embedding) "
+            "VALUES (?, ?, ?, ?)",
+            (
+                (entry_ids[i // 5], i % 5 + 1, f"statement {i}", cache.pack(v))
+                for i, v in enumerate(_unit_rows(rng, len(entry_ids) * 5))
+            ),
+        )
+        ends = rng.integers(0, entities, size=(count, 2))
+        vecs = entity_vecs[ends[:, 0]] + entity_vecs[ends[:, 1]] + 0.5 * _unit_rows(rng, count)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        conn.executemany(
+            "INSERT INTO cache_triples (entry_id, entity1_id, entity2_id, relation, text, "
+            "sources, embedding) VALUES (?, ?, ?, ?, ?, '[]', ?)",
+            (
+                (
+                    (start + i) // per_entry + 1,
+                    int(a) + 1,
+                    int(b) + 1,
+                    "relates to",
+                    f"entity {a} relates to entity {b}",
+                    cache.pack(v),
+                )
+                for i, (v, (a, b)) in enumerate(zip(vecs, ends, strict=True))
+            ),
+        )
+    conn.execute("COMMIT")
+
+
+class _Replay:
+    """Gives back fixed vectors for n-grams: random entities have no names to embed."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: Any) -> Any:
+        return self.vectors[: len(list(texts))]
+
+
+def run_scale(sizes: list[int], out: Path, queries: int = 50) -> list[dict[str, Any]]:
+    rows = []
+    for size in sizes:
+        path = out / f"scale-{size}.db"
+        for extra in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            extra.unlink(missing_ok=True)
+        store = Store(path, key="file")
+        space = "synthetic"
+        started = time.perf_counter()
+        fill_synthetic(store, size, space)
+        fill_s = time.perf_counter() - started
+        index = store.index(space)
+        started = time.perf_counter()
+        index.refresh(store.db)
+        load_s = time.perf_counter() - started
+        rng = np.random.default_rng(1)
+        times = []
+        found = []
+        for _ in range(queries):
+            # Five "n-grams" that each sit next to a cached entity, and a question vector.
+            picks = rng.integers(0, len(index.entities.ids), size=5)
+            near = index.entities.matrix[picks] + 0.05 * _unit_rows(rng, 5)
+            near /= np.linalg.norm(near, axis=1, keepdims=True)
+            q = index.entities.matrix[picks].mean(axis=0)
+            q /= np.linalg.norm(q)
+            question = "alpha beta gamma delta epsilon"  # five 1-grams
+            started = time.perf_counter()
+            result = recall.recall(
+                store.db, index, question, q, _Replay(near), n=15, k=15, near_duplicate=0.999
+            )
+            times.append(time.perf_counter() - started)
+            found.append(len(result.triples))
+        memory = (
+            index.entities.matrix.nbytes
+            + index.entries.matrix.nbytes
+            + index.evidence.matrix.nbytes
+        )
+        rows.append(
+            {
+                "triples": size,
+                "entities": len(index.entities.ids),
+                "fill_s": round(fill_s, 2),
+                "index_load_s": round(load_s, 3),
+                "index_memory_mb": round(memory / 1e6, 1),
+                "database_mb": round(path.stat().st_size / 1e6, 1),
+                "query_ms": {k: round(v * 1000, 2) for k, v in _spread(times).items()},
+                "triples_found_mean": statistics.fmean(found),
+            }
+        )
+        store.close()
+        path.unlink(missing_ok=True)
+        print(f"scale {size:,}: {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def ngram_embed_ms(questions: list[MCQuestion], count: int = 30) -> dict[str, float]:
+    from assistant.embedder import SentenceEmbedder
+
+    embedder = SentenceEmbedder()
+    embedder.embed(["warm up"])
+    times = []
+    for q in questions[:count]:
+        grams = recall.ngrams(q.text())
+        started = time.perf_counter()
+        embedder.embed(grams)
+        times.append((time.perf_counter() - started) * 1000)
+    return {k: round(v, 2) for k, v in _spread(times).items()}
+
+
+def render_scale(rows: list[dict[str, Any]], embed_ms: dict[str, float]) -> str:
+    lines = [
+        "## Retrieval over the cached graph (VectorGraphRAG search, synthetic vectors)",
+        "",
+        "| triples | entities | DB MB | index load s | index MB | query p50 ms | p95 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['triples']:,} | {r['entities']:,} | {r['database_mb']} | "
+            f"{r['index_load_s']} | {r['index_memory_mb']} | {r['query_ms']['p50']} | "
+            f"{r['query_ms']['p95']} |"
+        )
+    lines += [
+        "",
+        f"Embedding a question's n-grams (real embedder, ARC questions): "
+        f"p50 {embed_ms['p50']} ms, p95 {embed_ms['p95']} ms; add it to the query time.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="drag bench store",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--questions", type=int, default=20, help="ARC questions (0: skip)")
+    parser.add_argument("--scale", default="", help="triple counts, e.g. 10000,100000,1000000")
+    parser.add_argument("--student-max-tokens", type=int, default=48)
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(float(x)) for x in args.scale.split(",") if x.strip()]
+    except ValueError:
+        print(
+            f"bench: error: --scale {args.scale!r}: give counts like 10000,100000", file=sys.stderr
+        )
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    report: dict[str, Any] = {}
+    questions = load_arc(bundled_arc())
+    if sizes:
+        report["scale"] = run_scale(sizes, args.out)
+        report["ngram_embed_ms"] = ngram_embed_ms(questions)
+        print(render_scale(report["scale"], report["ngram_embed_ms"]))
+    if args.questions > 0:
+        db_path = args.out / f"store-{stamp}.db"
+        try:
+            settings = config.load(
+                {"student.max_tokens": args.student_max_tokens, "store.database": str(db_path)}
+            )
+            per_q = args.out / f"store-{stamp}.jsonl"
+            records = []
+            with pipeline.Runtime(settings) as rt, per_q.open("w", encoding="utf-8") as fh:
+                for i, q in enumerate(questions[: args.questions], start=1):
+                    record = run_question(rt, q)
+                    records.append(record)
+                    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    fh.flush()
+                    off = record["offline"]
+                    print(
+                        f"[{i}/{args.questions}] {q.id} online {record['online']['total_s']:.1f} s"
+                        f" · offline "
+                        + (f"{off['how']} {off['total_s']:.2f} s" if off["hit"] else "miss"),
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                stats = cache.stats(rt.store.db)
+                stats["database_bytes"] = db_path.stat().st_size
+                names = (rt.student.path.name, rt.teacher_identity)
+        except DragError as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        report["questions"] = summarise(records, stats)
+        report["questions"].update({"student": names[0], "teacher": names[1]})
+        print(
+            render_questions(
+                report["questions"],
+                f"Offline answers on teacher paraphrases of {len(records)} ARC-Challenge "
+                f"questions · student {names[0]} · teacher {names[1]}",
+            )
+        )
+    (args.out / f"store-{stamp}.json").write_text(json.dumps(report, indent=2), "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
