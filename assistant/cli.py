@@ -536,13 +536,14 @@ def audit_list(
 @click.pass_context
 def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
     """One upload: the exact bytes sent and the raw reply."""
-    from assistant.store import ledger
+    from assistant.store import cache, ledger
 
     with _open_store(ctx) as store:
         row = ledger.get(store.db, upload_id)
+        derived = cache.derived_from(store.db, upload_id)
     if row is None:
         raise errors.InputError(f"no upload #{upload_id}; `drag audit list` shows them")
-    d = ledger.detail(row)
+    d = {**ledger.detail(row), "cached": derived}
     if as_json:
         click.echo(json.dumps(d, ensure_ascii=False, indent=2))
         return
@@ -565,6 +566,11 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
         if d.get(key) is not None:
             click.echo(f"{key:<17} {d[key]}")
     click.echo(f"{'redacted':<17} {_redaction_text(d['redaction'])}")
+    for item in derived:
+        click.echo(
+            f"{'cached as':<17} entry {item['entry_id']}: {item['evidence']} evidence, "
+            f"{item['triples']} triples for {errors.one_line(item['question'], 60)!r}"
+        )
     if d["deleted"]:
         click.echo("\n(request and reply removed; the row stays so the chain verifies)")
         return

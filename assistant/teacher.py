@@ -108,7 +108,8 @@ class Teacher:
             prompt_version=prompt_version,
         )
 
-    def _upload(self, sent: egress.Sent) -> Upload:
+    def upload_of(self, sent: egress.Sent) -> Upload:
+        """The ledger row for what egress.send reports as sent."""
         reply = sent.reply if isinstance(sent.reply, egress.ChatReply) else None
         request = sent.request
         return Upload(
@@ -134,7 +135,7 @@ class Teacher:
         def record(sent: egress.Sent) -> None:
             assert self.ledger is not None
             try:
-                recorded.append(self.ledger(self._upload(sent)))
+                recorded.append(self.ledger(self.upload_of(sent)))
             except Exception as exc:  # disk full, locked database: reported below
                 failed.append(f"{type(exc).__name__}: {exc}")
 

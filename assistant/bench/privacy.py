@@ -36,6 +36,7 @@ from typing import Any
 from assistant import config, egress, evidence
 from assistant.bench import split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
+from assistant.bench.mc import MCQuestion, extract_choice
 from assistant.errors import DragError, GuardBlocked
 from assistant.privacy.detect import Detector, _offline_email_recognizer, load_policy
 from assistant.privacy.guard import EgressGuard, leak
@@ -386,6 +387,11 @@ def _sender() -> Iterator[Sender]:
     with pipeline.Runtime(config.load()) as rt:
         teacher = rt.teacher
 
+        def to_ledger(sent: egress.Sent) -> None:
+            """A real upload: it goes in the ledger like any other."""
+            if teacher.ledger is not None:
+                teacher.ledger(teacher.upload_of(sent))
+
         def send(request: egress.ChatRequest, guard: RecordingGuard) -> None:
             request = dataclasses.replace(
                 request,
@@ -393,7 +399,7 @@ def _sender() -> Iterator[Sender]:
                 max_tokens=1,
                 response_format=teacher.response_format("evidence", evidence.schema(15)),
             )
-            egress.send(teacher.endpoint, request, guard)
+            egress.send(teacher.endpoint, request, guard, record=to_ledger)
 
         yield send
 
@@ -442,6 +448,97 @@ def run(
     }
 
 
+def _mc(record: dict[str, Any], with_pii: bool) -> MCQuestion:
+    labels = "ABCDEFGHIJ"
+    stem = record["question"]
+    if with_pii and record.get("pii_text"):
+        stem = f"{record['pii_text']}\n{stem}"
+    options = tuple((labels[i], str(c)) for i, c in enumerate(record["choices"]))
+    return MCQuestion(record["id"], stem, options, record["answer"])
+
+
+def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]:
+    """Accuracy of the whole pipeline on the questions with PII (the teacher gets the
+    sanitized text, the local student the original) and on the same questions without.
+
+    The cache is off, so both versions go to the teacher.
+    """
+    from assistant import pipeline
+
+    records = [
+        json.loads(line)
+        for line in bundled_path().read_text("utf-8").splitlines()
+        if json.loads(line)["pii"]
+    ][:count]
+    per_item = out / "privacy-utility.jsonl"
+    done = {}
+    if resume and per_item.exists():
+        done = {json.loads(ln)["id"]: json.loads(ln) for ln in per_item.read_text().splitlines()}
+    settings = config.load(
+        {"store.cache": False, "privacy.review": "never", "student.max_tokens": 48}
+    )
+    with pipeline.Runtime(settings) as rt, per_item.open("a" if resume else "w") as fh:
+        for i, record in enumerate(records, start=1):
+            if record["id"] in done:
+                continue
+            row: dict[str, Any] = {"id": record["id"], "answer": record["answer"]}
+            for version in ("clean", "pii"):
+                q = _mc(record, with_pii=version == "pii")
+                try:
+                    result = pipeline.gather(rt, q.text(), mode=mode)  # type: ignore[arg-type]
+                    pipeline.respond(rt, result, prompt=q.student_prompt())
+                    choice = extract_choice(result.answer, q)
+                    row[version] = {"choice": choice, "correct": choice == q.answer}
+                    if version == "pii":
+                        row["sent"] = result.privacy.get("sent_question", "")
+                except GuardBlocked as exc:  # refused: nothing sent, counts as wrong
+                    row[version] = {"choice": None, "correct": False, "refused": str(exc)}
+            done[record["id"]] = row
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
+            print(
+                f"[{i}/{len(records)}] {record['id']}: clean "
+                f"{'✓' if row['clean']['correct'] else '✗'} · with PII "
+                f"{'✓' if row['pii']['correct'] else '✗'}",
+                file=sys.stderr,
+                flush=True,
+            )
+    rows = [done[r["id"]] for r in records if r["id"] in done]
+    clean = sum(r["clean"]["correct"] for r in rows)
+    pii = sum(r["pii"]["correct"] for r in rows)
+    # Paired difference with a normal-approximation 95 % interval.
+    diffs = [int(r["pii"]["correct"]) - int(r["clean"]["correct"]) for r in rows]
+    mean = statistics.fmean(diffs) if diffs else 0.0
+    sd = statistics.stdev(diffs) if len(diffs) > 1 else 0.0
+    half = 1.96 * sd / len(diffs) ** 0.5 if diffs else 0.0
+    return {
+        "questions": len(rows),
+        "mode": mode,
+        "accuracy_clean": clean / len(rows) if rows else 0.0,
+        "accuracy_redacted": pii / len(rows) if rows else 0.0,
+        "loss_pp": -100 * mean,
+        "loss_pp_ci95": [-100 * (mean + half), -100 * (mean - half)],
+        "refused": sum("refused" in r["pii"] for r in rows),
+    }
+
+
+def render_utility(u: dict[str, Any]) -> str:
+    lo, hi = u["loss_pp_ci95"]
+    return "\n".join(
+        [
+            f"## Utility: the whole pipeline (mode {u['mode']}) on {u['questions']} questions",
+            "",
+            "| questions | accuracy without PII | accuracy with PII, redacted | loss (pp) | "
+            "95 % CI |",
+            "|---:|---:|---:|---:|---:|",
+            f"| {u['questions']} | {u['accuracy_clean']:.1%} | {u['accuracy_redacted']:.1%} | "
+            f"{u['loss_pp']:+.1f} | [{lo:+.1f}, {hi:+.1f}] |",
+            "",
+            f"Refused by the guard: {u['refused']}.",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="drag bench privacy",
@@ -463,7 +560,26 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="record the outgoing bytes, send nothing (default: send to the configured teacher)",
     )
+    parser.add_argument(
+        "--utility",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of leakage, measure accuracy on N bundled questions with and without "
+        "PII (the whole pipeline, teacher included)",
+    )
+    parser.add_argument("--utility-mode", default="evidence", choices=("evidence", "combined"))
     args = parser.parse_args(argv)
+    if args.utility:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            u = utility(args.utility, args.utility_mode, args.out, resume=args.resume)
+        except DragError as exc:
+            print(f"bench privacy: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        (args.out / "privacy-utility.json").write_text(json.dumps(u, indent=2), "utf-8")
+        print(render_utility(u))
+        return 0
     try:
         names = split_choices(args.methods, METHODS, "method")
     except ValueError as exc:

@@ -197,6 +197,85 @@ def render_questions(s: dict[str, Any], header: str) -> str:
     )
 
 
+# -- calibration --------------------------------------------------------------------------
+
+
+def probe(rt: pipeline.Runtime, text: str) -> tuple[str, float]:
+    """How the cache would recall ``text`` and with what score (no threshold applied)."""
+    sent = rt.sanitize(text).text
+    q = rt.embedder.embed([sent])[0]
+    p = rt.settings.pipeline
+    found = recall.recall(
+        rt.store.db,
+        rt.store.index(rt.cache_space),
+        sent,
+        q,
+        rt.embedder,
+        n=p.n,
+        k=p.k,
+        near_duplicate=rt.settings.store.near_duplicate,
+    )
+    return found.how, found.score
+
+
+def calibrate(jsonl: Path, controls: int) -> dict[str, Any]:
+    """Scores of the run's paraphrases vs unrelated questions, against its database.
+
+    Paraphrases should be covered, unrelated questions (ARC questions the run
+    never asked) should not: the table shows both rates per coverage threshold.
+    """
+    records = [json.loads(ln) for ln in jsonl.read_text("utf-8").splitlines() if ln.strip()]
+    questions = load_arc(bundled_arc())
+    by_id = {q.id: q for q in questions}
+    asked = {r["id"] for r in records}
+    unrelated = [q for q in questions if q.id not in asked][-controls:]
+    settings = config.load({"store.database": str(jsonl.with_suffix(".db"))})
+    with pipeline.Runtime(settings) as rt:
+        para = [
+            probe(rt, dataclasses.replace(by_id[r["id"]], question=r["paraphrase"]).text())
+            for r in records
+        ]
+        ctrl = [probe(rt, q.text()) for q in unrelated]
+    rows = []
+    for t in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
+
+        def covered(found: tuple[str, float], t: float = t) -> bool:
+            return recall.Recalled(found[0], found[1]).covers(t)  # type: ignore[arg-type]
+
+        rows.append(
+            {
+                "coverage": t,
+                "paraphrases_covered": sum(covered(f) for f in para) / max(1, len(para)),
+                "unrelated_covered": sum(covered(f) for f in ctrl) / max(1, len(ctrl)),
+            }
+        )
+    return {
+        "paraphrases": [{"how": h, "score": round(sc, 4)} for h, sc in para],
+        "unrelated": [{"how": h, "score": round(sc, 4)} for h, sc in ctrl],
+        "thresholds": rows,
+    }
+
+
+def render_calibration(c: dict[str, Any]) -> str:
+    lines = [
+        f"## Coverage threshold: {len(c['paraphrases'])} paraphrases of cached questions vs "
+        f"{len(c['unrelated'])} unrelated questions",
+        "",
+        "| store.coverage | paraphrases answered offline | unrelated answered offline |",
+        "|---:|---:|---:|",
+    ]
+    for r in c["thresholds"]:
+        lines.append(
+            f"| {r['coverage']:.2f} | {r['paraphrases_covered']:.0%} | "
+            f"{r['unrelated_covered']:.0%} |"
+        )
+    kinds: dict[str, int] = {}
+    for p in c["paraphrases"]:
+        kinds[p["how"]] = kinds.get(p["how"], 0) + 1
+    lines += ["", f"Paraphrases recalled as: {kinds}"]
+    return "\n".join(lines)
+
+
 # -- scale -------------------------------------------------------------------------------
 
 
@@ -371,6 +450,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=20, help="ARC questions (0: skip)")
     parser.add_argument("--scale", default="", help="triple counts, e.g. 10000,100000,1000000")
     parser.add_argument("--student-max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--calibrate",
+        type=Path,
+        metavar="JSONL",
+        help="score an earlier run's paraphrases and --controls unrelated questions "
+        "against its database, per coverage threshold (no teacher needed)",
+    )
+    parser.add_argument("--controls", type=int, default=40)
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     args = parser.parse_args(argv)
     try:
@@ -384,6 +471,13 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report: dict[str, Any] = {}
     questions = load_arc(bundled_arc())
+    if args.calibrate:
+        try:
+            report["calibration"] = calibrate(args.calibrate, args.controls)
+        except DragError as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        print(render_calibration(report["calibration"]))
     if sizes:
         report["scale"] = run_scale(sizes, args.out)
         report["ngram_embed_ms"] = ngram_embed_ms(questions)

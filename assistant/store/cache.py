@@ -292,3 +292,17 @@ def _drop_orphans(db: sqlite_utils.Database, entity_ids: Sequence[int]) -> None:
         ).fetchone()
         if used is None:
             db.execute("DELETE FROM cache_entities WHERE id = ?", [entity_id])
+
+
+def derived_from(db: sqlite_utils.Database, upload_id: int) -> list[dict[str, Any]]:
+    """The cached questions whose evidence or triples came from one upload."""
+    rows = db.execute(
+        "SELECT e.id, e.question, "
+        "(SELECT count(*) FROM cache_evidence v WHERE v.entry_id = e.id AND v.upload_id = ?), "
+        "(SELECT count(*) FROM cache_triples t WHERE t.entry_id = e.id AND t.upload_id = ?) "
+        "FROM cache_entries e WHERE e.id IN "
+        "(SELECT entry_id FROM cache_evidence WHERE upload_id = ? "
+        " UNION SELECT entry_id FROM cache_triples WHERE upload_id = ?) ORDER BY e.id",
+        [upload_id] * 4,
+    ).fetchall()
+    return [{"entry_id": r[0], "question": r[1], "evidence": r[2], "triples": r[3]} for r in rows]
