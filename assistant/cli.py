@@ -356,6 +356,17 @@ def config_path_cmd() -> None:
         click.echo(f"{name:<6} {value}")
 
 
+@config_group.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.pass_context
+def config_set(ctx: click.Context, key: str, value: str) -> None:
+    """Write KEY = VALUE into the config file (validated; lists comma-separated)."""
+    settings: Settings = ctx.obj["settings"]
+    path = config_mod.save({key: value}, settings.config_file)
+    click.echo(f"{key} = {json.dumps(config_mod.load(config_file=path).get(key))} in {path}")
+
+
 @config_group.command("set-key")
 def config_set_key() -> None:
     """Store the teacher API key in the system keyring (read without echo)."""

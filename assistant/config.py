@@ -13,6 +13,7 @@ the system keyring (see ``assistant.secrets``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -336,3 +337,44 @@ def effective(settings: Settings) -> list[dict[str, Any]]:
         }
         for spec in SCHEMA.values()
     ]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string
+
+
+def save(changes: Mapping[str, Any], path: Path | None = None) -> Path:
+    """Validate ``{"section.name": value}`` and write them into the config file.
+
+    Keys already in the file are kept; comments are not (the file is rewritten).
+    The file is written owner-only and atomically.  Secrets are never settings,
+    so none can end up here.
+    """
+    target = path or paths.config_file()
+    current = _read_file(target)
+    for key, raw in changes.items():
+        spec = SCHEMA.get(key)
+        if spec is None:
+            raise ConfigError(f"unknown setting {key!r}; `drag config show` lists them")
+        current[key] = coerce(spec, raw, "new value")
+    lines = ["# drag-assistant settings (`drag config show` explains each key)"]
+    for section in _SECTIONS:
+        keys = [k for k in SCHEMA if k.startswith(section + ".") and k in current]
+        if keys:
+            lines += ["", f"[{section}]"]
+            lines += [f"{k.split('.', 1)[1]} = {_toml_value(current[k])}" for k in keys]
+    text = "\n".join(lines) + "\n"
+    tomllib.loads(text)  # what we write must read back
+    paths.private_dir(target.parent)
+    tmp = target.with_name(target.name + ".tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    tmp.replace(target)
+    return target

@@ -71,3 +71,22 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         config.load(env={}, config_file=write(tmp_path / "a.toml", "[pipeline\nk=1\n\n\n"))
     assert "\n" not in str(info.value)
+
+
+def test_save_validates_writes_owner_only_and_reads_back(tmp_path: Path) -> None:
+    from assistant.errors import ConfigError
+
+    target = tmp_path / "conf" / "config.toml"
+    config.save({"teacher.endpoint": "http://127.0.0.1:8080/v1", "pipeline.k": "7"}, target)
+    config.save({"privacy.allow": "Acme, Paris", "store.offline": "yes"}, target)  # merged
+    settings = config.load(config_file=target, env={})
+    assert settings.teacher.endpoint == "http://127.0.0.1:8080/v1"
+    assert settings.pipeline.k == 7 and settings.store.offline is True
+    assert settings.privacy.allow == ("Acme", "Paris")
+    assert settings.sources["pipeline.k"] == "file"
+    assert target.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(ConfigError, match="above the maximum"):
+        config.save({"pipeline.k": 500}, target)
+    with pytest.raises(ConfigError, match="unknown setting"):
+        config.save({"teacher.api_key": "sk-secret"}, target)  # secrets are never settings
+    assert "sk-secret" not in target.read_text() and "k = 7" in target.read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -90,6 +91,8 @@ def test_whole_run_without_teacher_opens_no_connection(
     assert summary["full"]["injected"] > 20
     assert summary["full"]["leaked"]["partial"] <= summary["presidio-default"]["leaked"]["partial"]
     assert (tmp_path / "privacy-summary.md").read_text().startswith("## Privacy leakage")
+    png = (tmp_path / "privacy-leakage.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
     assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
     assert socket_guard.seen == []  # a whole benchmark run: no traffic at all
     # --resume picks up the finished items instead of redoing them.
@@ -119,3 +122,31 @@ def test_whole_run_through_the_real_teacher(
     for record in records:
         for _type, value in items[record["id"]].pii:
             assert value not in sent
+    # Each upload of the benchmark is in the ledger too, byte for byte.
+    from assistant.store import Store, ledger
+
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        rows = ledger.select(store.db)
+    assert len(rows) == sent.count("POST /v1/chat/completions")
+    assert all(bytes(r["request"]) in bytes(socket_guard.sent) for r in rows)
+
+
+@pytest.mark.integration
+def test_utility_with_and_without_pii(
+    tmp_path: Path,
+    teacher_server: str,
+    teacher_env: dict[str, str],
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    for key, value in teacher_env.items():
+        monkeypatch.setenv(key, value)
+    assert privacy.main(["--utility", "2", "--out", str(tmp_path)]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "privacy-utility.jsonl").read_text().splitlines()]
+    summary = json.loads((tmp_path / "privacy-utility.json").read_text())
+    assert len(rows) == summary["questions"] == 2
+    assert summary["accuracy_clean"] == sum(r["clean"]["correct"] for r in rows) / 2
+    items = {i.id: i for i in privacy.load_bundled()}
+    for row in rows:  # the teacher got the sanitized text: no injected value in it
+        assert row["sent"] and all(v not in row["sent"] for _t, v in items[row["id"]].pii)

@@ -345,3 +345,28 @@ def test_audit_commands(tmp_path: Path) -> None:
     assert gone.exit_code == 0 and "3 uploads" in gone.output
     shown = runner.invoke(cli, ["audit", "show", "1"]).output
     assert "payload removed" not in shown and "request and reply removed" in shown
+
+
+def test_conversations_list_search_rename_delete(store: Store) -> None:
+    first = store.new_conversation(title="Glutamine for Amelia")
+    second = store.new_conversation(title="Volcanoes")
+    for cid, question in ((first, "Is glutamine an amino acid?"), (second, "Why do they erupt?")):
+        store.save_question(
+            conversation_id=cid,
+            original=question,
+            sanitized=question,
+            answer="yes",
+            mode="evidence",
+            source="teacher",
+            entry_id=None,
+            uploads=[],
+            record=None,
+        )
+    assert [c["id"] for c in store.conversations()] == [second, first]
+    assert [c["id"] for c in store.conversations("ERUPT")] == [second]  # in a sealed question
+    assert [c["id"] for c in store.conversations("amelia")] == [first]  # in a sealed title
+    store.rename_conversation(second, "Geology")
+    assert store.conversations("geology")[0]["title"] == "Geology"
+    store.delete_conversation(first)
+    assert [c["id"] for c in store.conversations()] == [second]
+    assert [q["conversation_id"] for q in store.questions()] == [second]  # its questions went too

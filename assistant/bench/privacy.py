@@ -363,6 +363,24 @@ def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
     return "\n".join(lines)
 
 
+def plot(summaries: dict[str, dict[str, Any]], title: str, path: Path) -> Path:
+    """Partial leakage per entity type (and overall), one bar per method."""
+    from assistant.bench.plots import grouped_bars
+
+    types = sorted({t for s in summaries.values() for t in s["by_type"]})
+    groups: dict[str, dict[str, float]] = {
+        "all": {m: s["leak_rate"]["partial"] for m, s in summaries.items()}
+    }
+    for t in types:
+        groups[t] = {
+            m: _rate(s["by_type"][t]["partial"], s["by_type"][t]["injected"])
+            for m, s in summaries.items()
+            if t in s["by_type"]
+        }
+    groups["control changed"] = {m: s["over_redaction"] for m, s in summaries.items()}
+    return grouped_bars(path, groups, title=title, ylabel="values leaked, partial form")
+
+
 def _student_rewriter() -> Callable[[str, str], str]:
     from assistant import modelfiles
     from assistant.student import Student
@@ -616,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "privacy-summary.json").write_text(json.dumps(summaries, indent=2), "utf-8")
     (args.out / "privacy-summary.md").write_text(render(summaries, title) + "\n", "utf-8")
     print(render(summaries, title))
+    png = plot(summaries, title, args.out / "privacy-leakage.png")
+    print(f"\nplot: {png}", file=sys.stderr)
     return 0
 
 

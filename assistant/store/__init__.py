@@ -145,7 +145,53 @@ class Store:
                     else None,
                 ],
             )
+            if conversation_id is not None:
+                self.db.execute(
+                    "UPDATE conversations SET updated = ? WHERE id = ?",
+                    [ledger.now(), conversation_id],
+                )
         return int(cursor.lastrowid or 0)
+
+    def conversations(self, search: str = "") -> list[dict[str, Any]]:
+        """Newest first, titles opened; ``search`` matches titles and questions (in memory,
+        since both are sealed)."""
+        rows = self.db.execute(
+            "SELECT c.id, c.created, c.updated, c.title, count(q.id) FROM conversations c "
+            "LEFT JOIN questions q ON q.conversation_id = c.id GROUP BY c.id "
+            "ORDER BY c.updated DESC, c.id DESC"
+        ).fetchall()
+        out = [
+            {
+                "id": r[0],
+                "created": r[1],
+                "updated": r[2],
+                "title": self.sealer.open(r[3], "conversations.title") or "",
+                "questions": r[4],
+            }
+            for r in rows
+        ]
+        if not search:
+            return out
+        needle = search.casefold()
+        hits = {
+            q["conversation_id"]
+            for q in self.questions()
+            if needle in (q["question"] or "").casefold()
+            or needle in (q["answer"] or "").casefold()
+        }
+        return [c for c in out if c["id"] in hits or needle in c["title"].casefold()]
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        sealed = self.sealer.seal(title, "conversations.title")
+        with db.transaction(self.db):
+            self.db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?", [sealed, conversation_id]
+            )
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """The conversation, its questions and its vault (the ledger keeps its uploads)."""
+        with db.transaction(self.db):
+            self.db.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
 
     def questions(self, conversation_id: int | None = None) -> list[dict[str, Any]]:
         where, params = (
