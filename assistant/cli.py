@@ -100,12 +100,7 @@ def _review_options(review: bool, yes: bool) -> dict[str, Any]:
 
 
 def _kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
-    """The error to show, after keeping the question (nothing typed is lost)."""
-    error = exc if isinstance(exc, errors.DragError) else errors.Interrupted("interrupted")
-    if not question.strip():
-        return error
-    kept = drafts.keep(question, str(error), getattr(error, "reply", None))
-    return type(error)(f"{error} (your question is kept in {kept})")
+    return drafts.kept_error(question, exc)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

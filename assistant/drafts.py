@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from assistant import paths
+from assistant.errors import DragError, Interrupted
 
 
 def unsent_dir() -> Path:
@@ -45,3 +46,12 @@ def keep(question: str | bytes, error: str, teacher_reply: str | None = None) ->
     record = {"question": question, "error": error, "teacher_reply": teacher_reply}
     _write_private(path, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
     return path
+
+
+def kept_error(question: str, exc: BaseException) -> DragError:
+    """The error to show for a question that failed, after keeping the question."""
+    error = exc if isinstance(exc, DragError) else Interrupted("interrupted")
+    if not question.strip():
+        return error
+    kept = keep(question, str(error), getattr(error, "reply", None))
+    return type(error)(f"{error} (your question is kept in {kept})")

@@ -224,7 +224,8 @@ def calibrate(jsonl: Path, controls: int) -> dict[str, Any]:
     Paraphrases should be covered, unrelated questions (ARC questions the run
     never asked) should not: the table shows both rates per coverage threshold.
     """
-    records = [json.loads(ln) for ln in jsonl.read_text("utf-8").splitlines() if ln.strip()]
+    lines = jsonl.read_text("utf-8").splitlines()
+    records = [r for r in (json.loads(ln) for ln in lines if ln.strip()) if "paraphrase" in r]
     questions = load_arc(bundled_arc())
     by_id = {q.id: q for q in questions}
     asked = {r["id"] for r in records}
@@ -485,14 +486,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.questions > 0:
         db_path = args.out / f"store-{stamp}.db"
         try:
+            # Public benchmark questions: no review prompt (a false detection would stop it).
             settings = config.load(
-                {"student.max_tokens": args.student_max_tokens, "store.database": str(db_path)}
+                {
+                    "student.max_tokens": args.student_max_tokens,
+                    "store.database": str(db_path),
+                    "privacy.review": "never",
+                }
             )
             per_q = args.out / f"store-{stamp}.jsonl"
             records = []
             with pipeline.Runtime(settings) as rt, per_q.open("w", encoding="utf-8") as fh:
                 for i, q in enumerate(questions[: args.questions], start=1):
-                    record = run_question(rt, q)
+                    try:
+                        record = run_question(rt, q)
+                    except DragError as exc:  # e.g. the guard refused: counted, not fatal
+                        print(f"[{i}/{args.questions}] {q.id}: {exc}", file=sys.stderr)
+                        fh.write(json.dumps({"id": q.id, "error": str(exc)}) + "\n")
+                        continue
                     records.append(record)
                     fh.write(json.dumps(record, ensure_ascii=False) + "\n")
                     fh.flush()

@@ -1,0 +1,137 @@
+"""The audit screen: every upload, its exact bytes and reply, and the chain check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from assistant import paths
+from assistant.store import ledger
+from assistant.tui.widgets import StatusBar
+
+if TYPE_CHECKING:
+    from assistant.tui.app import DragApp
+
+
+def redaction_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())) or "-"
+
+
+def detail_text(d: dict[str, Any]) -> str:
+    head = [
+        f"upload #{d['id']} · {d['created']} · {d['purpose']} · {d['model']} · {d['status']}",
+        f"endpoint {d['endpoint']} · prompt {d['prompt_version']} · "
+        f"{d['prompt_tokens']}+{d['completion_tokens']} tokens · {d['seconds']} s",
+        f"redacted: {redaction_text(d['redaction'])}",
+        f"hash {d['hash']}",
+        "",
+    ]
+    if d["deleted"]:
+        return "\n".join([*head, f"payload removed {d['deleted']}; the row keeps the chain whole"])
+    request = str(d["request"] or "")
+    try:
+        request = json.dumps(json.loads(request), indent=1, ensure_ascii=False)
+    except ValueError:
+        pass
+    return "\n".join(
+        [
+            *head,
+            f"REQUEST (the exact {d['bytes']} bytes, shown indented):",
+            request,
+            "",
+            "REPLY:",
+            str(d["reply"] or "(none)"),
+        ]
+    )
+
+
+class AuditScreen(Screen[None]):
+    BINDINGS = [
+        Binding("v", "verify", "Verify ledger"),
+        Binding("e", "export", "Export"),
+        Binding("r", "reload", "Reload"),
+        Binding("/", "focus_search", "Search"),
+    ]
+
+    @property
+    def drag(self) -> DragApp:
+        from assistant.tui.app import DragApp
+
+        assert isinstance(self.app, DragApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="audit"):
+            with Horizontal(id="audit-bar"):
+                yield Input(placeholder="search request and reply text", id="audit-search")
+                yield Static("", id="verdict")
+            yield DataTable(id="uploads", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="audit-detail"):
+                yield Static("Select an upload to see exactly what was sent.", id="detail")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#uploads", DataTable)
+        table.add_columns("id", "time (UTC)", "teacher model", "purpose", "bytes", "redacted")
+        self.action_reload()
+
+    def on_screen_resume(self) -> None:
+        self.action_reload()
+
+    def action_reload(self, search: str | None = None) -> None:
+        table = self.query_one("#uploads", DataTable)
+        table.clear()
+        text = self.query_one("#audit-search", Input).value.strip() if search is None else search
+        for row in ledger.select(self.drag.ui_store.db, search=text or None):
+            s = ledger.summary(row)
+            table.add_row(
+                str(s["id"]),
+                s["created"][:19].replace("T", " "),
+                s["model"],
+                s["purpose"],
+                "deleted" if s["deleted"] else f"{s['bytes']:,}",
+                redaction_text(s["redaction"]),
+                key=str(s["id"]),
+            )
+
+    @on(Input.Changed, "#audit-search")
+    def search(self, event: Input.Changed) -> None:
+        self.action_reload(event.value.strip())
+
+    @on(DataTable.RowHighlighted, "#uploads")
+    def show(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is None:
+            return
+        row = ledger.get(self.drag.ui_store.db, int(event.row_key.value))
+        if row is not None:
+            self.query_one("#detail", Static).update(detail_text(ledger.detail(row)))
+
+    def action_verify(self) -> None:
+        verdict = ledger.verify(self.drag.ui_store.db)
+        widget = self.query_one("#verdict", Static)
+        if verdict.ok:
+            widget.update(f"✓ ledger ok: {verdict.rows} uploads, chain intact")
+        else:
+            widget.update(f"✗ ledger BROKEN at #{verdict.bad_id}: {verdict.reason}")
+        widget.set_class(not verdict.ok, "error")
+
+    def action_export(self) -> None:
+        target = paths.data_dir() / "ledger-export.jsonl"
+        rows = [ledger.detail(r) for r in ledger.select(self.drag.ui_store.db)]
+        Path(target).write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8"
+        )
+        self.notify(f"exported {len(rows)} uploads to {target}")
+
+    def action_focus_search(self) -> None:
+        self.query_one("#audit-search", Input).focus()

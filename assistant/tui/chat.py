@@ -1,0 +1,368 @@
+"""The chat screen: conversations, streamed answers, the context used and where it came from."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import (
+    Button,
+    Footer,
+    Header,
+    Input,
+    Label,
+    ListItem,
+    ListView,
+    Markdown,
+    Static,
+)
+
+from assistant import drafts, pipeline
+from assistant.errors import DragError, Interrupted
+from assistant.tui.review import ReviewModal
+from assistant.tui.widgets import StatusBar
+
+if TYPE_CHECKING:
+    from assistant.privacy.sanitize import Sanitized
+    from assistant.tui.app import DragApp
+
+
+def badge(result: pipeline.AskResult) -> str:
+    """Where the answer's context came from, in a few words."""
+    p = result.provenance
+    uploads = " ".join(f"#{u}" for u in p.get("uploads") or [])
+    if result.source == "cache":
+        return f"◆ from cache · {p.get('how')} {p.get('score', 0):.2f} · uploads {uploads} · nothing sent"
+    if result.source == "teacher":
+        return f"▲ teacher · {len(result.teacher.get('calls', []))} calls · uploads {uploads}"
+    return "● student only · nothing sent"
+
+
+def context_text(result: pipeline.AskResult) -> str:
+    lines = [badge(result), ""]
+    if result.privacy:
+        counts = result.privacy.get("entities") or {}
+        found = ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())) or "none"
+        what = "sent" if result.source == "teacher" else "sanitized, not sent"
+        lines += [
+            f"Personal data detected: {found}",
+            f"Question as {what}:",
+            f"  {result.privacy.get('sent_question', '')}",
+            "",
+        ]
+    if result.used_evidence:
+        lines.append(f"Evidence used ({len(result.used_evidence)} of {len(result.evidence)}):")
+        lines += [
+            f"{e.rank:>2}. [{e.score:.3f} cos {e.similarity:+.2f}] {e.text}"
+            for e in result.used_evidence
+        ]
+        lines.append("")
+    if result.used_triples:
+        lines.append(f"Triples used ({len(result.used_triples)} of {len(result.triples)}):")
+        lines += [
+            f"{t.rank:>2}. [{t.score:.3f} cos {t.similarity:+.2f}] ({t.entity1}; {t.entity2}) "
+            f"{t.relation}"
+            for t in result.used_triples
+        ]
+    lines += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(lines)
+
+
+class Turn(Vertical):
+    """One question and its answer."""
+
+    def __init__(self, question: str, answer: str = "", note: str = "") -> None:
+        super().__init__(classes="turn")
+        self.question = question
+        self.answer = answer
+        self.note = note
+        self.result: pipeline.AskResult | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.question, classes="question")
+        yield Static(self.note, classes="badge")
+        yield Markdown(self.answer, classes="answer")
+
+    def set_note(self, note: str, error: bool = False) -> None:
+        self.note = note
+        widget = self.query_one(".badge", Static)
+        widget.update(note)
+        widget.set_class(error, "error")
+
+    def add_text(self, piece: str) -> None:
+        self.answer += piece
+        self.query_one(Markdown).append(piece)
+
+    def finish(self, result: pipeline.AskResult) -> None:
+        self.result = result
+        self.answer = result.answer  # placeholders restored
+        self.query_one(Markdown).update(result.answer)
+        self.set_note(badge(result))
+
+
+class TextPrompt(ModalScreen[str | None]):
+    """Ask for one line of text (rename)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, value: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value = title, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text)
+            yield Input(self.value, id="prompt-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Confirm(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "yes", "Yes"), Binding("n,escape", "no", "No")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.question)
+            with Horizontal(id="buttons"):
+                yield Button("Yes (y)", variant="error", id="yes")
+                yield Button("No (n)", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)
+
+
+class ChatScreen(Screen[None]):
+    BINDINGS = [
+        Binding("ctrl+n", "new_conversation", "New"),
+        Binding("ctrl+r", "rename_conversation", "Rename"),
+        Binding("ctrl+d", "delete_conversation", "Delete"),
+        Binding("ctrl+y", "copy_answer", "Copy answer"),
+        Binding("ctrl+o", "toggle_offline", "Offline"),
+        Binding("ctrl+f", "focus_search", "Search", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: str | None = None  # the question being answered
+        self._cancel = threading.Event()
+
+    @property
+    def drag(self) -> DragApp:
+        from assistant.tui.app import DragApp
+
+        assert isinstance(self.app, DragApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="chat"):
+            with Vertical(id="sidebar"):
+                yield Input(placeholder="search conversations", id="search")
+                yield ListView(id="conversations")
+            with Vertical(id="main"):
+                yield VerticalScroll(id="messages")
+                yield Input(placeholder="Ask a question (Enter sends)", id="question")
+            with VerticalScroll(id="context"):
+                yield Static(
+                    "Evidence and triples used for the answer appear here.", id="context-body"
+                )
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_conversations()
+        self.query_one("#question", Input).focus()
+
+    # -- conversations ------------------------------------------------------------------
+
+    def refresh_conversations(self, search: str = "") -> None:
+        listing = self.query_one("#conversations", ListView)
+        listing.clear()
+        try:
+            rows = self.drag.ui_store.conversations(search)
+        except DragError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        for row in rows:
+            item = ListItem(Label(row["title"][:40] or f"conversation {row['id']}"))
+            item.conversation_id = row["id"]  # type: ignore[attr-defined]
+            listing.append(item)
+
+    @on(Input.Changed, "#search")
+    def search_changed(self, event: Input.Changed) -> None:
+        self.refresh_conversations(event.value.strip())
+
+    @on(ListView.Selected, "#conversations")
+    def open_conversation(self, event: ListView.Selected) -> None:
+        cid = getattr(event.item, "conversation_id", None)
+        if cid is None or self.pending is not None:
+            return
+        messages = self.query_one("#messages", VerticalScroll)
+        messages.remove_children()
+        for q in self.drag.ui_store.questions(cid):
+            messages.mount(Turn(q["question"] or "", q["answer"] or "", f"◇ {q['source']}"))
+        self.resume(cid)
+
+    @work(thread=True, group="runtime")
+    def resume(self, conversation_id: int) -> None:
+        with self.drag.runtime_lock:
+            self.drag.runtime.resume(conversation_id)
+
+    def action_new_conversation(self) -> None:
+        if self.pending is not None:
+            self.notify("wait for the answer first", severity="warning")
+            return
+        self.query_one("#messages", VerticalScroll).remove_children()
+        self.query_one("#context-body", Static).update("")
+        self.drag.runtime.new_conversation()
+        self.query_one("#question", Input).focus()
+
+    def _current(self) -> int | None:
+        return self.drag.runtime.conversation_id
+
+    def action_rename_conversation(self) -> None:
+        cid = self._current()
+        if cid is None:
+            self.notify("nothing to rename yet: ask a question first", severity="warning")
+            return
+
+        def done(title: str | None) -> None:
+            if title:
+                self.drag.ui_store.rename_conversation(cid, title)
+                self.refresh_conversations()
+
+        self.app.push_screen(TextPrompt("New name for this conversation:"), done)
+
+    def action_delete_conversation(self) -> None:
+        cid = self._current()
+        if cid is None or self.pending is not None:
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.drag.ui_store.delete_conversation(cid)
+                self.action_new_conversation()
+                self.refresh_conversations()
+
+        self.app.push_screen(Confirm("Delete this conversation and its answers?"), done)
+
+    def action_copy_answer(self) -> None:
+        turns = list(self.query(Turn))
+        if turns and turns[-1].answer:
+            self.app.copy_to_clipboard(turns[-1].answer)
+            self.notify("answer copied")
+
+    def action_toggle_offline(self) -> None:
+        offline = not self.drag.runtime.offline
+        self.drag.set_flags({"store.offline": offline})
+        self.notify("offline: answers from the cache only" if offline else "online")
+
+    def action_focus_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    # -- asking -------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#question")
+    def submit(self, event: Input.Submitted) -> None:
+        question = event.value
+        if not question.strip():
+            return
+        if self.pending is not None:
+            self.notify("one question at a time: wait for the answer", severity="warning")
+            return
+        event.input.value = ""
+        turn = Turn(question, note="… working")
+        self.query_one("#messages", VerticalScroll).mount(turn)
+        turn.scroll_visible()
+        self.pending = question
+        self._cancel.clear()
+        self.ask(question, turn)
+
+    def review_from_worker(self, sanitized: Sanitized) -> bool:
+        """Called in the worker: show the modal on the UI thread, wait for the answer."""
+        decided = threading.Event()
+        box: dict[str, bool] = {}
+
+        def done(ok: bool | None) -> None:
+            box["ok"] = bool(ok)
+            decided.set()
+
+        self.app.call_from_thread(self.app.push_screen, ReviewModal(sanitized), done)
+        while not decided.wait(0.1):
+            if self._cancel.is_set():
+                return False
+        return box["ok"]
+
+    def cancel_pending(self) -> None:
+        """Quit while answering: keep the question, stop the student."""
+        if self.pending is not None:
+            drafts.keep(self.pending, "the app was closed before the answer was complete")
+            self._cancel.set()
+
+    @work(thread=True, exclusive=True, group="ask")
+    def ask(self, question: str, turn: Turn) -> None:
+        app = self.drag
+        buffer: list[str] = []
+        last = [time.monotonic()]
+
+        def flush() -> None:
+            if buffer:
+                app.call_from_thread(turn.add_text, "".join(buffer))
+                buffer.clear()
+
+        def on_text(piece: str) -> None:
+            if self._cancel.is_set():
+                raise Interrupted("the app was closed")
+            buffer.append(piece)
+            if time.monotonic() - last[0] > 0.1:
+                last[0] = time.monotonic()
+                flush()
+
+        try:
+            with app.runtime_lock:
+                rt = app.runtime
+                app.call_from_thread(turn.set_note, "… checking for personal data")
+                result = pipeline.gather(rt, question, review=self.review_from_worker)
+                app.call_from_thread(turn.set_note, badge(result) + " · answering…")
+                pipeline.respond(rt, result, on_text=on_text)
+                flush()
+                result = pipeline.remember_answer(rt, result)
+        except (DragError, KeyboardInterrupt) as exc:
+            error = drafts.kept_error(question, exc) if not self._cancel.is_set() else exc
+            app.call_from_thread(turn.set_note, f"✗ {error}", True)
+        else:
+            app.call_from_thread(self.show_result, turn, result)
+        finally:
+            app.call_from_thread(self._done)
+
+    def show_result(self, turn: Turn, result: pipeline.AskResult) -> None:
+        turn.finish(result)
+        self.query_one("#context-body", Static).update(context_text(result))
+        self.refresh_conversations(self.query_one("#search", Input).value.strip())
+
+    def _done(self) -> None:
+        self.pending = None
+
+    def last_result(self) -> Any:
+        turns = list(self.query(Turn))
+        return turns[-1].result if turns else None
