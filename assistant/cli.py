@@ -275,13 +275,19 @@ def ask(
 @_n_option
 @_with_model_options
 @_with_cache_options
+@click.option("--plain", is_flag=True, help="A line-by-line chat instead of the app.")
 @click.pass_context
-def chat(ctx: click.Context, /, **kw: Any) -> None:
-    """Ask questions one after another (models stay loaded). Ctrl+D quits."""
+def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
+    """The app (in a terminal), or questions line by line (--plain, or input piped)."""
     from assistant import pipeline
 
     settings = _settings(ctx, _flags(**kw))
     interactive = sys.stdin is not None and sys.stdin.isatty()
+    if interactive and sys.stdout.isatty() and not plain:
+        from assistant.tui.app import run
+
+        run(settings)
+        return
     status = _status_printer(True)
     with pipeline.Runtime(settings, status=status) as rt:
         if interactive:

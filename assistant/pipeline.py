@@ -156,6 +156,11 @@ class Runtime:
 
     conversation_id: int | None = None
 
+    def new_conversation(self) -> None:
+        """Forget the current conversation's placeholders; the next question starts a new one."""
+        self.__dict__["vault"] = Vault(tag_of=load_policy().tag)
+        self.conversation_id = None
+
     def resume(self, conversation_id: int) -> None:
         """Continue a stored conversation: its placeholders keep their meaning."""
         dumped = self.store.load_vault(conversation_id)
@@ -487,15 +492,6 @@ def gather(
     with _timed(result.timings, "sanitize"):
         sanitized = runtime.sanitize(question)
     result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
-    policy = review_policy or runtime.settings.privacy.review
-    if needs_review(policy, sanitized):
-        if review is None:
-            raise PrivacyError(
-                f"this question needs your review before it is sent (privacy.review = {policy}), "
-                'but there is no terminal to ask on: pass --yes, or set privacy.review = "never"'
-            )
-        if not review(sanitized):
-            raise PrivacyError("not sent: you declined the upload")
     found = _recall(runtime, result, sanitized.text)
     if found.covers(runtime.settings.store.coverage):
         _from_cache(runtime, result, sanitized.text, found)

@@ -101,3 +101,27 @@ def test_review_needed_without_a_terminal_sends_nothing(
     assert isinstance(result.exception, PrivacyError)
     assert "needs your review" in str(result.exception)
     assert socket_guard.seen == []
+
+
+def test_review_is_asked_once_right_before_the_upload(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assistant import config
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    socket_guard.allowed.add(address(teacher_server))
+    runtime = pipeline.Runtime(config.load())
+    asked: list[str] = []
+
+    def review(sanitized: Any) -> bool:
+        asked.append(sanitized.text)
+        assert socket_guard.seen == []  # nothing left before the answer
+        return True
+
+    result = pipeline.gather(runtime, QUESTION, mode="evidence", review=review)
+    assert len(asked) == 1 and asked[0] == result.privacy["sent_question"]
+    assert result.source == "teacher" and socket_guard.seen

@@ -422,8 +422,17 @@ def _sender() -> Iterator[Sender]:
         yield send
 
 
+Progress = Callable[[int, int, str, int], None]  # (done, total, method, partial leaks so far)
+
+
 def run(
-    items: list[Item], methods: dict[str, Method], out: Path, *, resume: bool, progress: bool
+    items: list[Item],
+    methods: dict[str, Method],
+    out: Path,
+    *,
+    resume: bool,
+    progress: bool,
+    on_item: Progress | None = None,
 ) -> dict[str, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     per_item = out / "privacy-items.jsonl"
@@ -445,13 +454,16 @@ def run(
                 done[(name, item.id)] = record
                 fh.write(json.dumps(record) + "\n")
                 fh.flush()
-                if progress:
+                if progress or on_item:
                     leaks = sum(
                         v["partial"]
                         for r in done.values()
                         if r["method"] == name
                         for v in r["values"]
                     )
+                if on_item:
+                    on_item(count, total, name, leaks)
+                if progress:
                     print(
                         f"\r[{count}/{total}] {name}: {leaks} partial leaks so far",
                         end="",

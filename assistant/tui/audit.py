@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,10 +38,8 @@ def detail_text(d: dict[str, Any]) -> str:
     if d["deleted"]:
         return "\n".join([*head, f"payload removed {d['deleted']}; the row keeps the chain whole"])
     request = str(d["request"] or "")
-    try:
+    with contextlib.suppress(ValueError):  # shown as sent when it is not JSON
         request = json.dumps(json.loads(request), indent=1, ensure_ascii=False)
-    except ValueError:
-        pass
     return "\n".join(
         [
             *head,
@@ -84,6 +83,7 @@ class AuditScreen(Screen[None]):
         table = self.query_one("#uploads", DataTable)
         table.add_columns("id", "time (UTC)", "teacher model", "purpose", "bytes", "redacted")
         self.action_reload()
+        table.focus()  # v, e, r act on the table; "/" goes to the search box
 
     def on_screen_resume(self) -> None:
         self.action_reload()

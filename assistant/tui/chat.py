@@ -38,7 +38,8 @@ def badge(result: pipeline.AskResult) -> str:
     p = result.provenance
     uploads = " ".join(f"#{u}" for u in p.get("uploads") or [])
     if result.source == "cache":
-        return f"◆ from cache · {p.get('how')} {p.get('score', 0):.2f} · uploads {uploads} · nothing sent"
+        how = f"{p.get('how')} {p.get('score', 0):.2f}"
+        return f"◆ from cache · {how} · uploads {uploads} · nothing sent"
     if result.source == "teacher":
         return f"▲ teacher · {len(result.teacher.get('calls', []))} calls · uploads {uploads}"
     return "● student only · nothing sent"
@@ -303,11 +304,11 @@ class ChatScreen(Screen[None]):
         decided = threading.Event()
         box: dict[str, bool] = {}
 
-        def done(ok: bool | None) -> None:
-            box["ok"] = bool(ok)
+        def done(ok: bool) -> None:
+            box["ok"] = ok
             decided.set()
 
-        self.app.call_from_thread(self.app.push_screen, ReviewModal(sanitized), done)
+        self.app.call_from_thread(self.app.push_screen, ReviewModal(sanitized, done))
         while not decided.wait(0.1):
             if self._cancel.is_set():
                 return False

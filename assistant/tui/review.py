@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -45,9 +47,16 @@ class ReviewModal(ModalScreen[bool]):
         Binding("n,escape", "cancel", "Don't send"),
     ]
 
-    def __init__(self, sanitized: Sanitized) -> None:
+    def __init__(self, sanitized: Sanitized, decide: Callable[[bool], None] | None = None) -> None:
         super().__init__()
         self.sanitized = sanitized
+        self.decide = decide  # told the answer at once (a worker thread waits on it)
+
+    def _decided(self, send: bool) -> None:
+        if self.decide is not None:
+            self.decide(send)
+            self.decide = None
+        self.dismiss(send)
 
     def compose(self) -> ComposeResult:
         s = self.sanitized
@@ -77,10 +86,10 @@ class ReviewModal(ModalScreen[bool]):
         self.query_one("#cancel", Button).focus()  # the safe choice has the focus
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "send")
+        self._decided(event.button.id == "send")
 
     def action_approve(self) -> None:
-        self.dismiss(True)
+        self._decided(True)
 
     def action_cancel(self) -> None:
-        self.dismiss(False)
+        self._decided(False)

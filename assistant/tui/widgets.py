@@ -15,7 +15,11 @@ class StatusBar(Static):
     """
 
     def on_mount(self) -> None:
-        self.update(getattr(self.app, "status", ""))
+        if hasattr(self.app, "status"):
+            self.watch(self.app, "status", self._show)
+
+    def _show(self, value: str) -> None:
+        self.update(value)
 
 
 def bar_chart(

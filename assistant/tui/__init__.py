@@ -1,0 +1,1 @@
+"""The Textual app (`drag` with no arguments); the core never imports it."""

@@ -1,0 +1,188 @@
+"""The Textual app: a thin skin over assistant.pipeline and assistant.store.
+
+Models load in a background worker (status line above the footer); every
+question runs in a worker thread; the UI thread never does model or network
+work.  The app talks to the database through its own connection (WAL), so a
+`drag audit` in another terminal works at the same time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from assistant import config, pipeline
+from assistant.config import Settings
+from assistant.errors import DragError
+from assistant.store import Store
+from assistant.tui.audit import AuditScreen
+from assistant.tui.bench import BenchScreen
+from assistant.tui.chat import ChatScreen
+from assistant.tui.settings import SettingsScreen
+
+
+class DragApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "drag"
+    SUB_TITLE = "private assistant"
+    MODES = {
+        "chat": ChatScreen,
+        "audit": AuditScreen,
+        "bench": BenchScreen,
+        "settings": SettingsScreen,
+    }
+    DEFAULT_MODE = "chat"
+    BINDINGS = [
+        Binding("f1", "switch_mode('chat')", "Chat"),
+        Binding("f2", "switch_mode('audit')", "Audit"),
+        Binding("f3", "switch_mode('bench')", "Benchmark"),
+        Binding("f4", "switch_mode('settings')", "Settings"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    status: reactive[str] = reactive("starting…")
+
+    def __init__(self, settings: Settings, *, warm: bool = True) -> None:
+        super().__init__()
+        self.settings = settings
+        self.warm = warm
+        self.runtime_lock = threading.RLock()
+        self.runtime = pipeline.Runtime(settings, status=self.report)
+        s = settings.store
+        self.ui_store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
+
+    # -- status ---------------------------------------------------------------------------
+
+    def report(self, message: str) -> None:
+        """Status from any thread (the pipeline reports from workers)."""
+        if threading.get_ident() == self._thread_id:
+            self.status = message
+        else:
+            self.call_from_thread(setattr, self, "status", message)
+
+    def ready_line(self) -> str:
+        s = self.settings
+        mode = "OFFLINE: cache only" if s.store.offline else f"teacher {s.teacher.endpoint}"
+        return f"ready · student {s.student.model} · {mode} · review {s.privacy.review}"
+
+    def on_mount(self) -> None:
+        if self.warm:
+            self.warm_up()
+        else:
+            self.status = self.ready_line()
+
+    @work(thread=True, exclusive=True, group="warm")
+    def warm_up(self) -> None:
+        """Load the parts a question needs, one by one, while the user types."""
+        parts = ["detector", "embedder", "student"]
+        if not self.runtime.offline and self.runtime.teacher_is_local:
+            parts.append("teacher")
+        for part in parts:
+            try:
+                with self.runtime_lock:
+                    getattr(self.runtime, part)
+            except DragError as exc:
+                self.report(f"✗ {part}: {exc}")
+                return
+        self.report(self.ready_line())
+
+    # -- settings -------------------------------------------------------------------------
+
+    def set_flags(self, flags: dict[str, Any]) -> None:
+        """A change for this session only (the offline switch)."""
+        self.settings = self.settings.with_flags(flags)
+        self.runtime.settings = self.settings
+        self.status = self.ready_line()
+
+    def reload_settings(self) -> None:
+        """After the settings screen saved: new settings, and new parts where they changed."""
+        new = config.load(config_file=self.settings.config_file)
+        models = ("student.model", "teacher.endpoint", "teacher.model", "embedder.model")
+        if any(new.get(k) != self.settings.get(k) for k in models):
+            self._rebuild(new)
+        else:
+            self.settings = new
+            self.runtime.settings = new
+            self.status = self.ready_line()
+
+    @work(thread=True, exclusive=True, group="warm")
+    def _rebuild(self, new: Settings) -> None:
+        with self.runtime_lock:
+            self.runtime.close()
+            self.settings = new
+            self.runtime = pipeline.Runtime(new, status=self.report)
+        self.report("settings changed: loading the models again…")
+        self.warm_up()
+
+    # -- commands -------------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        chat = self._chat()
+        yield SystemCommand("Chat", "Ask questions (F1)", lambda: self.switch_mode("chat"))
+        yield SystemCommand(
+            "Audit", "What left this machine (F2)", lambda: self.switch_mode("audit")
+        )
+        yield SystemCommand(
+            "Benchmark", "Privacy-leakage benchmark (F3)", lambda: self.switch_mode("bench")
+        )
+        yield SystemCommand(
+            "Settings", "Teacher, student, review… (F4)", lambda: self.switch_mode("settings")
+        )
+        if chat is not None:
+            yield SystemCommand(
+                "New conversation", "Start afresh (ctrl+n)", chat.action_new_conversation
+            )
+            yield SystemCommand("Rename conversation", "(ctrl+r)", chat.action_rename_conversation)
+            yield SystemCommand("Delete conversation", "(ctrl+d)", chat.action_delete_conversation)
+            yield SystemCommand("Copy the last answer", "(ctrl+y)", chat.action_copy_answer)
+            yield SystemCommand(
+                "Toggle offline", "Answer from the cache only (ctrl+o)", chat.action_toggle_offline
+            )
+        yield SystemCommand("Verify the ledger", "Recompute the hash chain", self._verify_ledger)
+
+    def _chat(self) -> ChatScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen):
+                return screen
+        return None
+
+    def _verify_ledger(self) -> None:
+        from assistant.store import ledger
+
+        verdict = ledger.verify(self.ui_store.db)
+        if verdict.ok:
+            self.notify(f"ledger ok: {verdict.rows} uploads, chain intact")
+        else:
+            self.notify(f"ledger BROKEN at #{verdict.bad_id}: {verdict.reason}", severity="error")
+
+    # -- leaving ----------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        chat = self._chat()
+        if chat is not None:
+            chat.cancel_pending()  # the question is kept; the student stops
+        self.exit()
+
+    def on_unmount(self) -> None:
+        chat = self._chat()
+        if chat is not None:
+            chat.cancel_pending()  # a worker waiting on a review lets go of the runtime
+        if self.runtime_lock.acquire(timeout=30):
+            try:
+                self.runtime.close()
+            finally:
+                self.runtime_lock.release()
+        self.ui_store.close()
+
+
+def run(settings: Settings) -> None:
+    DragApp(settings).run()
