@@ -65,6 +65,8 @@ class ChatRequest:
     protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     templates: tuple[str, ...] = field(default=(), repr=False)
     public: tuple[str, ...] = field(default=(), repr=False)
+    # Values the user chose at review to send as they are: not protected, not flagged.
+    released: tuple[str, ...] = field(default=(), repr=False)
     prompt_version: str = ""  # for the upload ledger, never sent
 
     def payload(self) -> dict[str, Any]:

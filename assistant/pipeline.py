@@ -48,7 +48,9 @@ from assistant.student import Student
 from assistant.teacher import Teacher
 
 Status = Callable[[str], None]
-Review = Callable[[Sanitized], bool]  # show original vs sanitized; True = send
+# Shown original vs sanitized before an upload: True = send it, False = don't, or the
+# version to send instead (``sanitized.keeping(values)``: values the user lets go as they are).
+Review = Callable[[Sanitized], "bool | Sanitized"]
 
 
 def _quiet(_message: str) -> None:
@@ -460,6 +462,14 @@ def _recall(runtime: Runtime, result: AskResult, sent: str) -> recall.Recalled:
     return found
 
 
+def _reviewed(shown: Sanitized, chosen: Sanitized) -> Sanitized:
+    """The version the user approved: the same question, values released only from it."""
+    detected = {r.value for r in (*shown.redacted.replacements, *shown.kept)}
+    if chosen.original != shown.original or not set(chosen.released) <= detected:
+        raise PrivacyError("not sent: the reviewed question does not match the one asked")
+    return chosen
+
+
 def needs_review(policy: str, sanitized: Sanitized) -> bool:
     return policy == "always" or (policy == "on-detection" and bool(sanitized.findings))
 
@@ -518,10 +528,15 @@ def gather(
                 f"this question needs your review before it is sent (privacy.review = {policy}), "
                 'but there is no terminal to ask on: pass --yes, or set privacy.review = "never"'
             )
-        if not review(sanitized):
+        verdict = review(sanitized)
+        if verdict is False:
             raise PrivacyError("not sent: you declined the upload")
+        if isinstance(verdict, Sanitized):
+            sanitized = _reviewed(sanitized, verdict)
+            result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
     teacher = runtime.teacher
     teacher.redaction = dict(sanitized.counts)
+    teacher.released = sanitized.released
     calls_before = len(teacher.calls)
     items = _evidence_stage(runtime, teacher, result, sanitized.text)
     triples: list[graph.Triple] | None = None

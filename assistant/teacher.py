@@ -39,6 +39,8 @@ class Teacher:
     ledger: Callable[[Upload], int] | None = None
     # Entity types and counts redacted from the question being worked on (never values).
     redaction: dict[str, int] = field(default_factory=dict)
+    # Values the user chose at review to send as they are, for the question being worked on.
+    released: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(
@@ -105,6 +107,7 @@ class Teacher:
             protected=tuple(self.protected()),
             templates=(system, *templates),
             public=tuple(public),
+            released=self.released,
             prompt_version=prompt_version,
         )
 

@@ -336,3 +336,29 @@ def test_the_http_hook_refuses_requests_outside_send(socket_guard: SocketLog) ->
     with pytest.raises(GuardBlocked, match=r"outside egress\.send"):
         client.models.list()
     assert socket_guard.seen == []
+
+
+def test_values_kept_at_review_go_as_they_are_and_nothing_else(detector: Detector) -> None:
+    """The review lets the user send a detected value as it is (a famous name the question
+    is about): only that value is released, for that request, and never silently."""
+    question = "Did Marie Curie write to Dr. Amelia Thompson (athompson93@gmail.com) about radium?"
+    vault = Vault(tag_of=load_policy().tag)
+    guard = EgressGuard(detector)
+    shown = sanitize(question, scanner=detector, vault=vault, guard=guard)
+    values = {r.value for r in shown.redacted.replacements}
+    assert "Marie Curie" in values and "Marie Curie" not in shown.text
+    chosen = shown.keeping(["Marie Curie", "not a detected value"])
+    assert chosen.released == ("Marie Curie",)
+    assert "Marie Curie" in chosen.text and "Thompson" not in chosen.text
+    assert chosen.summary()["kept_by_user"] == {"PERSON": 1}
+    assert "Marie" not in json.dumps(chosen.summary())  # types and counts, never values
+    assert shown.keeping([]).text == shown.text  # toggled back: as detected
+    assert chosen.keeping([]).text == shown.text
+    # The guard lets the released value through, and still refuses the others.
+    protected = tuple(vault.values())
+    guard.check(Outgoing((chosen.text,), "", protected, released=chosen.released))
+    with pytest.raises(GuardBlocked):
+        guard.check(Outgoing((chosen.text,), "", protected))  # not released: refused
+    leaky = chosen.text.replace(chosen.redacted.replacements[0].placeholder, "Amelia Thompson")
+    with pytest.raises(GuardBlocked):
+        guard.check(Outgoing((leaky,), "", protected, released=chosen.released))

@@ -125,3 +125,27 @@ def test_review_is_asked_once_right_before_the_upload(
     result = pipeline.gather(runtime, QUESTION, mode="evidence", review=review)
     assert len(asked) == 1 and asked[0] == result.privacy["sent_question"]
     assert result.source == "teacher" and socket_guard.seen
+
+
+def test_a_value_kept_at_review_is_the_only_one_that_leaves(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assistant import config
+    from assistant.store import ledger
+
+    for key, value in {**env, "DRAG_PRIVACY_REWRITE": "never"}.items():
+        monkeypatch.setenv(key, value)
+    socket_guard.allowed.add(address(teacher_server))
+    runtime = pipeline.Runtime(config.load())
+    ssn = "536-22-8471"
+    result = pipeline.gather(runtime, QUESTION, mode="evidence", review=lambda s: s.keeping([ssn]))
+    sent = socket_guard.sent_text()
+    assert ssn in sent and ssn in result.privacy["sent_question"]
+    assert all(v not in sent for v in VALUES if v != ssn)
+    assert result.privacy["kept_by_user"] == {"US_SSN": 1}
+    row = ledger.select(runtime.store.db)[-1]
+    assert ssn.encode() in bytes(row["request"])  # the ledger shows exactly what left
+    runtime.close()

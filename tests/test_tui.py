@@ -166,3 +166,69 @@ async def test_declined_and_blocked_uploads_keep_the_question(
         assert "nothing was sent" in note and "kept in" in note
         assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
     assert socket_guard.sent == bytearray()  # not one byte in either case
+
+
+async def test_review_modal_keeps_a_value_only_when_the_user_says_so() -> None:
+    """The modal on its own (no models): toggling an entity shows the exact text to be
+    sent, and the verdict carries the choice."""
+    from textual.app import App
+    from textual.widgets import SelectionList
+
+    from assistant.privacy.detect import Detector, load_policy
+    from assistant.privacy.placeholders import Vault
+    from assistant.privacy.sanitize import sanitize
+
+    detector = Detector()
+    question = "Did Marie Curie write to Dr. Amelia Thompson about radium?"
+    shown = sanitize(
+        question,
+        scanner=detector,
+        vault=Vault(tag_of=load_policy().tag),
+        guard=EgressGuard(detector),
+    )
+    verdicts: list[object] = []
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ReviewModal(shown), verdicts.append)
+
+    app = Host()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        sent = app.screen.query_one("#sanitized", Static)
+        assert "Marie Curie" not in str(sent.render())
+        entities = app.screen.query_one("#entities", SelectionList)
+        assert entities.option_count == 2
+        curie = next(
+            i
+            for i in range(entities.option_count)
+            if "Marie Curie" in str(entities.get_option_at_index(i).prompt)
+        )
+        entities.focus()
+        entities.highlighted = curie
+        await pilot.press("space")
+        await pilot.pause()
+        assert "Marie Curie" in str(sent.render()) and "Thompson" not in str(sent.render())
+        await pilot.press("y")
+        await pilot.pause()
+    assert len(verdicts) == 1
+    verdict = verdicts[0]
+    assert not isinstance(verdict, bool) and verdict.released == ("Marie Curie",)
+
+
+async def test_bench_screen_runs_the_privacy_benchmark() -> None:
+    """Real Presidio, the bundled set, no teacher: progress, then the table and the bars."""
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("f3")
+        app.screen.query_one("#bench-limit", Input).value = "abc"
+        await pilot.press("ctrl+b")
+        assert app.screen.query_one("#bench-progress").display is False  # refused, not run
+        app.screen.query_one("#bench-limit", Input).value = "4"
+        await pilot.press("ctrl+b")
+        screen = app.screen
+        await wait_for(pilot, lambda: not screen.query_one("#bench-run").disabled, 180)
+        live = str(screen.query_one("#bench-live", Static).render())
+        assert "10/10" in live  # 4 questions + 1 control, two methods
+        plot = str(screen.query_one("#bench-plot", Static).render())
+        assert "full" in plot and "presidio-default" in plot and "%" in plot

@@ -47,6 +47,7 @@ class Outgoing:
     protected: tuple[tuple[str, str], ...]  # (entity, value) that must never leave
     templates: tuple[str, ...] = ()  # our prompt format strings: their literal parts are ours
     public: tuple[str, ...] = ()  # the teacher's own words
+    released: tuple[str, ...] = ()  # values the user chose at review to send as they are
 
 
 _FIELD = re.compile(r"\{[^{}]*\}")
@@ -157,9 +158,11 @@ class EgressGuard:
     def _judge(self, out: Outgoing) -> None:
         ours = template_fragments(out.templates)
         users = [without(t, ours) for t in out.texts]
+        released = {normalise(v) for v in out.released}
+        protected = [(e, v) for e, v in out.protected if normalise(v) not in released]
         for text in (*users, out.rest):
             flat = normalise(text)
-            for entity, value in out.protected:
+            for entity, value in protected:
                 how = leak(entity, value, text, flat)
                 if how:
                     raise GuardBlocked(
@@ -167,7 +170,7 @@ class EgressGuard:
                         "nothing was sent"
                     )
         found = self._unreplaced(
-            [without(t, sorted(out.public, key=len, reverse=True)) for t in users]
+            [without(t, sorted((*out.public, *out.released), key=len, reverse=True)) for t in users]
         )
         if found:
             raise GuardBlocked(
@@ -202,5 +205,6 @@ class EgressGuard:
                 tuple(getattr(request, "protected", ())),
                 tuple(getattr(request, "templates", ())),
                 tuple(getattr(request, "public", ())),
+                tuple(getattr(request, "released", ())),
             )
         )

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.guard import EgressGuard, Outgoing
-from assistant.privacy.placeholders import PLACEHOLDER, Redacted, Vault
+from assistant.privacy.placeholders import PLACEHOLDER, Redacted, Replacement, Vault
 
 REWRITE_VERSION = "rewrite-v1"
 REWRITE_SYSTEM = (
@@ -149,18 +149,50 @@ class Sanitized:
     rewrite_used: bool = False
     rewrite_note: str = ""  # why a rewrite was not used
     stages: dict[str, float] = field(default_factory=dict)
+    # Values the user chose, at review, to send as they are (never stored, never logged).
+    kept: tuple[Replacement, ...] = ()
 
     @property
     def counts(self) -> dict[str, int]:
         return self.redacted.counts
 
+    @property
+    def released(self) -> tuple[str, ...]:
+        """The values the guard lets through for this question: the user's choice."""
+        return tuple(r.value for r in self.kept)
+
     def summary(self) -> dict[str, object]:
         """Entity types and counts and what was done -- never the values."""
+        kept: dict[str, int] = {}
+        for r in self.kept:
+            kept[r.entity] = kept.get(r.entity, 0) + 1
         return {
             "entities": self.counts,
             "rewrite_used": self.rewrite_used,
             "rewrite_note": self.rewrite_note,
+            **({"kept_by_user": kept} if kept else {}),
         }
+
+    def keeping(self, values: Iterable[str]) -> Sanitized:
+        """This question with some detected values sent as they are (the user's choice at
+        review: a famous name the question is about, a false detection).  Only values
+        that were detected in it can be kept; the rest stay placeholders."""
+        wanted = set(values)
+        base = (*self.redacted.replacements, *self.kept)
+        keep = tuple(r for r in base if r.value in wanted)
+        text = self.text
+        for r in self.kept:  # back to the placeholder first, then release afresh
+            if r not in keep:
+                text = text.replace(r.value, r.placeholder)
+        for r in keep:
+            text = text.replace(r.placeholder, r.value)
+        remaining = tuple(r for r in base if r not in keep)
+        return replace(
+            self,
+            text=text,
+            redacted=Redacted(self.redacted.text, remaining),
+            kept=keep,
+        )
 
 
 def _rewrite_problem(

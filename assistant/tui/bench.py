@@ -14,6 +14,7 @@ from textual.widgets import Button, Footer, Header, Input, Label, Markdown, Prog
 
 from assistant import paths
 from assistant.bench import privacy
+from assistant.errors import DragError
 from assistant.privacy.detect import Detector
 from assistant.tui.widgets import StatusBar, bar_chart
 
@@ -78,6 +79,7 @@ class BenchScreen(Screen[None]):
             self.notify("questions: a whole number, 1 or more", severity="error")
             return
         self.query_one("#bench-run", Button).disabled = True
+        self.query_one("#bench-progress", ProgressBar).display = True
         self.run_bench(int(text))
 
     @work(thread=True, exclusive=True, group="bench")
@@ -100,8 +102,18 @@ class BenchScreen(Screen[None]):
             app.call_from_thread(self._progress, done, total, method, leaks)
 
         out = Path(paths.data_dir()) / "bench"
-        summaries = privacy.run(items, methods, out, resume=False, progress=False, on_item=progress)
-        app.call_from_thread(self._show, summaries, len(items))
+        try:
+            summaries = privacy.run(
+                items, methods, out, resume=False, progress=False, on_item=progress
+            )
+        except (DragError, OSError) as exc:
+            app.call_from_thread(self._failed, str(exc))
+        else:
+            app.call_from_thread(self._show, summaries, len(items))
+
+    def _failed(self, message: str) -> None:
+        self.query_one("#bench-live", Static).update(f"✗ the benchmark stopped: {message}")
+        self.query_one("#bench-run", Button).disabled = False
 
     def _progress(self, done: int, total: int, method: str, leaks: int) -> None:
         self.query_one("#bench-progress", ProgressBar).update(progress=done)

@@ -25,7 +25,7 @@ from textual.widgets import (
 
 from assistant import drafts, pipeline
 from assistant.errors import DragError, Interrupted
-from assistant.tui.review import ReviewModal
+from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import StatusBar
 
 if TYPE_CHECKING:
@@ -73,6 +73,18 @@ def context_text(result: pipeline.AskResult) -> str:
         ]
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
+
+
+WELCOME = (
+    "Ask anything in the box below.\n\n"
+    "• Your question is checked for personal data here, on this machine; only a "
+    "sanitized version can go to the teacher, and you see it first when something "
+    "was found.\n"
+    "• The teacher sends back evidence; the local student writes the answer. Answers "
+    "say where their evidence came from: ▲ teacher, ◆ the local cache, ○ none.\n"
+    "• F2 lists every byte that ever left (the audit ledger). ctrl+o: offline, answers "
+    "from the cache only."
+)
 
 
 class Turn(Vertical):
@@ -181,7 +193,8 @@ class ChatScreen(Screen[None]):
                 yield Input(placeholder="search conversations", id="search")
                 yield ListView(id="conversations")
             with Vertical(id="main"):
-                yield VerticalScroll(id="messages")
+                with VerticalScroll(id="messages"):
+                    yield Static(WELCOME, id="welcome")
                 yield Input(placeholder="Ask a question (Enter sends)", id="question")
             with VerticalScroll(id="context"):
                 yield Static(
@@ -219,7 +232,7 @@ class ChatScreen(Screen[None]):
         if cid is None or self.pending is not None:
             return
         messages = self.query_one("#messages", VerticalScroll)
-        messages.remove_children()
+        messages.remove_children()  # the welcome too
         for q in self.drag.ui_store.questions(cid):
             messages.mount(Turn(q["question"] or "", q["answer"] or "", f"◇ {q['source']}"))
         self.resume(cid)
@@ -233,7 +246,9 @@ class ChatScreen(Screen[None]):
         if self.pending is not None:
             self.notify("wait for the answer first", severity="warning")
             return
-        self.query_one("#messages", VerticalScroll).remove_children()
+        messages = self.query_one("#messages", VerticalScroll)
+        messages.remove_children()
+        messages.mount(Static(WELCOME, id="welcome"))
         self.query_one("#context-body", Static).update("")
         self.drag.runtime.new_conversation()
         self.query_one("#question", Input).focus()
@@ -292,6 +307,7 @@ class ChatScreen(Screen[None]):
             self.notify("one question at a time: wait for the answer", severity="warning")
             return
         event.input.value = ""
+        self.query("#welcome").remove()
         turn = Turn(question, note="… working")
         self.query_one("#messages", VerticalScroll).mount(turn)
         turn.scroll_visible()
@@ -299,13 +315,13 @@ class ChatScreen(Screen[None]):
         self._cancel.clear()
         self.ask(question, turn)
 
-    def review_from_worker(self, sanitized: Sanitized) -> bool:
+    def review_from_worker(self, sanitized: Sanitized) -> Verdict:
         """Called in the worker: show the modal on the UI thread, wait for the answer."""
         decided = threading.Event()
-        box: dict[str, bool] = {}
+        box: dict[str, Verdict] = {}
 
-        def done(ok: bool) -> None:
-            box["ok"] = ok
+        def done(verdict: Verdict) -> None:
+            box["ok"] = verdict
             decided.set()
 
         self.app.call_from_thread(self.app.push_screen, ReviewModal(sanitized, done))

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Label, SelectionList, Static
+from textual.widgets.selection_list import Selection
 
 from assistant.privacy.placeholders import PLACEHOLDER
 from assistant.privacy.sanitize import Sanitized
@@ -31,32 +33,38 @@ def highlighted_sent(sanitized: Sanitized) -> Text:
     return text
 
 
-def entity_lines(sanitized: Sanitized) -> list[str]:
-    placeholders = {r.value: r.placeholder for r in sanitized.redacted.replacements}
-    seen: dict[tuple[str, str], str] = {}
-    for f in sanitized.findings:
-        seen.setdefault((f.entity, f.text), placeholders.get(f.text, "(kept out)"))
-    return [f"{entity:<16} {value!r:<32} → {ph}" for (entity, value), ph in seen.items()]
+def entity_choices(sanitized: Sanitized) -> list[Selection[str]]:
+    """One line per detected value: checked = sent as its placeholder (the default)."""
+    return [
+        Selection(f"{r.entity:<16} {r.value!r:<32} → {r.placeholder}", r.value, True)
+        for r in dict.fromkeys(sanitized.redacted.replacements)
+    ]
 
 
-class ReviewModal(ModalScreen[bool]):
-    """Approve (True) or cancel (False) one upload."""
+Verdict = bool | Sanitized  # what pipeline.Review returns
+
+
+class ReviewModal(ModalScreen[Verdict]):
+    """Approve, approve with some values kept as they are, or cancel one upload."""
 
     BINDINGS = [
         Binding("y", "approve", "Send"),
         Binding("n,escape", "cancel", "Don't send"),
     ]
 
-    def __init__(self, sanitized: Sanitized, decide: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self, sanitized: Sanitized, decide: Callable[[Verdict], None] | None = None
+    ) -> None:
         super().__init__()
-        self.sanitized = sanitized
+        self.sanitized = sanitized  # as detected
+        self.chosen = sanitized  # with the user's choices
         self.decide = decide  # told the answer at once (a worker thread waits on it)
 
-    def _decided(self, send: bool) -> None:
+    def _decided(self, verdict: Verdict) -> None:
         if self.decide is not None:
-            self.decide(send)
+            self.decide(verdict)
             self.decide = None
-        self.dismiss(send)
+        self.dismiss(verdict)
 
     def compose(self) -> ComposeResult:
         s = self.sanitized
@@ -69,27 +77,52 @@ class ReviewModal(ModalScreen[bool]):
                 with VerticalScroll(classes="side"):
                     yield Label("SENT TO THE TEACHER", classes="heading")
                     yield Static(highlighted_sent(s), id="sanitized")
-            lines = entity_lines(s) or ["no personal data detected"]
-            yield Static("\n".join(lines), id="entities")
-            if s.rewrite_used:
-                note = "the student's rewrite is used"
-            elif s.rewrite_note:
-                note = f"rewrite not used: {s.rewrite_note}"
+            choices = entity_choices(s)
+            if choices:
+                yield Label(
+                    "Detected (space: keep a value as it is, e.g. a famous name the "
+                    "question is about)",
+                    classes="heading",
+                )
+                yield SelectionList[str](*choices, id="entities")
             else:
-                note = ""
-            yield Static(note, id="rewrite-note")
+                yield Static("no personal data detected", id="entities")
+            yield Static(self._note(), id="rewrite-note")
             with Horizontal(id="buttons"):
                 yield Button("Send (y)", variant="success", id="send")
                 yield Button("Don't send (n)", variant="error", id="cancel")
 
+    def _note(self) -> str:
+        s = self.sanitized
+        if s.rewrite_used:
+            return "the student's rewrite is used"
+        return f"rewrite not used: {s.rewrite_note}" if s.rewrite_note else ""
+
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()  # the safe choice has the focus
 
+    @on(SelectionList.SelectedChanged, "#entities")
+    def _toggled(self, event: SelectionList.SelectedChanged[str]) -> None:
+        placeholder = set(event.selection_list.selected)
+        keep = [r.value for r in self.sanitized.redacted.replacements if r.value not in placeholder]
+        self.chosen = self.sanitized.keeping(keep)
+        self.query_one("#sanitized", Static).update(highlighted_sent(self.chosen))
+        note = self.query_one("#rewrite-note", Static)
+        if self.chosen.kept:
+            note.update(f"{len(self.chosen.kept)} value(s) will be sent as they are")
+            note.add_class("warning")
+        else:
+            note.update(self._note())
+            note.remove_class("warning")
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self._decided(event.button.id == "send")
+        if event.button.id == "send":
+            self.action_approve()
+        else:
+            self.action_cancel()
 
     def action_approve(self) -> None:
-        self._decided(True)
+        self._decided(self.chosen if self.chosen.kept else True)
 
     def action_cancel(self) -> None:
         self._decided(False)

@@ -8,10 +8,13 @@ from textual.widgets import Static
 
 
 class StatusBar(Static):
-    """One line above the footer: what is loading, what is on (offline, teacher)."""
+    """One line above the footer: what is loading, what is on (offline, teacher).
+
+    Not docked: the footer docks at the bottom and would cover it; yielded last before
+    the footer, after a 1fr body, it sits right above it."""
 
     DEFAULT_CSS = """
-    StatusBar { dock: bottom; height: 1; background: $panel; color: $text-muted; padding: 0 1; }
+    StatusBar { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     """
 
     def on_mount(self) -> None:
