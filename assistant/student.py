@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +20,13 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def quiet_llama_cpp() -> None:
+    """llama.cpp's own log: errors only (Llama(verbose=True) turned it up)."""
+    from llama_cpp._logger import set_verbose
+
+    set_verbose(False)
 
 
 def gpu_offload_supported() -> bool:
@@ -60,12 +69,23 @@ class Student:
             "seed": seed,
             "n_threads": threads or default_threads(),
             "n_threads_batch": threads or default_threads(),
-            "verbose": False,
+            # verbose=False would make llama-cpp-python point file descriptors 1 and 2 at
+            # /dev/null for the whole process while it loads: the terminal app, drawing on
+            # them from another thread, would lose its output and its size.  Loaded
+            # verbose, its messages go to a Python stream here instead.
+            "verbose": True,
         }
+        said = io.StringIO()
         try:
-            self._llm = Llama(**kwargs)
+            with contextlib.redirect_stderr(said):
+                self._llm = Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelError(f"llama.cpp could not load {path}: {exc}") from None
+            last = said.getvalue().strip().splitlines()[-1:]
+            why = f" ({last[0]})" if last else ""
+            raise ModelError(f"llama.cpp could not load {path}: {exc}{why}") from None
+        finally:
+            quiet_llama_cpp()
+        self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
 
     def close(self) -> None:

@@ -127,6 +127,7 @@ async def test_ask_review_answer(
         assert turn.result is not None and turn.result.source == "teacher", turn.note
         assert turn.answer.strip()
         assert "Evidence used" in str(chat.query_one("#context-body", Static).render())
+        assert app.status.startswith("ready ·")  # the status line is not left stale
         # The conversation is in the history list, and the uploads in the ledger.
         assert len(chat.query_one("#conversations").children) == 1
         rows = ledger.select(app.ui_store.db)

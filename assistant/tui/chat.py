@@ -379,6 +379,7 @@ class ChatScreen(Screen[None]):
 
     def _done(self) -> None:
         self.pending = None
+        self.drag.status = self.drag.ready_line()
 
     def last_result(self) -> Any:
         turns = list(self.query(Turn))

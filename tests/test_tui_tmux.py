@@ -1,0 +1,123 @@
+"""Smoke test: the real `drag` app in a real terminal (tmux), against the real local
+teacher server, driven by keystrokes only: ask, review, read the answer, quit."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[1]
+
+
+class Tmux:
+    """One tmux server of our own (-L), one window running ``command``."""
+
+    def __init__(self, command: str, env: dict[str, str]) -> None:
+        self.socket = f"drag-test-{os.getpid()}"
+        self.run(
+            "new-session", "-d", "-s", "drag", "-x", "150", "-y", "45",
+            # -u: a LINES/COLUMNS inherited from the test run would fix the app's size.
+            "env -u LINES -u COLUMNS " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command,
+        )  # fmt: skip
+        self.run("resize-window", "-t", "drag", "-x", "150", "-y", "45")
+
+    def run(self, *args: str) -> str:
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
+        return out.stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "drag")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "drag", *keys)
+
+    def type(self, text: str) -> None:
+        self.run("send-keys", "-t", "drag", "-l", text)
+
+    def wait(self, condition: Callable[[str], bool], what: str, seconds: float = 180) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            shown = self.screen()
+            if condition(shown):
+                return shown
+            time.sleep(0.5)
+        raise AssertionError(f"waited {seconds:g} s for {what}; the screen shows:\n{self.screen()}")
+
+    def alive(self) -> bool:
+        return "drag" in self.run("list-sessions", "-F", "#{session_name}")
+
+    def close(self) -> None:
+        self.run("kill-server")
+
+
+@pytest.fixture
+def tmux_bin() -> str:
+    found = shutil.which("tmux")
+    if found is None:
+        if os.environ.get("DRAG_REQUIRE_TMUX"):  # CI installs it: there, missing is a failure
+            pytest.fail("tmux is required here (DRAG_REQUIRE_TMUX) but not installed")
+        pytest.skip("tmux is not installed")
+    return found
+
+
+@pytest.fixture
+def app_in_tmux(
+    tmux_bin: str, teacher_env: dict[str, str], tmp_path: Path
+) -> Iterator[tuple[Tmux, Path]]:
+    database = tmp_path / "drag.db"
+    env = {
+        **{k: v for k, v in os.environ.items() if k.startswith(("DRAG_", "HF_", "ORT_"))},
+        **teacher_env,
+        "DRAG_CONFIG": str(tmp_path / "config.toml"),
+        "DRAG_STORE_DATABASE": str(database),
+        "DRAG_PIPELINE_N": "4",
+        "DRAG_PIPELINE_K": "3",
+        "DRAG_PIPELINE_MODE": "evidence",
+        "DRAG_PRIVACY_REVIEW": "always",
+        "TERM": "xterm-256color",
+        "PYTHONPATH": str(ROOT),
+    }
+    tmux = Tmux(f"{shlex.quote(sys.executable)} -m assistant", env)
+    try:
+        yield tmux, database
+    finally:
+        tmux.close()
+
+
+def test_ask_review_and_answer_in_a_real_terminal(
+    app_in_tmux: tuple[Tmux, Path], teacher_server: str
+) -> None:
+    tmux, database = app_in_tmux
+    tmux.wait(lambda s: "Ask a question" in s, "the first paint", 60)
+    tmux.wait(lambda s: "ready ·" in s, "the models to load")
+    tmux.type("What does glutamine do in the body?")
+    tmux.keys("Enter")
+    tmux.wait(lambda s: "Review before upload" in s, "the review")
+    tmux.keys("y")
+    shown = tmux.wait(
+        lambda s: "▲ teacher" in s and "answering" not in s and "ready ·" in s, "the answer"
+    )
+    assert "What does glutamine do in the body?" in shown
+    assert "Evidence used" in shown  # the context panel
+    tmux.keys("C-q")
+    deadline = time.monotonic() + 30
+    while tmux.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not tmux.alive(), "ctrl+q did not quit"
+    with sqlite3.connect(database) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] >= 1
+        assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 1
