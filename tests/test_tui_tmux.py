@@ -25,11 +25,10 @@ class Tmux:
 
     def __init__(self, command: str, env: dict[str, str]) -> None:
         self.socket = f"drag-test-{os.getpid()}"
-        self.run(
-            "new-session", "-d", "-s", "drag", "-x", "150", "-y", "45",
-            # -u: a LINES/COLUMNS inherited from the test run would fix the app's size.
-            "env -u LINES -u COLUMNS " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + command,
-        )  # fmt: skip
+        assigned = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        # -u: a LINES/COLUMNS inherited from the test run would fix the app's size.
+        shell = f"env -u LINES -u COLUMNS {assigned} {command}"
+        self.run("new-session", "-d", "-s", "drag", "-x", "150", "-y", "45", shell)
         self.run("resize-window", "-t", "drag", "-x", "150", "-y", "45")
 
     def run(self, *args: str) -> str:
