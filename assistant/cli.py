@@ -445,7 +445,7 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
 
 @cli.group("bench")
 def bench_group() -> None:
-    """Benchmarks that print figures: privacy leakage, the DRAG pipeline, the local store."""
+    """Benchmarks that print figures: privacy leakage, accuracy, the pipeline, the store."""
 
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
@@ -458,6 +458,15 @@ def bench_privacy(ctx: click.Context) -> None:
     from assistant.bench import privacy
 
     ctx.exit(privacy.main(list(ctx.args)))
+
+
+@bench_group.command("accuracy", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_accuracy(ctx: click.Context) -> None:
+    """The DRAG effect: student alone vs evidence, graph, both, by K (--help for options)."""
+    from assistant.bench import accuracy
+
+    ctx.exit(accuracy.main(list(ctx.args)))
 
 
 @bench_group.command("pipeline", context_settings=_PASS_THROUGH)

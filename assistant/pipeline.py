@@ -18,12 +18,13 @@ needs it.  The CLI and the TUI both call :func:`ask`.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from assistant.privacy.placeholders import Vault
 from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.ranking import Embedder, rank_texts
 from assistant.store import Store, cache
+from assistant.store.ledger import Upload
 from assistant.student import Student
 from assistant.teacher import Teacher
 
@@ -79,6 +81,13 @@ class Runtime:
         self.settings = settings
         self.status = status
         self._stack = contextlib.ExitStack()
+        # Held for local work (detection, vault, ranking, the store) but not while the
+        # teacher is asked: several questions can wait on the teacher at once.
+        self.local = threading.RLock()
+
+    def _record_upload(self, upload: Upload) -> int:
+        with self.local:
+            return self.store.record_upload(upload)
 
     def __enter__(self) -> Runtime:
         return self
@@ -158,6 +167,15 @@ class Runtime:
 
     conversation_id: int | None = None
 
+    def switch_student(self, model: str) -> None:
+        """Answer with another student from now on (the benchmarks' model sweeps)."""
+        with self.local:
+            student = self.__dict__.pop("student", None)
+            if student is not None:
+                student.close()
+            self.__dict__.pop("student_path", None)
+            self.settings = self.settings.with_flags({"student.model": model})
+
     def new_conversation(self) -> None:
         """Forget the current conversation's placeholders; the next question starts a new one."""
         self.__dict__["vault"] = Vault(tag_of=load_policy().tag)
@@ -212,7 +230,7 @@ class Runtime:
                 local=True,
                 guard=self.guard,
                 protected=lambda: self.vault.values(),
-                ledger=self.store.record_upload,
+                ledger=self._record_upload,
             )
         if not t.model:
             raise ConfigError(
@@ -227,7 +245,7 @@ class Runtime:
             local=False,
             guard=self.guard,
             protected=lambda: self.vault.values(),
-            ledger=self.store.record_upload,
+            ledger=self._record_upload,
         )
 
 
@@ -364,7 +382,8 @@ def _evidence_stage(
     with _timed(result.timings, "evidence"):
         items = evidence.generate(teacher, sent, result.n)
     # Ranked against the question the teacher saw, in the same placeholder form.
-    _set_evidence(runtime, result, sent, [(e.text, e.teacher_rank) for e in items])
+    with runtime.local:
+        _set_evidence(runtime, result, sent, [(e.text, e.teacher_rank) for e in items])
     return items
 
 
@@ -375,7 +394,8 @@ def _graph_stage(
     runtime.status("asking the teacher for the knowledge graph…")
     with _timed(result.timings, "graph"):
         triples = graph.merge(teacher, graph.extract(teacher, kept))
-    _set_triples(runtime, result, sent, triples)
+    with runtime.local:
+        _set_triples(runtime, result, sent, triples)
     return triples
 
 
@@ -483,8 +503,12 @@ def gather(
     k: int | None = None,
     review: Review | None = None,
     review_policy: str | None = None,
+    reuse: Literal["any", "exact"] = "any",
 ) -> AskResult:
     """The teacher's part: sanitize, then evidence, ranking and graph (<= 3 teacher calls).
+
+    ``reuse="exact"`` takes from the cache only this very question's teacher work (the
+    benchmarks: a related question's evidence would blur what is measured).
 
     ``review`` is asked before anything is sent when the review policy calls
     for it; without one, such a question is not sent (fail closed).
@@ -499,17 +523,24 @@ def gather(
     }
     if result.mode == "none":
         return result
-    with _timed(result.timings, "sanitize"):
-        sanitized = runtime.sanitize(question)
-    result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
-    found = _recall(runtime, result, sanitized.text)
-    if found.covers(runtime.settings.store.coverage):
-        _from_cache(runtime, result, sanitized.text, found)
-        if answer.uses_graph(result.mode) and found.entry is not None and not found.entry.has_graph:
-            result.warnings.append(
-                "the cached answer has no knowledge graph (it was asked in evidence mode)"
-            )
-        return result
+    with runtime.local:
+        with _timed(result.timings, "sanitize"):
+            sanitized = runtime.sanitize(question)
+        result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
+        found = _recall(runtime, result, sanitized.text)
+        if reuse == "exact" and found.how != "exact":
+            found = recall.Recalled("none", 0.0)
+        if found.covers(runtime.settings.store.coverage):
+            _from_cache(runtime, result, sanitized.text, found)
+            if (
+                answer.uses_graph(result.mode)
+                and found.entry is not None
+                and not found.entry.has_graph
+            ):
+                result.warnings.append(
+                    "the cached answer has no knowledge graph (it was asked in evidence mode)"
+                )
+            return result
     if runtime.offline:
         why = (
             f"the nearest cached items score {found.score:.2f}, below store.coverage "
@@ -534,10 +565,8 @@ def gather(
         if isinstance(verdict, Sanitized):
             sanitized = _reviewed(sanitized, verdict)
             result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
-    teacher = runtime.teacher
-    teacher.redaction = dict(sanitized.counts)
-    teacher.released = sanitized.released
-    calls_before = len(teacher.calls)
+    with runtime.local:
+        teacher = runtime.teacher.for_question(dict(sanitized.counts), sanitized.released)
     items = _evidence_stage(runtime, teacher, result, sanitized.text)
     triples: list[graph.Triple] | None = None
     if answer.uses_graph(result.mode):
@@ -545,7 +574,7 @@ def gather(
             triples = _graph_stage(runtime, teacher, result, sanitized.text)
         except GuardBlocked as exc:  # the evidence alone still answers
             result.warnings.append(f"knowledge graph skipped: {exc}")
-    calls = teacher.calls[calls_before:]
+    calls = teacher.calls
     result.source = "teacher"
     result.teacher = {
         "endpoint": "local" if runtime.teacher_is_local else teacher.endpoint.base_url,
@@ -556,14 +585,15 @@ def gather(
         "completion_tokens": sum(c.completion_tokens for c in calls),
     }
     uploads = {c.purpose: c.upload_id for c in calls}
-    entry_id = _remember(
-        runtime,
-        result,
-        sanitized.text,
-        [(e.text, e.teacher_rank) for e in items],
-        triples,
-        uploads,
-    )
+    with runtime.local:
+        entry_id = _remember(
+            runtime,
+            result,
+            sanitized.text,
+            [(e.text, e.teacher_rank) for e in items],
+            triples,
+            uploads,
+        )
     result.provenance = {
         "uploads": [c.upload_id for c in calls if c.upload_id is not None],
         "entry_id": entry_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class Student:
         except ImportError as exc:  # pragma: no cover - a broken install
             raise ModelError(f"llama-cpp-python is not installed: {exc}") from None
         self.path = path
+        self._lock = threading.Lock()
         self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
         kwargs: dict[str, Any] = {
             "model_path": str(path),
@@ -109,7 +111,17 @@ class Student:
         temperature: float = 0.0,
         on_text: Callable[[str], None] | None = None,
     ) -> Generation:
-        """Generate a reply, streaming pieces to ``on_text`` as they come."""
+        """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time)."""
+        with self._lock:
+            return self._chat(messages, max_tokens, temperature, on_text)
+
+    def _chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        max_tokens: int,
+        temperature: float,
+        on_text: Callable[[str], None] | None,
+    ) -> Generation:
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         if prompt_tokens + 16 >= self.n_ctx:
             raise ModelError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from assistant import egress
@@ -75,6 +75,11 @@ class Teacher:
             protected=protected,
             ledger=ledger,
         )
+
+    def for_question(self, redaction: dict[str, int], released: tuple[str, ...]) -> Teacher:
+        """This teacher for one question: its own call list, the question's redaction
+        summary and released values (questions may be worked on at the same time)."""
+        return replace(self, calls=[], redaction=dict(redaction), released=released)
 
     def response_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         if self.structured == "json_schema":

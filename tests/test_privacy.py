@@ -362,3 +362,17 @@ def test_values_kept_at_review_go_as_they_are_and_nothing_else(detector: Detecto
     leaky = chosen.text.replace(chosen.redacted.replacements[0].placeholder, "Amelia Thompson")
     with pytest.raises(GuardBlocked):
         guard.check(Outgoing((leaky,), "", protected, released=chosen.released))
+
+
+def test_a_common_word_in_a_false_name_does_not_block_later_questions(
+    detector: Detector,
+) -> None:
+    """spaCy reads "W. Which" (ARC: "Z scratches W. Which of these…") as a PERSON; its
+    part "Which" must not make every later question with "Which" a leak."""
+    protected = (("PERSON", "W. Which"), ("PERSON", "Theresa May"))
+    guard = EgressGuard(detector)
+    guard.check(
+        Outgoing(("Which structures are common to plant and animal cells?",), "", protected)
+    )
+    with pytest.raises(GuardBlocked):  # a name part that is also a word stays protected
+        guard.check(Outgoing(("What did May say about cells?",), "", protected))

@@ -17,6 +17,7 @@ class MCQuestion:
     question: str
     options: tuple[tuple[str, str], ...]  # (label, text)
     answer: str  # the correct label
+    subject: str = ""
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -37,11 +38,16 @@ class MCQuestion:
 
 
 def bundled_arc() -> Path:
-    return Path(str(resources.files("assistant.bench") / "data" / "arc_challenge_first200.jsonl"))
+    return bundled("arc_challenge_first200.jsonl")
+
+
+def bundled(name: str) -> Path:
+    """A bundled set by file name (see data/PROVENANCE.md)."""
+    return Path(str(resources.files("assistant.bench") / "data" / name))
 
 
 def load_arc(path: Path) -> list[MCQuestion]:
-    """ARC JSONL: {id, question, options: [{label, text}], answer}."""
+    """The bundled JSONL form: {id, question, options: [{label, text}], answer[, subject]}."""
     out = []
     try:
         lines = path.read_text("utf-8").splitlines()
@@ -54,7 +60,13 @@ def load_arc(path: Path) -> list[MCQuestion]:
             row = json.loads(line)
             options = tuple((str(o["label"]), str(o["text"])) for o in row["options"])
             out.append(
-                MCQuestion(str(row["id"]), str(row["question"]), options, str(row["answer"]))
+                MCQuestion(
+                    str(row["id"]),
+                    str(row["question"]),
+                    options,
+                    str(row["answer"]),
+                    str(row.get("subject", "")),
+                )
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}:{number}: not an ARC item ({exc})") from None

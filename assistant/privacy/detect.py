@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,7 @@ class Detector:
     def __init__(
         self, *, allow: Sequence[str] = (), deny: Sequence[str] = (), policy: Policy | None = None
     ) -> None:
+        self._lock = threading.Lock()
         self.policy = policy or load_policy()
         self.allow = [a for a in allow if a.strip()]
         self.entities = [e for e in self.policy.entities if e != "DENY_LIST" or any(deny)]
@@ -169,13 +171,16 @@ class Detector:
         return AnalyzerEngine(nlp_engine=nlp_engine, registry=registry, supported_languages=["en"])
 
     def find(self, text: str) -> list[Finding]:
-        """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved."""
+        """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved.
+
+        Safe from several threads (the egress guard checks in its own): one at a time."""
         findings: list[Finding] = []
         offset = 0
-        for line in text.splitlines(keepends=True):
-            if line.strip():
-                findings += self._find_in_line(line, offset)
-            offset += len(line)
+        with self._lock:
+            for line in text.splitlines(keepends=True):
+                if line.strip():
+                    findings += self._find_in_line(line, offset)
+                offset += len(line)
         return resolve_overlaps(findings)
 
     def _find_in_line(self, line: str, offset: int) -> list[Finding]:

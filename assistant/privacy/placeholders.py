@@ -21,14 +21,97 @@ PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
 _NAME_TITLES = {"dr", "prof", "mr", "mrs", "ms", "mx", "miss", "sir", "dame", "rev", "jr", "sr"}
 
 
+# Common English words: not content (the rewrite's drift check), and not identifying as a
+# part of a name ("W. Which", a false PERSON, must not make every "Which" a leak).
+COMMON_WORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "with",
+        "this",
+        "that",
+        "from",
+        "have",
+        "has",
+        "had",
+        "was",
+        "were",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "does",
+        "did",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "its",
+        "into",
+        "onto",
+        "about",
+        "than",
+        "then",
+        "them",
+        "they",
+        "their",
+        "there",
+        "these",
+        "those",
+        "been",
+        "being",
+        "also",
+        "any",
+        "all",
+        "each",
+        "some",
+        "such",
+        "only",
+        "very",
+        "just",
+        "one",
+        "two",
+        "out",
+        "over",
+        "under",
+    ]
+)
+
+
 def normalise(value: str) -> str:
     return " ".join(value.casefold().split())
 
 
+_NOT_NAMES = COMMON_WORDS - {"may", "will"}  # May, Will: names too
+
+
 def name_parts(value: str) -> list[str]:
-    """The words of a name worth protecting on their own (no initials or titles)."""
+    """The words of a name worth protecting on their own (no initials, titles or
+    common words)."""
     words = re.findall(r"[^\W\d_](?:[^\W\d_]|['-])*", value)
-    return [w for w in words if len(w) >= 3 and w.casefold().rstrip(".") not in _NAME_TITLES]
+    return [
+        w
+        for w in words
+        if len(w) >= 3
+        and w.casefold().rstrip(".") not in _NAME_TITLES
+        and w.casefold() not in _NOT_NAMES
+    ]
 
 
 @dataclass(frozen=True)

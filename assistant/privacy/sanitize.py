@@ -19,7 +19,13 @@ from dataclasses import dataclass, field, replace
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.guard import EgressGuard, Outgoing
-from assistant.privacy.placeholders import PLACEHOLDER, Redacted, Replacement, Vault
+from assistant.privacy.placeholders import (
+    COMMON_WORDS,
+    PLACEHOLDER,
+    Redacted,
+    Replacement,
+    Vault,
+)
 
 REWRITE_VERSION = "rewrite-v1"
 REWRITE_SYSTEM = (
@@ -35,75 +41,6 @@ REWRITE_SYSTEM = (
 )
 _OPTION_LINE = re.compile(r"^\s*\(?[A-Z1-9][.)]\s+\S.*$", re.MULTILINE)
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "but",
-        "not",
-        "you",
-        "your",
-        "with",
-        "this",
-        "that",
-        "from",
-        "have",
-        "has",
-        "had",
-        "was",
-        "were",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "does",
-        "did",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "its",
-        "into",
-        "onto",
-        "about",
-        "than",
-        "then",
-        "them",
-        "they",
-        "their",
-        "there",
-        "these",
-        "those",
-        "been",
-        "being",
-        "also",
-        "any",
-        "all",
-        "each",
-        "some",
-        "such",
-        "only",
-        "very",
-        "just",
-        "one",
-        "two",
-        "out",
-        "over",
-        "under",
-    ]
-)
 # How much of the question a rewrite must keep, and how much it may add.
 MIN_KEPT = 0.6
 MAX_NEW = 0.34
@@ -113,7 +50,7 @@ def content_words(text: str) -> set[str]:
     return {
         w
         for w in (m.group(0).casefold() for m in _WORD.finditer(PLACEHOLDER.sub(" ", text)))
-        if w not in _STOP
+        if w not in COMMON_WORDS
     }
 
 
