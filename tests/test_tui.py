@@ -233,3 +233,33 @@ async def test_bench_screen_runs_the_privacy_benchmark() -> None:
         assert "10/10" in live  # 4 questions + 1 control, two methods
         plot = str(screen.query_one("#bench-plot", Static).render())
         assert "full" in plot and "presidio-default" in plot and "%" in plot
+
+
+@pytest.mark.integration
+async def test_bench_screen_runs_the_accuracy_benchmark(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Real teacher server and student: two questions, the table and the bars appear."""
+    from textual.widgets import Markdown, Select
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    app = DragApp(settings_from(env), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("f3")
+        screen = app.screen
+        screen.query_one("#bench-kind", Select).value = "accuracy"
+        await pilot.pause()
+        assert screen.query_one("#bench-limit", Input).value == "10"
+        screen.query_one("#bench-limit", Input).value = "2"
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: not screen.query_one("#bench-run").disabled, 300)
+        table = screen.query_one("#bench-table", Markdown).source
+        assert "| none | evidence K=5 |" in table, screen.query_one("#bench-live", Static).render()
+        plot = str(screen.query_one("#bench-plot", Static).render())
+        assert ("evidence K=10" in plot and "accuracy.png" not in plot) or "Files" in plot
+    assert ledger.select(Store(Path(os.environ["DRAG_STORE_DATABASE"])).db)  # it went out

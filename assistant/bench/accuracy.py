@@ -31,7 +31,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -349,7 +349,7 @@ def gather_all(
     n: int,
     k: int,
     concurrency: int,
-    log: Any,
+    log: Callable[[str], None],
 ) -> dict[str, pipeline.AskResult | None]:
     """The teacher's work for every question (None where it failed), ``concurrency`` at once."""
 
@@ -396,7 +396,7 @@ def answer_all(
     gathered: dict[str, pipeline.AskResult | None],
     cols: Sequence[tuple[str, int]],
     records: Records,
-    log: Any,
+    log: Callable[[str], None],
 ) -> None:
     for i, q in enumerate(questions, start=1):
         base = gathered.get(q.id)
@@ -483,16 +483,24 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
-        return run(args)
+        out = run(args)
     except DragError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except ValueError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
+    print((out / "summary.md").read_text("utf-8").rstrip())
+    _stderr(f"\n{out}: summary.md, summary.json, accuracy.png, answers.jsonl (one line per answer)")
+    return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
+    """The whole run; returns its folder (summary.md, summary.json, accuracy.png, …)."""
     modes = split_choices(args.modes, MODES, "mode")
     ks = _ints(args.k, "--k")
     if args.n < 1:
@@ -543,10 +551,7 @@ def run(args: argparse.Namespace) -> int:
     run_file.write_text(json.dumps(scope, indent=2), "utf-8")
     records = Records(out / "answers.jsonl")
     if records.answers:
-        print(f"resuming: {len(records.answers)} answers already in {out}", file=sys.stderr)
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        log(f"resuming: {len(records.answers)} answers already in {out}")
 
     cols = columns(modes, ks)
     rows: list[tuple[str, str]] = []
@@ -593,12 +598,7 @@ def run(args: argparse.Namespace) -> int:
     table = render(summary, title)
     (out / "summary.md").write_text(table + "\n", "utf-8")
     plot(summary, out / "accuracy.png", title)
-    print(table)
-    print(
-        f"\n{out}: summary.md, summary.json, accuracy.png, answers.jsonl (one line per answer)",
-        file=sys.stderr,
-    )
-    return 0
+    return out
 
 
 if __name__ == "__main__":

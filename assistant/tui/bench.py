@@ -1,7 +1,9 @@
-"""The benchmark screen: the privacy-leakage benchmark with live counts, table and plot."""
+"""The benchmark screen: the privacy-leakage and accuracy benchmarks, with a progress bar,
+live counts, then the table and a plot in the terminal."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,10 +12,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, Label, Markdown, ProgressBar, Static
+from textual.widgets import (
+    Button,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Markdown,
+    ProgressBar,
+    Select,
+    Static,
+)
 
 from assistant import paths
-from assistant.bench import privacy
+from assistant.bench import accuracy, privacy
 from assistant.errors import DragError
 from assistant.privacy.detect import Detector
 from assistant.tui.widgets import StatusBar, bar_chart
@@ -36,8 +48,35 @@ def leakage_groups(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
     return groups
 
 
+def accuracy_groups(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Accuracy per column (mode and K), per student: the bars of the text plot."""
+    return {
+        column: {
+            name: row["cells"][column]["accuracy"] or 0.0
+            for name, row in summary["rows"].items()
+            if row["cells"][column]["total"]
+        }
+        for column in summary["columns"]
+    }
+
+
+ABOUT = {
+    "privacy": (
+        "Privacy leakage: bundled MMLU questions with synthetic personal data go through the "
+        "real redaction path; what would be sent is measured, nothing is sent. Baseline: "
+        "Presidio with its default settings."
+    ),
+    "accuracy": (
+        "Accuracy (the DRAG effect): ARC-Challenge questions answered by the student alone "
+        "and with the teacher's evidence, graph or both, at K = 5 and 10. The questions go "
+        "to the teacher through the real upload path (they are in the ledger, F2); on a "
+        "CPU this takes minutes per question. Resumes where it stopped."
+    ),
+}
+
+
 class BenchScreen(Screen[None]):
-    """Runs `drag bench privacy --no-teacher` in a worker: nothing is sent."""
+    """Runs a benchmark in a worker; the privacy one sends nothing."""
 
     BINDINGS = [Binding("ctrl+b", "run", "Run benchmark")]
 
@@ -51,13 +90,14 @@ class BenchScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="bench"):
-            yield Static(
-                "Privacy leakage: bundled MMLU questions with synthetic personal data go "
-                "through the real redaction path; what would be sent is measured, nothing "
-                "is sent. Baseline: Presidio with its default settings.",
-                id="bench-about",
-            )
+            yield Static(ABOUT["privacy"], id="bench-about")
             with Horizontal(id="bench-bar"):
+                yield Select(
+                    [("privacy leakage", "privacy"), ("accuracy", "accuracy")],
+                    value="privacy",
+                    allow_blank=False,
+                    id="bench-kind",
+                )
                 yield Label("questions:")
                 yield Input("50", id="bench-limit", type="integer")
                 yield Button("Run (ctrl+b)", id="bench-run", variant="primary")
@@ -68,6 +108,12 @@ class BenchScreen(Screen[None]):
                 yield Static("", id="bench-plot")
         yield StatusBar()
         yield Footer()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "bench-kind":
+            kind = str(event.value)
+            self.query_one("#bench-about", Static).update(ABOUT[kind])
+            self.query_one("#bench-limit", Input).value = "50" if kind == "privacy" else "10"
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "bench-run":
@@ -80,7 +126,10 @@ class BenchScreen(Screen[None]):
             return
         self.query_one("#bench-run", Button).disabled = True
         self.query_one("#bench-progress", ProgressBar).display = True
-        self.run_bench(int(text))
+        if self.query_one("#bench-kind", Select).value == "accuracy":
+            self.run_accuracy(int(text))
+        else:
+            self.run_bench(int(text))
 
     @work(thread=True, exclusive=True, group="bench")
     def run_bench(self, limit: int) -> None:
@@ -92,14 +141,11 @@ class BenchScreen(Screen[None]):
             "full": privacy.make_full(Detector(), None, None),  # its own: the chat may run
             "presidio-default": privacy.make_presidio_default(),
         }
-        app.call_from_thread(
-            self.query_one("#bench-progress", ProgressBar).update,
-            total=len(items) * len(methods),
-            progress=0,
-        )
+        app.call_from_thread(self._start, len(items) * len(methods))
 
         def progress(done: int, total: int, method: str, leaks: int) -> None:
-            app.call_from_thread(self._progress, done, total, method, leaks)
+            line = f"{done}/{total} · {method}: {leaks} values leaked so far (partial form)"
+            app.call_from_thread(self._progress, done, line)
 
         out = Path(paths.data_dir()) / "bench"
         try:
@@ -109,22 +155,56 @@ class BenchScreen(Screen[None]):
         except (DragError, OSError) as exc:
             app.call_from_thread(self._failed, str(exc))
         else:
-            app.call_from_thread(self._show, summaries, len(items))
+            app.call_from_thread(self._show_privacy, summaries, len(items))
+
+    @work(thread=True, exclusive=True, group="bench")
+    def run_accuracy(self, limit: int) -> None:
+        """`drag bench accuracy` with its own runtime (the chat keeps its models)."""
+        app = self.drag
+        out = Path(paths.data_dir()) / "bench" / f"accuracy-tui-n{limit}"
+        args = accuracy.parse(["--n", str(limit), "--k", "5,10", "--out", str(out)])
+        steps = 2 * limit  # the teacher's part, then the student's, per question
+        app.call_from_thread(self._start, steps)
+        done = [0]
+
+        def log(line: str) -> None:
+            if line.startswith(("teacher ", "student ")):
+                done[0] += 1
+            app.call_from_thread(self._progress, min(done[0], steps), line[:160])
+
+        try:
+            folder = accuracy.run(args, log=log)
+            summary = json.loads((folder / "summary.json").read_text("utf-8"))
+            table = (folder / "summary.md").read_text("utf-8")
+        except (DragError, OSError, ValueError) as exc:
+            app.call_from_thread(self._failed, str(exc))
+        else:
+            app.call_from_thread(self._show_accuracy, summary, table, folder)
+
+    def _start(self, total: int) -> None:
+        self.query_one("#bench-progress", ProgressBar).update(total=total, progress=0)
+
+    def _progress(self, done: int, line: str) -> None:
+        self.query_one("#bench-progress", ProgressBar).update(progress=done)
+        self.query_one("#bench-live", Static).update(line)
 
     def _failed(self, message: str) -> None:
         self.query_one("#bench-live", Static).update(f"✗ the benchmark stopped: {message}")
         self.query_one("#bench-run", Button).disabled = False
 
-    def _progress(self, done: int, total: int, method: str, leaks: int) -> None:
-        self.query_one("#bench-progress", ProgressBar).update(progress=done)
-        self.query_one("#bench-live", Static).update(
-            f"{done}/{total} · {method}: {leaks} values leaked so far (partial form)"
-        )
-
-    def _show(self, summaries: dict[str, dict[str, Any]], count: int) -> None:
+    def _show_privacy(self, summaries: dict[str, dict[str, Any]], count: int) -> None:
         title = f"Privacy leakage · bundled · {count} items"
         self.query_one("#bench-table", Markdown).update(privacy.render(summaries, title))
         self.query_one("#bench-plot", Static).update(
             "Values leaked (partial form), by type:\n\n" + bar_chart(leakage_groups(summaries))
+        )
+        self.query_one("#bench-run", Button).disabled = False
+
+    def _show_accuracy(self, summary: dict[str, Any], table: str, folder: Path) -> None:
+        self.query_one("#bench-table", Markdown).update(table)
+        self.query_one("#bench-plot", Static).update(
+            "Accuracy by context mode and K:\n\n"
+            + bar_chart(accuracy_groups(summary))
+            + f"\n\nFiles (PNG plot, per-question answers): {folder}"
         )
         self.query_one("#bench-run", Button).disabled = False
