@@ -61,6 +61,15 @@ def teacher_server(test_model_path: Path) -> Iterator[str]:
         server.stop()
 
 
+def use_teacher(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, guard: SocketLog, teacher_url: str
+) -> None:
+    """Point this test's settings at the real test teacher; let the socket guard allow it."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    guard.allowed.add(loopback_address(teacher_url))
+
+
 def loopback_address(base_url: str) -> tuple[str, int]:
     """(host, port) of a teacher base URL, as a socket sees it."""
     from urllib.parse import urlsplit

@@ -15,7 +15,7 @@ import pytest
 from assistant.bench import accuracy, make_mc_sets
 from assistant.errors import InputError
 from assistant.store import Store, ledger
-from tests.conftest import SocketLog, loopback_address
+from tests.conftest import SocketLog, use_teacher
 
 SHARED = Path(__file__).parents[2] / "shared" / "data"
 
@@ -128,9 +128,7 @@ def test_tiny_run_produces_agreeing_outputs_and_resumes(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key, value in teacher_env.items():
-        monkeypatch.setenv(key, value)
-    socket_guard.allowed.add(loopback_address(teacher_server))
+    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
     out = tmp_path / "run"
     args = ["--n", "5", "--k", "2,3", "--evidence-n", "4", "--out", str(out)]
     assert accuracy.main([*args, "--concurrency", "2"]) == 0

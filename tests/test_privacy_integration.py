@@ -14,7 +14,7 @@ from assistant import pipeline
 from assistant.cli import cli
 from assistant.errors import PrivacyError
 from assistant.privacy.detect import Detector, Finding
-from tests.conftest import SocketLog, loopback_address
+from tests.conftest import SocketLog, loopback_address, use_teacher
 
 pytestmark = pytest.mark.integration
 
@@ -111,9 +111,7 @@ def test_review_is_asked_once_right_before_the_upload(
 ) -> None:
     from assistant import config
 
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    socket_guard.allowed.add(address(teacher_server))
+    use_teacher(env, monkeypatch, socket_guard, teacher_server)
     runtime = pipeline.Runtime(config.load())
     asked: list[str] = []
 
@@ -136,9 +134,7 @@ def test_a_value_kept_at_review_is_the_only_one_that_leaves(
     from assistant import config
     from assistant.store import ledger
 
-    for key, value in {**env, "DRAG_PRIVACY_REWRITE": "never"}.items():
-        monkeypatch.setenv(key, value)
-    socket_guard.allowed.add(address(teacher_server))
+    use_teacher({**env, "DRAG_PRIVACY_REWRITE": "never"}, monkeypatch, socket_guard, teacher_server)
     runtime = pipeline.Runtime(config.load())
     ssn = "536-22-8471"
     result = pipeline.gather(runtime, QUESTION, mode="evidence", review=lambda s: s.keeping([ssn]))

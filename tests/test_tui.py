@@ -18,7 +18,7 @@ from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
 from assistant.tui.chat import ChatScreen, Turn
 from assistant.tui.review import ReviewModal
-from tests.conftest import SocketLog, loopback_address
+from tests.conftest import SocketLog, loopback_address, use_teacher
 from tests.test_privacy_integration import QUESTION, VALUES, FailAfter
 
 
@@ -245,9 +245,7 @@ async def test_bench_screen_runs_the_accuracy_benchmark(
     """Real teacher server and student: two questions, the table and the bars appear."""
     from textual.widgets import Markdown, Select
 
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    socket_guard.allowed.add(loopback_address(teacher_server))
+    use_teacher(env, monkeypatch, socket_guard, teacher_server)
     app = DragApp(settings_from(env), warm=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.press("f3")

@@ -5,21 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from assistant import paths
 from assistant.store import ledger
-from assistant.tui.widgets import StatusBar
-
-if TYPE_CHECKING:
-    from assistant.tui.app import DragApp
+from assistant.tui.widgets import DragScreen, StatusBar
 
 
 def redaction_text(counts: dict[str, int]) -> str:
@@ -52,20 +48,13 @@ def detail_text(d: dict[str, Any]) -> str:
     )
 
 
-class AuditScreen(Screen[None]):
+class AuditScreen(DragScreen):
     BINDINGS = [
         Binding("v", "verify", "Verify ledger"),
         Binding("e", "export", "Export"),
         Binding("r", "reload", "Reload"),
         Binding("/", "focus_search", "Search"),
     ]
-
-    @property
-    def drag(self) -> DragApp:
-        from assistant.tui.app import DragApp
-
-        assert isinstance(self.app, DragApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import (
     Button,
     Footer,
@@ -28,10 +27,7 @@ from assistant import paths
 from assistant.bench import accuracy, privacy
 from assistant.errors import DragError
 from assistant.privacy.detect import Detector
-from assistant.tui.widgets import StatusBar, bar_chart
-
-if TYPE_CHECKING:
-    from assistant.tui.app import DragApp
+from assistant.tui.widgets import DragScreen, StatusBar, bar_chart
 
 
 def leakage_groups(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -75,17 +71,10 @@ ABOUT = {
 }
 
 
-class BenchScreen(Screen[None]):
+class BenchScreen(DragScreen):
     """Runs a benchmark in a worker; the privacy one sends nothing."""
 
     BINDINGS = [Binding("ctrl+b", "run", "Run benchmark")]
-
-    @property
-    def drag(self) -> DragApp:
-        from assistant.tui.app import DragApp
-
-        assert isinstance(self.app, DragApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -10,7 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import (
     Button,
     Footer,
@@ -26,11 +26,10 @@ from textual.widgets import (
 from assistant import drafts, pipeline
 from assistant.errors import DragError, Interrupted
 from assistant.tui.review import ReviewModal, Verdict
-from assistant.tui.widgets import StatusBar
+from assistant.tui.widgets import DragScreen, StatusBar
 
 if TYPE_CHECKING:
     from assistant.privacy.sanitize import Sanitized
-    from assistant.tui.app import DragApp
 
 
 def badge(result: pipeline.AskResult) -> str:
@@ -164,7 +163,7 @@ class Confirm(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class ChatScreen(Screen[None]):
+class ChatScreen(DragScreen):
     BINDINGS = [
         Binding("ctrl+n", "new_conversation", "New"),
         Binding("ctrl+r", "rename_conversation", "Rename"),
@@ -178,13 +177,6 @@ class ChatScreen(Screen[None]):
         super().__init__()
         self.pending: str | None = None  # the question being answered
         self._cancel = threading.Event()
-
-    @property
-    def drag(self) -> DragApp:
-        from assistant.tui.app import DragApp
-
-        assert isinstance(self.app, DragApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()

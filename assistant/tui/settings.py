@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static, Switch
 
 from assistant import config, secrets
 from assistant.errors import ConfigError
-from assistant.tui.widgets import StatusBar
-
-if TYPE_CHECKING:
-    from assistant.tui.app import DragApp
+from assistant.tui.widgets import DragScreen, StatusBar
 
 # (key, widget kind) in the order shown; every other key stays as the file has it.
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -34,15 +30,8 @@ def _field_id(key: str) -> str:
     return "set-" + key.replace(".", "-")
 
 
-class SettingsScreen(Screen[None]):
+class SettingsScreen(DragScreen):
     BINDINGS = [Binding("ctrl+s", "save", "Save")]
-
-    @property
-    def drag(self) -> DragApp:
-        from assistant.tui.app import DragApp
-
-        assert isinstance(self.app, DragApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         settings = self.drag.settings

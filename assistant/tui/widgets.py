@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from textual.screen import Screen
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from assistant.tui.app import DragApp
+
+
+class DragScreen(Screen[None]):
+    """A screen of the app: ``self.drag`` is the app, typed."""
+
+    @property
+    def drag(self) -> DragApp:
+        from assistant.tui.app import DragApp
+
+        assert isinstance(self.app, DragApp)
+        return self.app
 
 
 class StatusBar(Static):
