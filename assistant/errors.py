@@ -52,6 +52,10 @@ class PrivacyError(DragError):
     exit_code = 5
 
 
+class Declined(PrivacyError):
+    """The user said no at the review: nothing was sent."""
+
+
 class GuardBlocked(PrivacyError):
     """The egress guard refused a request: nothing was sent."""
 

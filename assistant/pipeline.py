@@ -33,6 +33,7 @@ from assistant.config import Mode, Settings
 from assistant.embedder import SentenceEmbedder
 from assistant.errors import (
     ConfigError,
+    Declined,
     DragError,
     GuardBlocked,
     InputError,
@@ -561,7 +562,7 @@ def gather(
             )
         verdict = review(sanitized)
         if verdict is False:
-            raise PrivacyError("not sent: you declined the upload")
+            raise Declined("not sent: you declined the upload")
         if isinstance(verdict, Sanitized):
             sanitized = _reviewed(sanitized, verdict)
             result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}

@@ -16,7 +16,7 @@ from assistant import config, drafts, pipeline
 from assistant.privacy.guard import EgressGuard
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
-from assistant.tui.chat import ChatScreen, Turn
+from assistant.tui.chat import ChatScreen, NotSent, Turn
 from assistant.tui.review import ReviewModal
 from tests.conftest import SocketLog, loopback_address, use_teacher
 from tests.test_privacy_integration import QUESTION, VALUES, FailAfter
@@ -165,6 +165,12 @@ async def test_declined_and_blocked_uploads_keep_the_question(
         await wait_for(pilot, lambda: chat.pending is None)
         note = chat.query(Turn).last().note
         assert "nothing was sent" in note and "kept in" in note
+        # A refusal is not only a line in the chat: a window says why.
+        await wait_for(pilot, lambda: isinstance(app.screen, NotSent))
+        reason = str(app.screen.query_one("#not-sent-reason", Static).render())
+        assert "privacy check failed" in reason and "kept in" in reason
+        await pilot.press("enter")
+        assert app.screen is chat
         assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
     assert socket_guard.sent == bytearray()  # not one byte in either case
 

@@ -24,7 +24,7 @@ from textual.widgets import (
 )
 
 from assistant import drafts, pipeline
-from assistant.errors import DragError, Interrupted
+from assistant.errors import Declined, DragError, Interrupted, PrivacyError
 from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import DragScreen, StatusBar
 
@@ -161,6 +161,29 @@ class Confirm(ModalScreen[bool]):
 
     def action_no(self) -> None:
         self.dismiss(False)
+
+
+class NotSent(ModalScreen[None]):
+    """Why an upload was refused (the guard, the detector); the question is kept."""
+
+    BINDINGS = [Binding("enter,escape", "close", "OK")]
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="not-sent"):
+            yield Label("Nothing was sent to the teacher", classes="heading")
+            yield Static(self.reason, id="not-sent-reason")
+            with Horizontal(id="buttons"):
+                yield Button("OK (enter)", id="ok")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class ChatScreen(DragScreen):
@@ -359,6 +382,8 @@ class ChatScreen(DragScreen):
         except (DragError, KeyboardInterrupt) as exc:
             error = drafts.kept_error(question, exc) if not self._cancel.is_set() else exc
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
+            if isinstance(exc, PrivacyError) and not isinstance(exc, Declined):
+                app.call_from_thread(app.push_screen, NotSent(str(error)))
         else:
             app.call_from_thread(self.show_result, turn, result)
         finally:
