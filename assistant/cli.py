@@ -445,7 +445,7 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
 
 @cli.group("bench")
 def bench_group() -> None:
-    """Benchmarks that print figures: privacy leakage, accuracy, the pipeline, the store."""
+    """Benchmarks that print figures: privacy, accuracy, the pipeline, the store, start-up."""
 
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
@@ -467,6 +467,15 @@ def bench_accuracy(ctx: click.Context) -> None:
     from assistant.bench import accuracy
 
     ctx.exit(accuracy.main(list(ctx.args)))
+
+
+@bench_group.command("startup", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_startup(ctx: click.Context) -> None:
+    """How soon the app shows its first screen, in tmux, against a bare Textual app."""
+    from assistant.bench import startup
+
+    ctx.exit(startup.main(list(ctx.args)))
 
 
 @bench_group.command("pipeline", context_settings=_PASS_THROUGH)

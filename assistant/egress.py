@@ -18,11 +18,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import openai
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assistant.errors import GuardBlocked, TeacherError, one_line
+
+if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
+    import openai
 
 # Local servers need no key, but the client insists on one.
 NO_KEY = "no-key"
@@ -150,6 +151,8 @@ def _judge_exact_bytes(http_request: Any) -> None:
 def _client(endpoint: Endpoint) -> openai.OpenAI:
     client = _clients.get(endpoint)
     if client is None:
+        import openai
+
         client = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or NO_KEY,
@@ -164,6 +167,8 @@ def _client(endpoint: Endpoint) -> openai.OpenAI:
 def _explain(
     exc: openai.OpenAIError, endpoint: Endpoint, request: ChatRequest | ModelsRequest
 ) -> str:
+    import openai
+
     url = endpoint.base_url
     if isinstance(exc, openai.APITimeoutError):
         return (
@@ -251,6 +256,8 @@ def send(
 def _send(
     client: openai.OpenAI, endpoint: Endpoint, request: ChatRequest | ModelsRequest
 ) -> ChatReply | ModelsReply:
+    import openai
+
     started = time.perf_counter()
     try:
         if isinstance(request, ModelsRequest):

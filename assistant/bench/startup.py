@@ -1,0 +1,117 @@
+"""Start-up benchmark: how long `drag` takes to show its first screen in a real terminal.
+
+Each run starts the app in a tmux window of its own (a private tmux server, 120x40),
+reads the screen every 10 ms and stops the clock when the chat's input line is drawn.
+The same is done, in the same run, for a bare Textual app that shows one line: the
+floor set by Python and Textual themselves.  The app runs on your configuration and
+store as they are; models load in the background and are not waited for.
+
+    drag bench startup [--runs 5]
+
+Needs tmux.  The target is a first paint within 1.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+APP_MARK = "Ask a question"
+BARE_MARK = "bare textual ready"
+BARE_APP = (
+    "from textual.app import App\n"
+    "from textual.widgets import Static\n"
+    "class Bare(App):\n"
+    "    def compose(self):\n"
+    f"        yield Static({BARE_MARK!r})\n"
+    "Bare().run()\n"
+)
+
+
+def first_paint(command: list[str], mark: str, *, timeout: float = 60) -> float:
+    """Seconds from starting ``command`` in a fresh tmux window until ``mark`` shows."""
+    # A server of its own each time: a socket just killed may still be shutting down.
+    socket = f"drag-startup-{os.getpid()}-{time.monotonic_ns()}"
+    tmux = ["tmux", "-L", socket]
+    # -u: a LINES/COLUMNS inherited from the caller would fix the app's size.
+    shell = "env -u LINES -u COLUMNS " + shlex.join(command)
+    started = time.perf_counter()
+    subprocess.run([*tmux, "new-session", "-d", "-x", "120", "-y", "40", shell], check=True)
+    try:
+        while time.perf_counter() - started < timeout:
+            screen = subprocess.run(
+                [*tmux, "capture-pane", "-p"], capture_output=True, text=True
+            ).stdout
+            if mark in screen:
+                return time.perf_counter() - started
+            time.sleep(0.01)
+        raise TimeoutError(f"nothing showed {mark!r} within {timeout:g} s")
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="drag bench startup",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if shutil.which("tmux") is None:
+        print("bench: error: this benchmark needs tmux (apt install tmux)", file=sys.stderr)
+        return 2
+    if args.runs < 1:
+        print("bench: error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    times: dict[str, list[float]] = {"drag": [], "bare Textual app": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = Path(tmp, "bare_app.py")
+        bare.write_text(BARE_APP, "utf-8")
+        commands = {
+            "drag": ([sys.executable, "-m", "assistant"], APP_MARK),
+            "bare Textual app": ([sys.executable, str(bare)], BARE_MARK),
+        }
+        try:
+            for _ in range(args.runs):  # interleaved, so both see the same machine load
+                for name, (command, mark) in commands.items():
+                    times[name].append(first_paint(command, mark))
+        except (TimeoutError, subprocess.CalledProcessError, OSError) as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return 1
+    p50 = {name: statistics.median(ts) for name, ts in times.items()}
+    report = {
+        "runs": args.runs,
+        "first_paint_s": {
+            name: {"p50": p50[name], "max": max(ts), "all": ts} for name, ts in times.items()
+        },
+        "drag_over_bare": p50["drag"] / p50["bare Textual app"],
+        "target_s": 1.5,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"## First paint in a real terminal (tmux), {args.runs} runs each\n")
+    print("| app | p50 | max |\n|---|---:|---:|")
+    for name, ts in times.items():
+        print(f"| {name} | {p50[name]:.2f} s | {max(ts):.2f} s |")
+    verdict = "met" if p50["drag"] <= 1.5 else "NOT met"
+    print(
+        f"\ndrag / bare Textual = {report['drag_over_bare']:.2f}; "
+        f"target first paint <= 1.5 s: {verdict}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
