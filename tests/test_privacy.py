@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from assistant import egress
-from assistant.errors import GuardBlocked
+from assistant.errors import GuardBlocked, PrivacyError
 from assistant.privacy.detect import Detector, Finding, load_policy, resolve_overlaps
 from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body
 from assistant.privacy.placeholders import Vault, normalise
@@ -87,6 +88,17 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("please charge my card 2717 9944 1598 8876 now", "2717 9944 1598 8876", "CREDIT_CARD"),
         ("I live at 141 Hodges Mountains Apt. 5", "141 Hodges Mountains Apt. 5", "STREET_ADDRESS"),
         ("rejecting my password 0YhybJNcvYrw again", "0YhybJNcvYrw", "SECRET"),
+        # Phone numbers without a US shape, found by a phone word before or after them.
+        ("Can someone call me on 9472 7916?", "9472 7916", "PHONE_NUMBER"),
+        ("416 60 039 office", "416 60 039", "PHONE_NUMBER"),
+        ("Desk: +447700 921 916", "+447700 921 916", "PHONE_NUMBER"),
+        # Names after a label, with letters beyond ASCII.
+        ("Name:    Iva D. Grusová", "Iva D. Grusová", "PERSON"),
+        ("Directed By:    Leena O Sasi", "Leena O Sasi", "PERSON"),
+        ("Sometimes people call me Csanád", "Csanád", "PERSON"),
+        # A building number before the street's own number; a European street name.
+        ("The restaurant is at 17151 2450 Crown St", "17151 2450 Crown St", "STREET_ADDRESS"),
+        ("The bus stops at 07576 Magasinsgatan 7 St.", "07576 Magasinsgatan 7", "STREET_ADDRESS"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
@@ -99,6 +111,10 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "Which organelle makes ATP in eukaryotic cells?",
         "How does DNA replication start?",
         "What was the GDP of Japan in 1990?",
+        "How much current does a 60 W light bulb draw at 120 V?",
+        "A group of people have the number 12345.6789 written on a piece of paper.",
+        "The nick has to be sanded. He puts the money in a bank account there.",
+        "A. J. P. Taylor, The Course of German History, 1945",  # a year, not a postcode
     ]:
         assert detector.find(text) == [], text
 
@@ -109,6 +125,37 @@ def test_labels_end_at_word_boundaries(detector: Detector) -> None:
         detector.find("Accounting profits differ from economic profits. Keyboard layout?")
     )
     assert "ing" not in found and not any(e == "USERNAME" for e in found.values())
+
+
+def test_a_short_label_line_is_context_for_the_next_line(detector: Detector) -> None:
+    # "Phone:" on its own line makes the digits below it a phone number; alone they are not.
+    assert kinds(detector.find("Personal Info:\nPhone:\n467 3395\n")) == {
+        "467 3395": "PHONE_NUMBER"
+    }
+    assert detector.find("Results:\n467 3395\n") == []
+
+
+def test_contact_block_lines_above_an_address_are_redacted(detector: Detector) -> None:
+    card = "> Mijail C Adomo\n> Asc Partners\n> 935 69 Gordon Terrace\n> Suite 828\n"
+    found = kinds(detector.find(card))
+    assert found["Mijail C Adomo"] == "PERSON"
+    assert "Asc Partners" in found
+    assert found["935 69 Gordon Terrace"] == "STREET_ADDRESS"
+    # The same short lines with no address, phone or e-mail below them are left alone,
+    # and answer options below an address are never taken for a contact block.
+    assert "Mijail C Adomo" not in kinds(detector.find("> Mijail C Adomo\n> Gordon\n"))
+    question = "Where is 12 Baker Street?\nA. London\nB. Paris\n"
+    assert set(kinds(detector.find(question))) == {"12 Baker Street"}
+
+
+def test_a_broken_policy_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("nlp: [\n", "utf-8")
+    with pytest.raises(PrivacyError, match=r"cannot be read.*nothing will be sent"):
+        load_policy(bad)
+    bad.write_text("entities: {}\n", "utf-8")
+    with pytest.raises(PrivacyError, match="no 'nlp'"):
+        load_policy(bad)
 
 
 def test_uk_nhs_does_not_fire_on_us_phone_numbers(detector: Detector) -> None:

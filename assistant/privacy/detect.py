@@ -20,7 +20,7 @@ from typing import Any, Protocol, cast
 
 import yaml
 
-from assistant.errors import PrivacyError
+from assistant.errors import PrivacyError, one_line
 
 POLICY_FILE = Path(__file__).with_name("policy.yaml")
 # "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
@@ -60,6 +60,29 @@ class EntityRule:
 
 
 @dataclass(frozen=True)
+class ContextRule:
+    boost: float = 0.35
+    min_score_with_context: float = 0.4
+    words_before: int = 5
+    words_after: int = 0
+    label_line_words: int = 0
+
+
+@dataclass(frozen=True)
+class ContactBlockRule:
+    """Short lines just above an address, phone or e-mail line: a signature or a label."""
+
+    anchors: tuple[str, ...] = ()
+    lines_above: int = 0
+    max_words: int = 5
+    entity: str = "PERSON"
+    score: float = 0.6
+
+
+_CONTACT_LINE = re.compile(r"[>|?*\s]*(.*?)\s*\Z", re.S)  # quote marks before it dropped
+
+
+@dataclass(frozen=True)
 class Policy:
     model: str
     entity_mapping: dict[str, str]
@@ -68,6 +91,8 @@ class Policy:
     entities: dict[str, EntityRule]
     disabled: tuple[str, ...]
     recognizers: tuple[dict[str, Any], ...]
+    context: ContextRule = ContextRule()
+    contact_block: ContactBlockRule = ContactBlockRule()
 
     def tag(self, entity: str) -> str:
         rule = self.entities.get(entity)
@@ -76,7 +101,16 @@ class Policy:
 
 @functools.cache
 def load_policy(path: Path = POLICY_FILE) -> Policy:
-    data = yaml.safe_load(path.read_text("utf-8"))
+    try:
+        return _parse_policy(path, yaml.safe_load(path.read_text("utf-8")))
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else one_line(str(exc), 160)
+        raise PrivacyError(
+            f"the privacy policy {path} cannot be read ({what}); nothing will be sent"
+        ) from None
+
+
+def _parse_policy(path: Path, data: Any) -> Policy:
     bad = [n for n, rule in data["entities"].items() if not re.fullmatch(r"[A-Z]+", rule["tag"])]
     if bad:
         raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
@@ -96,6 +130,13 @@ def load_policy(path: Path = POLICY_FILE) -> Policy:
         },
         disabled=tuple(data.get("disabled_recognizers", ())),
         recognizers=tuple(data.get("recognizers", ())),
+        context=ContextRule(**data.get("context", {})),
+        contact_block=ContactBlockRule(
+            **{
+                **data.get("contact_block", {}),
+                "anchors": tuple(data.get("contact_block", {}).get("anchors", ())),
+            }
+        ),
     )
 
 
@@ -142,6 +183,7 @@ class Detector:
 
     def _build(self, deny: Sequence[str]) -> Any:
         from presidio_analyzer import AnalyzerEngine, PatternRecognizer, RecognizerRegistry
+        from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
         from presidio_analyzer.nlp_engine import NlpEngineProvider
 
         p = self.policy
@@ -172,7 +214,19 @@ class Detector:
                     supported_entity="DENY_LIST", name="UserDenyList", deny_list=terms
                 )
             )
-        return AnalyzerEngine(nlp_engine=nlp_engine, registry=registry, supported_languages=["en"])
+        c = p.context
+        enhancer = LemmaContextAwareEnhancer(
+            context_similarity_factor=c.boost,
+            min_score_with_context_similarity=c.min_score_with_context,
+            context_prefix_count=c.words_before,
+            context_suffix_count=c.words_after,
+        )
+        return AnalyzerEngine(
+            nlp_engine=nlp_engine,
+            registry=registry,
+            supported_languages=["en"],
+            context_aware_enhancer=enhancer,
+        )
 
     def find(self, text: str) -> list[Finding]:
         """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved.
@@ -185,23 +239,64 @@ class Detector:
                 lines.append((offset, line))
             offset += len(line)
         findings: list[Finding] = []
+        per_line: list[list[Finding]] = []
         with self._lock:
             # spaCy reads the lines as one batch (much cheaper than one call per line);
             # the recognizers then run line by line on those results.
             parsed = self._engine.nlp_engine.process_batch(
                 [line for _, line in lines], "en", batch_size=64
             )
+            label: list[str] = []
             for (offset, line), (_, artifacts) in zip(lines, parsed, strict=True):
-                findings += self._find_in_line(line, offset, artifacts)
+                per_line.append(self._find_in_line(line, offset, artifacts, label))
+                findings += per_line[-1]
+                words = re.findall(r"\w+", line)
+                short = len(words) <= self.policy.context.label_line_words
+                label = [w.lower() for w in words] if short else []
+        findings += self._contact_lines(lines, per_line)
         return resolve_overlaps(findings)
 
-    def _find_in_line(self, line: str, offset: int, artifacts: Any) -> list[Finding]:
+    def _contact_lines(
+        self, lines: list[tuple[int, str]], per_line: list[list[Finding]]
+    ) -> list[Finding]:
+        """The lines of a contact block above its address, phone or e-mail line
+        ("> Mijail C Adomo" / "> Asc Partners" / "> 935 69 Gordon Terrace"), each whole."""
+        rule = self.policy.contact_block
+        found: dict[int, Finding] = {}
+        for i, hits in enumerate(per_line):
+            if not any(f.entity in rule.anchors for f in hits):
+                continue
+            for j in range(i - 1, max(-1, i - 1 - rule.lines_above), -1):
+                offset, line = lines[j]
+                m = _CONTACT_LINE.match(line)
+                value = m.group(1) if m else ""
+                words = value.split()
+                if (
+                    not 1 <= len(words) <= rule.max_words
+                    or any(ch.isdigit() for ch in value)
+                    or value[-1] in ".?!:;,"
+                    or _OPTION_LABEL.match(value)
+                    or any(value.lower() == a.lower() for a in self.allow)
+                ):
+                    break  # prose, a label, an answer option: not part of a contact block
+                if any(f.entity in rule.anchors for f in per_line[j]):
+                    break
+                start = offset + (m.start(1) if m else 0)
+                found[j] = Finding(
+                    rule.entity, start, start + len(value), value, rule.score, "ContactBlock"
+                )
+        return list(found.values())
+
+    def _find_in_line(
+        self, line: str, offset: int, artifacts: Any, label: list[str]
+    ) -> list[Finding]:
         results = self._engine.analyze(
             text=line,
             language="en",
             entities=self.entities,
             allow_list=self.allow or None,
             nlp_artifacts=artifacts,
+            context=label or None,
         )
         option_label = _OPTION_LABEL.match(line.lstrip())
         label_at = len(line) - len(line.lstrip()) if option_label else -1
