@@ -28,8 +28,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for key in list(os.environ):
         if key.startswith("DRAG_") and key != "DRAG_HOME":
             del os.environ[key]
-    # Never touch the keyring of the machine running the tests: the 0600 key file.
+    # Never touch the keyring of the machine running the tests: the 0600 key file, and
+    # no keyring backend at all for the API key (a test that needs one sets its own).
     os.environ["DRAG_STORE_KEY"] = "file"
+    os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from assistant import config, drafts, pipeline
+from assistant import config, drafts, pipeline, secrets
 from assistant.privacy.guard import EgressGuard
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
@@ -72,6 +72,49 @@ async def test_settings_are_validated_and_saved_to_the_cli_config() -> None:
         await pilot.pause()
         assert config.load(config_file=path).pipeline.k == 7
         assert app.settings.pipeline.k == 7  # and the app uses it
+
+
+async def test_the_api_key_goes_to_the_keyring_and_nowhere_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real keyring backend (keyrings.alt's file keyring, in tmp_path): the machine
+    # running the tests has no system keyring, and its own must never be touched.
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    secret = "sk-test-4f8a1c9e0b7d2265"
+    monkeypatch.delenv(secrets.ENV_VAR, raising=False)
+    backend = PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring.cfg")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        app = DragApp(settings_from(), warm=False)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.press("f4")
+            field = app.screen.query_one("#set-api-key", Input)
+            assert field.password  # typed as dots
+            field.value = secret
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            note = str(app.screen.query_one("#set-api-key-error", Static).render())
+            assert "stored in the system keyring" in note
+            assert field.value == "" and secret not in field.placeholder  # never shown again
+            assert "system keyring" in field.placeholder
+        assert backend.get_password(secrets.SERVICE, secrets.USERNAME) == secret
+        assert secrets.api_key() == secret
+        # Nowhere else: not the config file, not the database (nor its WAL).
+        config_file = app.settings.config_file
+        assert (
+            config_file is None
+            or not config_file.exists()
+            or (secret not in config_file.read_text("utf-8"))
+        )
+        database = Path(os.environ["DRAG_STORE_DATABASE"])
+        for path in database.parent.glob(database.name + "*"):
+            assert secret.encode() not in path.read_bytes(), path
+    finally:
+        keyring.set_keyring(previous)
 
 
 async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
