@@ -18,6 +18,7 @@ needs it.  The CLI and the TUI both call :func:`ask`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -161,10 +162,29 @@ class Runtime:
         self.status("loading the personal-data detector…")
         return Detector(allow=p.allow, deny=p.deny)
 
-    @cached_property
+    @property
     def vault(self) -> Vault:
-        """Placeholders for this conversation; never leaves the machine (sealed in the store)."""
-        return Vault(tag_of=load_policy().tag)
+        """Placeholders for this conversation; never leaves the machine (sealed in the store).
+
+        Inside :meth:`own_placeholders`, the ones of that piece of work instead."""
+        own = _own_vault.get()
+        if own is not None:
+            return own
+        vault: Vault | None = self.__dict__.get("_vault")
+        if vault is None:
+            vault = self.__dict__["_vault"] = Vault(tag_of=load_policy().tag)
+        return vault
+
+    @contextlib.contextmanager
+    def own_placeholders(self) -> Iterator[Vault]:
+        """Fresh placeholders for the work done inside, in this thread only: the benchmarks
+        treat each question as a conversation of its own, so that a value detected in one
+        question is neither protected nor replaced in another."""
+        token = _own_vault.set(Vault(tag_of=load_policy().tag))
+        try:
+            yield self.vault
+        finally:
+            _own_vault.reset(token)
 
     conversation_id: int | None = None
 
@@ -179,7 +199,7 @@ class Runtime:
 
     def new_conversation(self) -> None:
         """Forget the current conversation's placeholders; the next question starts a new one."""
-        self.__dict__["vault"] = Vault(tag_of=load_policy().tag)
+        self.__dict__["_vault"] = Vault(tag_of=load_policy().tag)
         self.conversation_id = None
 
     def resume(self, conversation_id: int) -> None:
@@ -188,7 +208,7 @@ class Runtime:
         vault = Vault(tag_of=load_policy().tag)
         if dumped:
             vault.load(dumped)
-        self.__dict__["vault"] = vault
+        self.__dict__["_vault"] = vault
         self.conversation_id = conversation_id
 
     @cached_property
@@ -249,6 +269,11 @@ class Runtime:
             ledger=self._record_upload,
         )
 
+
+# The placeholders of the work under way in this thread (Runtime.own_placeholders).
+_own_vault: contextvars.ContextVar[Vault | None] = contextvars.ContextVar(
+    "drag_own_vault", default=None
+)
 
 _TEACHER_PROMPTS = {"evidence": evidence.PROMPT_VERSION, "graph": graph.PROMPT_VERSION}
 

@@ -168,3 +168,29 @@ def test_tiny_run_produces_agreeing_outputs_and_resumes(
     # Other settings in the same folder: refused, named.
     assert accuracy.main(["--n", "6", *args[2:]]) == 2
     assert re.search(r"other settings \(n\)", capsys.readouterr().err)
+
+
+def test_each_benchmark_question_has_placeholders_of_its_own() -> None:
+    """A value detected in one question must be neither protected nor replaced in
+    another (ARC: a false ORGANIZATION in one question blocked a later one)."""
+    import threading
+
+    from assistant import config, pipeline
+
+    rt = pipeline.Runtime(config.load())
+    conversation = rt.vault
+    conversation.placeholder("ORGANIZATION", "Sun")
+    seen: dict[str, object] = {}
+
+    def work(name: str) -> None:
+        with rt.own_placeholders() as own:
+            own.placeholder("PERSON", name)
+            seen[name] = [v for _, v in rt.vault.values()]
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("Ada", "Grace")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"Ada": ["Ada"], "Grace": ["Grace"]}  # nothing from the other one
+    assert rt.vault is conversation and conversation.values() == [("ORGANIZATION", "Sun")]

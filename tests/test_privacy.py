@@ -423,3 +423,36 @@ def test_a_common_word_in_a_false_name_does_not_block_later_questions(
     )
     with pytest.raises(GuardBlocked):  # a name part that is also a word stays protected
         guard.check(Outgoing(("What did May say about cells?",), "", protected))
+
+
+class FindsNothingScanner:
+    """Fake: a detector that misses everything (the second question's case)."""
+
+    def find(self, text: str) -> list[Finding]:
+        return []
+
+
+def test_a_value_from_an_earlier_question_keeps_its_placeholder(detector: Detector) -> None:
+    """Within a conversation, a value protected earlier is replaced when it comes back,
+    even where the detector misses it this time, and the request then passes the guard."""
+    vault = Vault(tag_of=load_policy().tag)
+    guard = EgressGuard(detector)
+    first = sanitize(AMELIA, scanner=detector, vault=vault, guard=guard)
+    person = next(r.placeholder for r in first.redacted.replacements if r.entity == "PERSON")
+    later = sanitize(
+        "What else has Thompson written, and is ATHOMPSON93@gmail.com still hers?",
+        scanner=FindsNothingScanner(),
+        vault=vault,
+        guard=guard,
+    )
+    assert "thompson" not in later.text.lower() and person in later.text
+    assert later.counts == {"PERSON": 1, "EMAIL_ADDRESS": 1}
+    guard.check(Outgoing((later.text,), "", tuple(vault.values())))
+    # Without the earlier question, the same text is not touched (nothing is known).
+    fresh = sanitize(
+        "What else has Thompson written?",
+        scanner=FindsNothingScanner(),
+        vault=Vault(tag_of=load_policy().tag),
+        guard=guard,
+    )
+    assert fresh.text == "What else has Thompson written?"

@@ -356,9 +356,10 @@ def gather_all(
     def one(q: MCQuestion) -> tuple[MCQuestion, pipeline.AskResult | None, float, str]:
         started = time.perf_counter()
         try:
-            result = pipeline.gather(
-                rt, q.text(), mode="combined", n=n, k=k, review_policy="never", reuse="exact"
-            )
+            with rt.own_placeholders():  # each question is a conversation of its own
+                result = pipeline.gather(
+                    rt, q.text(), mode="combined", n=n, k=k, review_policy="never", reuse="exact"
+                )
         except DragError as exc:  # refused by the guard, teacher down: recorded, not fatal
             return q, None, time.perf_counter() - started, str(exc)
         return q, result, time.perf_counter() - started, ""

@@ -38,6 +38,13 @@ def _pct(values: list[float], q: float) -> float:
 def run_question(
     rt: pipeline.Runtime, q: MCQuestion, modes: list[str], n: int, k: int
 ) -> dict[str, Any]:
+    with rt.own_placeholders():  # each question is a conversation of its own
+        return _run_question(rt, q, modes, n, k)
+
+
+def _run_question(
+    rt: pipeline.Runtime, q: MCQuestion, modes: list[str], n: int, k: int
+) -> dict[str, Any]:
     needs_teacher = any(m != "none" for m in modes)
     gathered = pipeline.gather(rt, q.text(), mode="combined" if needs_teacher else "none", n=n, k=k)
     record: dict[str, Any] = {

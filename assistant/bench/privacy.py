@@ -515,8 +515,9 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
             for version in ("clean", "pii"):
                 q = _mc(record, with_pii=version == "pii")
                 try:
-                    result = pipeline.gather(rt, q.text(), mode=mode)  # type: ignore[arg-type]
-                    pipeline.respond(rt, result, prompt=q.student_prompt())
+                    with rt.own_placeholders():  # each item a conversation of its own
+                        result = pipeline.gather(rt, q.text(), mode=mode)  # type: ignore[arg-type]
+                        pipeline.respond(rt, result, prompt=q.student_prompt())
                     choice = extract_choice(result.answer, q)
                     row[version] = {"choice": choice, "correct": choice == q.answer}
                     if version == "pii":

@@ -107,6 +107,11 @@ def _answer(rt: pipeline.Runtime, result: pipeline.AskResult, q: MCQuestion) -> 
 
 
 def run_question(rt: pipeline.Runtime, q: MCQuestion) -> dict[str, Any]:
+    with rt.own_placeholders():  # each question (and its paraphrase) a conversation of its own
+        return _run_question(rt, q)
+
+
+def _run_question(rt: pipeline.Runtime, q: MCQuestion) -> dict[str, Any]:
     online_settings = rt.settings
     started = time.perf_counter()
     online = pipeline.gather(rt, q.text())

@@ -107,6 +107,10 @@ def _bounded(needle: str) -> str:
     return left + re.escape(needle) + right
 
 
+def _a(entity: str) -> str:
+    return f"{'an' if entity[:1] in 'AEIOU' else 'a'} {entity}"
+
+
 def leak(entity: str, value: str, text: str, flat: str) -> str | None:
     """How ``value`` shows in ``text`` (``flat`` = normalised text), or None."""
     if not value.strip():
@@ -166,8 +170,8 @@ class EgressGuard:
                 how = leak(entity, value, text, flat)
                 if how:
                     raise GuardBlocked(
-                        f"the outgoing request still holds a {entity} from your question ({how}); "
-                        "nothing was sent"
+                        f"the outgoing request still holds {_a(entity)} from your question "
+                        f"({how}); nothing was sent"
                     )
         found = self._unreplaced(
             [without(t, sorted((*out.public, *out.released), key=len, reverse=True)) for t in users]

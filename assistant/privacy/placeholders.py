@@ -194,13 +194,26 @@ class Vault:
         # so does a person's surname or first name on its own, as a name is written.
         seen = {(r.value, r.placeholder, r.entity) for r in replacements}
         for value, ph, entity in sorted(seen, key=lambda x: -len(x[0])):
-            if len(value.strip()) >= 3:
-                out = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", ph, out, flags=re.IGNORECASE)
-            if self.tag_of(entity) == "PERSON":
-                for part in name_parts(value):
-                    for form in {part, part.upper(), part[:1].upper() + part[1:]}:
-                        out = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", ph, out)
+            out = self._replace(out, value, ph, entity)
+        # A value an earlier question of this conversation protects, met again where the
+        # detector missed it ("Thompson" after "Dr. Amelia Thompson"): the same placeholder,
+        # rather than a request the guard would refuse.
+        earlier = [(v, ph, e) for ph, (e, v) in self._values.items() if (v, ph, e) not in seen]
+        for value, ph, entity in sorted(earlier, key=lambda x: -len(x[0])):
+            replaced = self._replace(out, value, ph, entity)
+            if replaced != out:
+                replacements.append(Replacement(ph, entity, value))
+                out = replaced
         return Redacted(out, tuple(replacements))
+
+    def _replace(self, text: str, value: str, ph: str, entity: str) -> str:
+        if len(value.strip()) >= 3:
+            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", ph, text, flags=re.IGNORECASE)
+        if self.tag_of(entity) == "PERSON":
+            for part in name_parts(value):
+                for form in {part, part.upper(), part[:1].upper() + part[1:]}:
+                    text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", ph, text)
+        return text
 
     def values(self) -> list[tuple[str, str]]:
         """(entity, value) of everything this vault protects."""
