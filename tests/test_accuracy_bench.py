@@ -103,6 +103,25 @@ def test_records_drop_a_line_torn_by_an_interruption(tmp_path: Path) -> None:
     ]
 
 
+def test_a_question_the_teacher_failed_on_is_tried_again(tmp_path: Path) -> None:
+    path = tmp_path / "answers.jsonl"
+    failed = {"kind": "teacher", "teacher": "t", "id": "q2", "error": "teacher down"}
+    without_context = {**answer("q2", "evidence", 5, False), "teacher_failed": True}
+    rows = [
+        answer("q1", "evidence", 5, True),
+        failed,
+        answer("q2", "none", 0, True),
+        without_context,
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    records = accuracy.Records(path)
+    assert records.answered("s", "t", "q1", "evidence", 5)
+    assert records.answered("s", "t", "q2", "none", 0)  # the student alone needs no teacher
+    assert not records.taught("t", "q2")
+    assert not records.answered("s", "t", "q2", "evidence", 5)
+    assert len(path.read_text("utf-8").splitlines()) == 2  # the file agrees
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the verbatim copies)")
 def test_the_generator_rebuilds_the_bundled_subsets_byte_for_byte(tmp_path: Path) -> None:
     make_mc_sets.main(["--shared", str(SHARED), "--out", str(tmp_path)])

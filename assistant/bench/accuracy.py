@@ -281,7 +281,13 @@ class Records:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        kept = _read_jsonl(path)
+        # A question the teacher failed on (down, refused by the guard) is tried again:
+        # its failure and the answers made without its context are dropped.
+        kept = [
+            r
+            for r in _read_jsonl(path)
+            if not (r.get("kind") == "teacher" and r.get("error")) and not r.get("teacher_failed")
+        ]
         # Rewrite what was readable, so a torn last line does not stay in the file.
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), "utf-8")
         self.answers = [r for r in kept if r.get("kind") == "answer"]
