@@ -109,6 +109,12 @@ def socket_guard(monkeypatch: pytest.MonkeyPatch) -> SocketLog:
 
     Tests add the teacher's (host, port) to ``.allowed``; anything else fails.
     """
+    # A client kept from an earlier test would reuse its open connection: no connect to see.
+    from assistant import egress
+
+    for client in egress._clients.values():
+        client.close()
+    egress._clients.clear()
     log = SocketLog(allowed=set())
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
