@@ -114,6 +114,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     bad = [n for n, rule in data["entities"].items() if not re.fullmatch(r"[A-Z]+", rule["tag"])]
     if bad:
         raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
+    block = dict(data.get("contact_block", {}))
     return Policy(
         model=data["nlp"]["model"],
         entity_mapping=dict(data["nlp"]["entity_mapping"]),
@@ -131,12 +132,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         disabled=tuple(data.get("disabled_recognizers", ())),
         recognizers=tuple(data.get("recognizers", ())),
         context=ContextRule(**data.get("context", {})),
-        contact_block=ContactBlockRule(
-            **{
-                **data.get("contact_block", {}),
-                "anchors": tuple(data.get("contact_block", {}).get("anchors", ())),
-            }
-        ),
+        contact_block=ContactBlockRule(**{**block, "anchors": tuple(block.get("anchors", ()))}),
     )
 
 
