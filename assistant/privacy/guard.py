@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import re
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,18 +51,22 @@ class Outgoing:
     released: tuple[str, ...] = ()  # values the user chose at review to send as they are
 
 
-_FIELD = re.compile(r"\{[^{}]*\}")
 _MIN_FRAGMENT = 8
 
 
 def template_fragments(templates: Sequence[str]) -> list[str]:
-    """The literal pieces of format strings (``"Question: {question}"`` -> ``"Question: "``)."""
+    """The literal pieces of format strings (``"Question: {question}"`` -> ``"Question: "``);
+    doubled braces are literal text (a JSON example in a prompt), not fields."""
     pieces = []
     for template in templates:
-        for piece in _FIELD.split(template.replace("{{", "{").replace("}}", "}")):
-            if len(piece.strip()) >= _MIN_FRAGMENT:
-                pieces.append(piece)
-    return sorted(set(pieces), key=len, reverse=True)
+        literal = ""
+        for text, field_name, _, _ in string.Formatter().parse(template):
+            literal += text
+            if field_name is not None:
+                pieces.append(literal)
+                literal = ""
+        pieces.append(literal)
+    return sorted({p for p in pieces if len(p.strip()) >= _MIN_FRAGMENT}, key=len, reverse=True)
 
 
 def without(text: str, pieces: Sequence[str]) -> str:
