@@ -115,6 +115,9 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("Her maiden name is Key", "Key", "PERSON"),
         ("I work for Flightstats", "Flightstats", "ORGANIZATION"),
         ("HEIDI LE HERE, on the forum", "HEIDI LE HERE", "PERSON"),
+        # A name after a relative or a friend.
+        ("I would like to remove my kid Selma from the will", "Selma", "PERSON"),
+        ("my grandmother was called Crystal Murdock", "Crystal Murdock", "PERSON"),
         # A line typed all in lower case.
         ("follow up with benjamin a seiler in a month", "benjamin a seiler", "PERSON"),
     ],
@@ -167,6 +170,12 @@ def test_contact_block_lines_above_an_address_are_redacted(detector: Detector) -
     assert "Mijail C Adomo" not in kinds(detector.find("> Mijail C Adomo\n> Gordon\n"))
     question = "Where is 12 Baker Street?\nA. London\nB. Paris\n"
     assert set(kinds(detector.find(question))) == {"12 Baker Street"}
+
+
+def test_a_list_mostly_of_names_is_all_names(detector: Detector) -> None:
+    found = kinds(detector.find("They had 4: Efimiya, Mary, Isabel and Jodi."))
+    assert found.get("Efimiya") == "PERSON"  # spaCy knows the other three
+    assert detector.find("Countries: France, Germany, Italy and Spain.") == []
 
 
 def test_a_broken_policy_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -91,6 +91,22 @@ class LowercaseRule:
     score: float = 0.6
 
 
+@dataclass(frozen=True)
+class NameListRule:
+    """In a list of capitalised words ("Efimiya, Mary, Ariana and Jodi") where at least
+    ``min_known`` items, and at least half, are already ``entity``, the rest are too."""
+
+    entity: str = ""
+    min_known: int = 2
+    score: float = 0.6
+
+
+_ITEM = r"[^\W\d_][^\W\d_'’-]*"
+_NAME_LIST = re.compile(
+    rf"(?<![\w'’-]){_ITEM}(?:,\s*{_ITEM}){{1,}},?\s+(?:and|&)\s+{_ITEM}"
+    rf"|(?<![\w'’-]){_ITEM}(?:,\s*{_ITEM}){{2,}}"
+)
+_LIST_ITEM = re.compile(_ITEM)
 _WORD_START = re.compile(r"(?<![\w'’])\w")
 _NAME_WORDS = re.compile(r"[^\W\d_][^\W\d_.'’-]*\.?(?:[\s'’-]+[^\W\d_][^\W\d_.'’-]*\.?)*")
 _CONTACT_LINE = re.compile(r"[>|?*\s]*(.*?)\s*\Z", re.S)  # quote marks before it dropped
@@ -108,6 +124,7 @@ class Policy:
     context: ContextRule = ContextRule()
     contact_block: ContactBlockRule = ContactBlockRule()
     lowercase: LowercaseRule = LowercaseRule()
+    name_lists: NameListRule = NameListRule()
 
     def tag(self, entity: str) -> str:
         rule = self.entities.get(entity)
@@ -150,6 +167,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         context=ContextRule(**data.get("context", {})),
         contact_block=ContactBlockRule(**{**block, "anchors": tuple(block.get("anchors", ()))}),
         lowercase=LowercaseRule(**{**lower, "labels": tuple(lower.get("labels", ()))}),
+        name_lists=NameListRule(**data.get("name_lists", {})),
     )
 
 
@@ -293,7 +311,36 @@ class Detector:
                 label = [w.lower() for w in words] if short else []
             findings += self._lowercase_lines(lines)
         findings += self._contact_lines(lines, per_line)
+        findings += self._name_lists(lines, findings)
         return resolve_overlaps(findings)
+
+    def _name_lists(self, lines: list[tuple[int, str]], found: list[Finding]) -> list[Finding]:
+        rule = self.policy.name_lists
+        if not rule.entity:
+            return []
+        known = [f for f in found if f.entity == rule.entity]
+        added = []
+        for offset, line in lines:
+            for m in _NAME_LIST.finditer(line):
+                items = [
+                    (offset + m.start() + i.start(), i.group())
+                    for i in _LIST_ITEM.finditer(m.group())
+                    if i.group() not in ("and",)
+                ]
+                if not all(text[0].isupper() for _, text in items):
+                    continue
+                hit = [
+                    any(f.start < start + len(text) and start < f.end for f in known)
+                    for start, text in items
+                ]
+                if sum(hit) < rule.min_known or 2 * sum(hit) < len(items):
+                    continue
+                added += [
+                    Finding(rule.entity, start, start + len(text), text, rule.score, "NameList")
+                    for (start, text), h in zip(items, hit, strict=True)
+                    if not h and not any(text.lower() == a.lower() for a in self.allow)
+                ]
+        return added
 
     def _lowercase_lines(self, lines: list[tuple[int, str]]) -> list[Finding]:
         """Names in lines written all in lower case, found on a capitalised copy."""
