@@ -314,7 +314,12 @@ class Detector:
         findings += self._name_lists(lines, findings)
         return resolve_overlaps(findings)
 
+    def _allowed(self, text: str) -> bool:
+        """On the user's allow list (the recognizers' findings are filtered by Presidio)."""
+        return any(text.lower() == a.lower() for a in self.allow)
+
     def _name_lists(self, lines: list[tuple[int, str]], found: list[Finding]) -> list[Finding]:
+        """The unknown items of lists that are mostly names (see NameListRule)."""
         rule = self.policy.name_lists
         if not rule.entity:
             return []
@@ -325,7 +330,7 @@ class Detector:
                 items = [
                     (offset + m.start() + i.start(), i.group())
                     for i in _LIST_ITEM.finditer(m.group())
-                    if i.group() not in ("and",)
+                    if i.group() != "and"
                 ]
                 if not all(text[0].isupper() for _, text in items):
                     continue
@@ -338,7 +343,7 @@ class Detector:
                 added += [
                     Finding(rule.entity, start, start + len(text), text, rule.score, "NameList")
                     for (start, text), h in zip(items, hit, strict=True)
-                    if not h and not any(text.lower() == a.lower() for a in self.allow)
+                    if not h and not self._allowed(text)
                 ]
         return added
 
@@ -370,7 +375,7 @@ class Detector:
                     entity_rule is None
                     or not _NAME_WORDS.fullmatch(text)  # "token ghp_0123…" is no name
                     or not entity_rule.accepts(text, rule.score)
-                    or any(text.lower() == a.lower() for a in self.allow)
+                    or self._allowed(text)
                 ):
                     continue
                 start = offset + ent.start_char + len(span) - len(span.lstrip())
@@ -399,7 +404,7 @@ class Detector:
                     or any(ch.isdigit() for ch in value)
                     or value[-1] in ".?!:;,"
                     or _OPTION_LABEL.match(value)
-                    or any(value.lower() == a.lower() for a in self.allow)
+                    or self._allowed(value)
                 ):
                     break  # prose, a label, an answer option: not part of a contact block
                 if any(f.entity in rule.anchors for f in per_line[j]):
