@@ -25,7 +25,7 @@ from assistant.errors import PrivacyError, one_line
 
 POLICY_FILE = Path(__file__).with_name("policy.yaml")
 # "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
-# small model reads as a person's initial ("A. Oxygen" -> PERSON).
+# models read as a person's initial ("A. Oxygen" -> PERSON).
 _OPTION_LABEL = re.compile(r"\(?[A-Z1-9][.)]\s")
 
 
