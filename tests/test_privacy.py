@@ -178,6 +178,29 @@ def test_a_list_mostly_of_names_is_all_names(detector: Detector) -> None:
     assert detector.find("Countries: France, Germany, Italy and Spain.") == []
 
 
+def test_a_proper_noun_no_word_vector_knows_is_a_name(detector: Detector) -> None:
+    found = kinds(detector.find("Luiza is from Xignite, and Dzhambek too."))
+    assert found.get("Xignite") == "NAME" and found.get("Dzhambek") == "NAME"
+    # Known words, in any case, are not: "Photosynthesis" opens a sentence.
+    assert detector.find("Photosynthesis happens in chloroplasts.") == []
+    # Nor is one word in capitals (spaCy's tag for it changes with the words around it).
+    assert detector.find("Our office is in FAUSKE now.") == []
+
+
+def test_someone_addressed_at_the_start_of_a_sentence(detector: Detector) -> None:
+    assert kinds(detector.find("Vide, can I please speak to your boss?")) == {"Vide": "PERSON"}
+    # A proper noun and a comma, without a pronoun, a modal or a request after it.
+    assert detector.find("Paris, in 1889, hosted the fair.") == []
+
+
+def test_the_speakers_of_a_dialogue_where_one_is_a_known_name(detector: Detector) -> None:
+    found = kinds(detector.find("Halldór: What a wife.\nMatthew: Remember me, Kelly?"))
+    assert found.get("Halldór") == "PERSON"
+    # A form's labels stay, even next to a name.
+    form = kinds(detector.find("Name: Toshimi Arata\nPhone: 0490 75 40 81"))
+    assert "Name" not in form and "Phone" not in form
+
+
 def test_a_broken_policy_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "policy.yaml"
     bad.write_text("nlp: [\n", "utf-8")

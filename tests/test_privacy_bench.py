@@ -56,6 +56,15 @@ def test_scoring_forms() -> None:
     assert refused["blocked"] and not any(v["partial"] for v in refused["values"])
 
 
+def test_scoring_ignores_the_prompts_own_words() -> None:
+    # "Vide" is inside the prompt's "evidence": a leak only where the question has it.
+    item = privacy.Item("x", "", (("PERSON", "Vide"),))
+    clean = privacy.evidence_body("<PERSON_1>, can I speak to your boss?").decode()
+    assert not privacy.score(item, privacy.Outcome(clean))["values"][0]["exact"]
+    leaky = privacy.evidence_body("Vide, can I speak to your boss?").decode()
+    assert privacy.score(item, privacy.Outcome(leaky))["values"][0]["exact"]
+
+
 def test_other_dataset_formats(tmp_path: Path) -> None:
     generic = tmp_path / "g.jsonl"
     generic.write_text(

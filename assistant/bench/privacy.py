@@ -44,7 +44,7 @@ from assistant.privacy.detect import (
     load_policy,
     spacy_engine,
 )
-from assistant.privacy.guard import EgressGuard, leak
+from assistant.privacy.guard import EgressGuard, leak, template_fragments, without
 from assistant.privacy.placeholders import Vault, normalise
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
 
@@ -280,8 +280,10 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
         "values": [],
     }
     sent = outcome.sent or ""
-    # Look at the message text as the teacher would read it, JSON escapes undone.
+    # Look at the message text as the teacher would read it, JSON escapes undone, and
+    # without our own prompt's words ("vide" is no leak for being in "evidence").
     readable = json.loads(sent)["messages"][1]["content"] if sent else ""
+    readable = without(readable, template_fragments((evidence.USER,)))
     flat = normalise(readable)
     for entity, value in item.pii:
         # Strict byte-level forms: a value inside a longer word still counts.

@@ -27,6 +27,7 @@ POLICY_FILE = Path(__file__).with_name("policy.yaml")
 # "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
 # models read as a person's initial ("A. Oxygen" -> PERSON).
 _OPTION_LABEL = re.compile(r"\(?[A-Z1-9][.)]\s")
+_SENTENCE_END = {".", "!", "?", '"', "“", "(", "-", "–"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,39 @@ class NameListRule:
     score: float = 0.6
 
 
+@dataclass(frozen=True)
+class RareWordRule:
+    """A capitalised proper noun (spaCy's tag) that the model's word vectors know in no
+    case ("Xignite", "Dzhambek", "Navrátilová") is a name of some kind: a person, a
+    company, a street.  Found as ``entity`` when it has at least ``min_letters``."""
+
+    entity: str = ""
+    min_letters: int = 4
+    score: float = 0.6
+
+
+@dataclass(frozen=True)
+class VocativeRule:
+    """A proper noun that opens a sentence, followed by a comma and one of
+    ``next_words`` ("Leif, can I please speak to your boss?"): someone addressed."""
+
+    entity: str = ""
+    next_words: tuple[str, ...] = ()
+    score: float = 0.6
+
+
+@dataclass(frozen=True)
+class SpeakerRule:
+    """The labels of a dialogue ("Halldór: What a wife." / "Matthew: Remember me?"):
+    where at least ``min_known`` of the labels that open two or more lines were found as
+    ``entity``, the others are too."""
+
+    entity: str = ""
+    min_known: int = 1
+    not_names: tuple[str, ...] = ()  # labels of forms and transcripts: "Question", "Phone"
+    score: float = 0.6
+
+
 _ITEM = r"[^\W\d_][^\W\d_'’-]*"
 _NAME_LIST = re.compile(
     rf"(?<![\w'’-]){_ITEM}(?:,\s*{_ITEM}){{1,}},?\s+(?:and|&)\s+{_ITEM}"
@@ -109,6 +143,7 @@ _NAME_LIST = re.compile(
 _LIST_ITEM = re.compile(_ITEM)
 _WORD_START = re.compile(r"(?<![\w'’])\w")
 _NAME_WORDS = re.compile(r"[^\W\d_][^\W\d_.'’-]*\.?(?:[\s'’-]+[^\W\d_][^\W\d_.'’-]*\.?)*")
+_SPEAKER = re.compile(rf"[^\S\n]*({_ITEM}(?: {_ITEM})?)[^\S\n]*:[^\S\n]*\S")
 _CONTACT_LINE = re.compile(r"[>|?*\s]*(.*?)\s*\Z", re.S)  # quote marks before it dropped
 
 
@@ -125,6 +160,9 @@ class Policy:
     contact_block: ContactBlockRule = ContactBlockRule()
     lowercase: LowercaseRule = LowercaseRule()
     name_lists: NameListRule = NameListRule()
+    rare_words: RareWordRule = RareWordRule()
+    vocatives: VocativeRule = VocativeRule()
+    speakers: SpeakerRule = SpeakerRule()
 
     def tag(self, entity: str) -> str:
         rule = self.entities.get(entity)
@@ -148,6 +186,8 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
     block = dict(data.get("contact_block", {}))
     lower = dict(data.get("lowercase_lines", {}))
+    voc = dict(data.get("vocatives", {}))
+    talk = dict(data.get("speakers", {}))
     return Policy(
         model=data["nlp"]["model"],
         entity_mapping=dict(data["nlp"]["entity_mapping"]),
@@ -168,6 +208,9 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         contact_block=ContactBlockRule(**{**block, "anchors": tuple(block.get("anchors", ()))}),
         lowercase=LowercaseRule(**{**lower, "labels": tuple(lower.get("labels", ()))}),
         name_lists=NameListRule(**data.get("name_lists", {})),
+        rare_words=RareWordRule(**data.get("rare_words", {})),
+        vocatives=VocativeRule(**{**voc, "next_words": tuple(voc.get("next_words", ()))}),
+        speakers=SpeakerRule(**{**talk, "not_names": tuple(talk.get("not_names", ()))}),
     )
 
 
@@ -229,7 +272,12 @@ class Detector:
         self._lock = threading.Lock()
         self.policy = policy or load_policy()
         self.allow = [a for a in allow if a.strip()]
-        self.entities = [e for e in self.policy.entities if e != "DENY_LIST" or any(deny)]
+        # Presidio's recognizers report these; the code rules below add the rest.
+        self.entities = [
+            e
+            for e in self.policy.entities
+            if (e != "DENY_LIST" or any(deny)) and e != self.policy.rare_words.entity
+        ]
         try:
             self._engine = self._build(deny)
         except (ImportError, OSError, ValueError) as exc:
@@ -305,6 +353,7 @@ class Detector:
             label: list[str] = []
             for (offset, line), (_, artifacts) in zip(lines, parsed, strict=True):
                 per_line.append(self._find_in_line(line, offset, artifacts, label))
+                per_line[-1] += self._in_tokens(offset, artifacts.tokens)
                 findings += per_line[-1]
                 words = re.findall(r"\w+", line)
                 short = len(words) <= self.policy.context.label_line_words
@@ -312,11 +361,74 @@ class Detector:
             findings += self._lowercase_lines(lines)
         findings += self._contact_lines(lines, per_line)
         findings += self._name_lists(lines, findings)
+        findings += self._speakers(lines, findings)
         return resolve_overlaps(findings)
 
     def _allowed(self, text: str) -> bool:
         """On the user's allow list (the recognizers' findings are filtered by Presidio)."""
         return any(text.lower() == a.lower() for a in self.allow)
+
+    def _accepts(self, entity: str, text: str, score: float) -> bool:
+        rule = self.policy.entities.get(entity)
+        return rule is not None and rule.accepts(text, score)
+
+    def _in_tokens(self, offset: int, doc: Any) -> list[Finding]:
+        """Rare proper nouns and names addressed (RareWordRule, VocativeRule)."""
+        rare, voc = self.policy.rare_words, self.policy.vocatives
+        found = []
+        vocab = doc.vocab
+        for i, tok in enumerate(doc):
+            if tok.pos_ != "PROPN" or not tok.is_alpha or not tok.text[:1].isupper():
+                continue
+            if self._allowed(tok.text):
+                continue
+            start = offset + tok.idx
+            if (
+                rare.entity
+                and len(tok.text) >= rare.min_letters
+                and self._accepts(rare.entity, tok.text, rare.score)
+                and not vocab.has_vector(tok.text)
+                and not vocab.has_vector(tok.lower_)
+            ):
+                found.append(
+                    Finding(rare.entity, start, start + len(tok), tok.text, rare.score, "RareWord")
+                )
+            elif (
+                voc.entity
+                and (i == 0 or doc[i - 1].text in _SENTENCE_END)
+                and i + 2 < len(doc)
+                and doc[i + 1].text == ","
+                and doc[i + 2].lower_ in voc.next_words
+                and self._accepts(voc.entity, tok.text, voc.score)
+            ):
+                found.append(
+                    Finding(voc.entity, start, start + len(tok), tok.text, voc.score, "Vocative")
+                )
+        return found
+
+    def _speakers(self, lines: list[tuple[int, str]], found: list[Finding]) -> list[Finding]:
+        """The labels of a dialogue where some label is a known name (SpeakerRule)."""
+        rule = self.policy.speakers
+        if not rule.entity:
+            return []
+        labels = []  # (start, text)
+        for offset, line in lines:
+            m = _SPEAKER.match(line)
+            if m:
+                labels.append((offset + m.start(1), m.group(1)))
+        if len({text.casefold() for _, text in labels}) < 2:
+            return []
+        known_names = {f.text.casefold() for f in found if f.entity == rule.entity}
+        known = {text.casefold() for _, text in labels} & known_names
+        if len(known) < rule.min_known:
+            return []
+        return [
+            Finding(rule.entity, start, start + len(text), text, rule.score, "Speaker")
+            for start, text in labels
+            if text.casefold() not in known
+            and text.casefold() not in rule.not_names
+            and not self._allowed(text)
+        ]
 
     def _name_lists(self, lines: list[tuple[int, str]], found: list[Finding]) -> list[Finding]:
         """The unknown items of lists that are mostly names (see NameListRule)."""

@@ -164,7 +164,7 @@ class Vault:
         key = (tag, normalise(value))
         if key in self._by_value:
             return self._by_value[key]
-        if tag in ("PERSON", "ORG"):
+        if tag in ("PERSON", "ORG", "NAME"):
             # "Thompson" after "Amelia Thompson" -- whatever type the detector gave it.
             known = self._known_person(value)
             if known is not None:
