@@ -183,8 +183,11 @@ def test_a_proper_noun_no_word_vector_knows_is_a_name(detector: Detector) -> Non
     assert found.get("Xignite") == "NAME" and found.get("Dzhambek") == "NAME"
     # Known words, in any case, are not: "Photosynthesis" opens a sentence.
     assert detector.find("Photosynthesis happens in chloroplasts.") == []
-    # Nor is one word in capitals (spaCy's tag for it changes with the words around it).
+    # Nor is one word in capitals (spaCy's tag for it changes with the words around it),
+    # an answer option's first word, or a code with capitals inside.
     assert detector.find("Our office is in FAUSKE now.") == []
+    assert detector.find("Which term names it?\nA. Presbyopia\nB. Presbycusis") == []
+    assert detector.find("A. BbEe will be brown.") == []
 
 
 def test_someone_addressed_at_the_start_of_a_sentence(detector: Detector) -> None:

@@ -377,6 +377,11 @@ class Detector:
         rare, voc = self.policy.rare_words, self.policy.vocatives
         found = []
         vocab = doc.vocab
+        # An answer option's first word ("A. Presbycusis") is capitalised as any option
+        # is; that tells nothing of a name, and the teacher needs the option's terms.
+        text = doc.text
+        option = _OPTION_LABEL.match(text, len(text) - len(text.lstrip()))
+        option_word = len(text) - len(text[option.end() :].lstrip()) if option else -1
         for i, tok in enumerate(doc):
             if tok.pos_ != "PROPN" or not tok.is_alpha or not tok.text[:1].isupper():
                 continue
@@ -387,6 +392,8 @@ class Detector:
                 rare.entity
                 and len(tok.text) >= rare.min_letters
                 and self._accepts(rare.entity, tok.text, rare.score)
+                and tok.idx != option_word
+                and not tok.text[1].isupper()  # "BbEe", "DCGANs": codes, not names
                 and not vocab.has_vector(tok.text)
                 and not vocab.has_vector(tok.lower_)
             ):
