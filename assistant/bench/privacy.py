@@ -269,6 +269,9 @@ def make_rewrite_only(rewriter: Callable[[str, str], str]) -> Method:
     return run
 
 
+_PROMPT_WORDS = template_fragments((evidence.USER,))  # the evidence prompt's own text
+
+
 def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": item.id,
@@ -283,7 +286,7 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     # Look at the message text as the teacher would read it, JSON escapes undone, and
     # without our own prompt's words ("vide" is no leak for being in "evidence").
     readable = json.loads(sent)["messages"][1]["content"] if sent else ""
-    readable = without(readable, template_fragments((evidence.USER,)))
+    readable = without(readable, _PROMPT_WORDS)
     flat = normalise(readable)
     for entity, value in item.pii:
         # Strict byte-level forms: a value inside a longer word still counts.

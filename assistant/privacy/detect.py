@@ -27,6 +27,13 @@ POLICY_FILE = Path(__file__).with_name("policy.yaml")
 # "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
 # models read as a person's initial ("A. Oxygen" -> PERSON).
 _OPTION_LABEL = re.compile(r"\(?[A-Z1-9][.)]\s")
+
+
+def _option_label(line: str) -> re.Match[str] | None:
+    """The answer option's label ("A. ") that opens ``line``, after its indent."""
+    return _OPTION_LABEL.match(line, len(line) - len(line.lstrip()))
+
+
 _SENTENCE_END = {".", "!", "?", '"', "“", "(", "-", "–"}
 
 
@@ -184,10 +191,12 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     bad = [n for n, rule in data["entities"].items() if not re.fullmatch(r"[A-Z]+", rule["tag"])]
     if bad:
         raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
-    block = dict(data.get("contact_block", {}))
-    lower = dict(data.get("lowercase_lines", {}))
-    voc = dict(data.get("vocatives", {}))
-    talk = dict(data.get("speakers", {}))
+
+    def section(name: str) -> dict[str, Any]:
+        """A rule's section; YAML lists become the tuples the frozen rules hold."""
+        items = dict(data.get(name, {})).items()
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in items}
+
     return Policy(
         model=data["nlp"]["model"],
         entity_mapping=dict(data["nlp"]["entity_mapping"]),
@@ -204,13 +213,13 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         },
         disabled=tuple(data.get("disabled_recognizers", ())),
         recognizers=tuple(data.get("recognizers", ())),
-        context=ContextRule(**data.get("context", {})),
-        contact_block=ContactBlockRule(**{**block, "anchors": tuple(block.get("anchors", ()))}),
-        lowercase=LowercaseRule(**{**lower, "labels": tuple(lower.get("labels", ()))}),
-        name_lists=NameListRule(**data.get("name_lists", {})),
-        rare_words=RareWordRule(**data.get("rare_words", {})),
-        vocatives=VocativeRule(**{**voc, "next_words": tuple(voc.get("next_words", ()))}),
-        speakers=SpeakerRule(**{**talk, "not_names": tuple(talk.get("not_names", ()))}),
+        context=ContextRule(**section("context")),
+        contact_block=ContactBlockRule(**section("contact_block")),
+        lowercase=LowercaseRule(**section("lowercase_lines")),
+        name_lists=NameListRule(**section("name_lists")),
+        rare_words=RareWordRule(**section("rare_words")),
+        vocatives=VocativeRule(**section("vocatives")),
+        speakers=SpeakerRule(**section("speakers")),
     )
 
 
@@ -380,7 +389,7 @@ class Detector:
         # An answer option's first word ("A. Presbycusis") is capitalised as any option
         # is; that tells nothing of a name, and the teacher needs the option's terms.
         text = doc.text
-        option = _OPTION_LABEL.match(text, len(text) - len(text.lstrip()))
+        option = _option_label(text)
         option_word = len(text) - len(text[option.end() :].lstrip()) if option else -1
         for i, tok in enumerate(doc):
             if tok.pos_ != "PROPN" or not tok.is_alpha or not tok.text[:1].isupper():
@@ -489,11 +498,9 @@ class Detector:
                     continue
                 span = line[ent.start_char : ent.end_char]
                 text = span.strip().rstrip(".,;:!?)\"'")
-                entity_rule = self.policy.entities.get(entity)
                 if (
-                    entity_rule is None
-                    or not _NAME_WORDS.fullmatch(text)  # "token ghp_0123…" is no name
-                    or not entity_rule.accepts(text, rule.score)
+                    not _NAME_WORDS.fullmatch(text)  # "token ghp_0123…" is no name
+                    or not self._accepts(entity, text, rule.score)
                     or self._allowed(text)
                 ):
                     continue
@@ -545,8 +552,8 @@ class Detector:
             nlp_artifacts=artifacts,
             context=label or None,
         )
-        option_label = _OPTION_LABEL.match(line.lstrip())
-        label_at = len(line) - len(line.lstrip()) if option_label else -1
+        option = _option_label(line)
+        label_at = option.start() if option else -1
         findings = []
         for r in results:
             rule = self.policy.entities.get(r.entity_type)
