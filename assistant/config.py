@@ -103,6 +103,13 @@ class PrivacySettings:
     deny: tuple[str, ...] = field(
         default=(), metadata={"help": "terms always redacted (comma-separated in the env var)"}
     )
+    categories: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": "per-category modes over policy.yaml's, ENTITY=strict|contextual|off "
+            "(comma-separated in the env var), e.g. LOCATION=strict"
+        },
+    )
     guard_timeout: float = field(
         default=10.0,
         metadata={"help": "seconds the egress guard may take; slower = not sent", "min": 0.1},

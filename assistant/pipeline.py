@@ -41,7 +41,8 @@ from assistant.errors import (
     NotCovered,
     PrivacyError,
 )
-from assistant.privacy.detect import Detector, Scanner, load_policy
+from assistant.privacy.detect import Detector, Scanner, category_modes, load_policy
+from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.sanitize import Sanitized, sanitize
@@ -160,7 +161,7 @@ class Runtime:
     def detector(self) -> Scanner:
         p = self.settings.privacy
         self.status("loading the personal-data detector…")
-        return Detector(allow=p.allow, deny=p.deny)
+        return Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
 
     @property
     def vault(self) -> Vault:
@@ -234,7 +235,12 @@ class Runtime:
             guard=self.guard,
             rewriter=self.rewrite if p.rewrite != "never" else None,
             rewrite=p.rewrite,
+            generaliser=self.generaliser,
         )
+
+    @cached_property
+    def generaliser(self) -> Generaliser:
+        return Generaliser.from_policy(load_policy().generalise)
 
     @cached_property
     def teacher(self) -> Teacher:
@@ -592,7 +598,9 @@ def gather(
             sanitized = _reviewed(sanitized, verdict)
             result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
     with runtime.local:
-        teacher = runtime.teacher.for_question(dict(sanitized.counts), sanitized.released)
+        teacher = runtime.teacher.for_question(
+            dict(sanitized.counts), sanitized.released, tuple(sanitized.hints.values())
+        )
     items = _evidence_stage(runtime, teacher, result, sanitized.text)
     triples: list[graph.Triple] | None = None
     if answer.uses_graph(result.mode):

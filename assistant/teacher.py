@@ -41,6 +41,8 @@ class Teacher:
     redaction: dict[str, int] = field(default_factory=dict)
     # Values the user chose at review to send as they are, for the question being worked on.
     released: tuple[str, ...] = ()
+    # Coarser values sent after placeholders ("a city in Norway"): our words, not the user's.
+    hints: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(
@@ -76,10 +78,13 @@ class Teacher:
             ledger=ledger,
         )
 
-    def for_question(self, redaction: dict[str, int], released: tuple[str, ...]) -> Teacher:
+    def for_question(
+        self, redaction: dict[str, int], released: tuple[str, ...], hints: tuple[str, ...] = ()
+    ) -> Teacher:
         """This teacher for one question: its own call list, the question's redaction
-        summary and released values (questions may be worked on at the same time)."""
-        return replace(self, calls=[], redaction=dict(redaction), released=released)
+        summary, released values and coarser values (questions may be worked on at the
+        same time)."""
+        return replace(self, calls=[], redaction=dict(redaction), released=released, hints=hints)
 
     def response_format(self, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         if self.structured == "json_schema":
@@ -111,7 +116,7 @@ class Teacher:
             response_format=self.response_format(purpose, schema),
             protected=tuple(self.protected()),
             templates=(system, *templates),
-            public=tuple(public),
+            public=(*public, *self.hints),
             released=self.released,
             prompt_version=prompt_version,
         )

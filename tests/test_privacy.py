@@ -75,7 +75,7 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ),
         ("the server at 192.168.1.20 is down", "192.168.1.20", "IP_ADDRESS"),
         ("see https://johnsblog.example.com/about", "https://johnsblog.example.com/about", "URL"),
-        ("a paper for Yoder LLC on soils", "Yoder LLC", "ORGANIZATION"),
+        ("I wrote a paper for Yoder LLC on soils", "Yoder LLC", "ORGANIZATION"),
         ("I work for Martin-Day now", "Martin-Day", "ORGANIZATION"),
         (
             "Prof. Bryan Snyder from Webb, White and Reese asked",
@@ -185,7 +185,8 @@ def test_a_proper_noun_no_word_vector_knows_is_a_name(detector: Detector) -> Non
     assert detector.find("Photosynthesis happens in chloroplasts.") == []
     # Nor is one word in capitals (spaCy's tag for it changes with the words around it),
     # an answer option's first word, or a code with capitals inside.
-    assert detector.find("Our office is in FAUSKE now.") == []
+    # (No "our": an office's town in a personal text is a place to redact since issue 13.)
+    assert detector.find("The office is in FAUSKE now.") == []
     assert detector.find("Which term names it?\nA. Presbyopia\nB. Presbycusis") == []
     assert detector.find("A. BbEe will be brown.") == []
 

@@ -9,21 +9,36 @@ actually leave: the exact body of the evidence request.  Methods, in one run:
                    finding replaced by ``<ENTITY_TYPE>``;
 * ``rewrite``   -- baseline, the paper's method: the student's rewrite alone.
 
-For each injected value: leaked *exactly*, *normalised* (case and spacing), or
-*partially* (a surname, an e-mail's local part, the digits of a number) --
-the same forms the egress guard looks for.  The control set (no PII) gives
-over-redaction.  Results: a Markdown table on stdout, JSON and a per-item
-JSONL in ``--out``; ``--resume`` continues an interrupted run.
+Two scorers, side by side:
 
-    drag bench privacy [--dataset bundled|presidio|FILE.jsonl] [--limit N] [--methods ...]
+* the **unit scorer** (``assistant.bench.leakscore``, no code shared with the guard): a
+  unit leaked when it, any of its words of 4+ letters, or its digit run is in what was
+  sent, after Unicode and case folding -- for every type; reported per category (the
+  spaCy label of the unit where it stands in the text, or LINK / EMAIL / NUMBER);
+* the old columns, for comparison: *exact*, *normalised* and *partial* (the egress
+  guard's own ``leak()`` forms).
+
+Utility: the control set (no PII) gives over-redaction, and every item the share of
+its non-personal words still in what was sent (for PUPA also of PUPA's own
+``redacted_query``, a strong model's redaction).  Results: a Markdown table on stdout,
+JSON and a per-item JSONL in ``--out``; ``--resume`` continues an interrupted run.
+
+    drag bench privacy [--dataset bundled|presidio|pupa|FILE.csv|FILE.jsonl]
+                       [--split all|seen|unseen] [--limit N] [--methods ...]
+
+``--split`` (presidio-research): ``seen`` = the templates of items 0-749, from whose
+misses this product's rules were written; ``unseen`` = items whose template is not
+among them (split by template, not by index).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import dataclasses
 import json
+import re
 import statistics
 import sys
 import time
@@ -34,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant import config, egress, evidence
-from assistant.bench import split_choices
+from assistant.bench import leakscore, split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.bench.mc import MCQuestion, extract_choice
 from assistant.errors import DragError, GuardBlocked
@@ -44,6 +59,7 @@ from assistant.privacy.detect import (
     load_policy,
     spacy_engine,
 )
+from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, leak, template_fragments, without
 from assistant.privacy.placeholders import Vault, normalise
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
@@ -71,6 +87,15 @@ class Item:
     text: str
     pii: tuple[tuple[str, str], ...]  # (entity type, value)
     control: bool = False
+    reference: str | None = None  # another redaction of the same text (PUPA's)
+    template: str = ""  # the template the text was made from (presidio-research)
+
+
+PUPA_TNB = DEFAULT_MMLU.parent / "pupa" / "PUPA_TNB.csv"
+# Units that are a redaction already ("<PRESIDIO_ANONYMIZED_PERSON>"): nothing to leak.
+_ALREADY_REDACTED = re.compile(r"presidio_anonymi[sz]ed|^\s*[<\[].*[>\]]\s*$", re.IGNORECASE)
+# presidio-research: rules were written from the misses of items 0-749 (see README).
+PRESIDIO_LOOKED_AT = 750
 
 
 def bundled_path() -> Path:
@@ -95,7 +120,48 @@ def load_presidio_research(path: Path) -> list[Item]:
             for s in r["spans"]
             if s["entity_type"] in PRESIDIO_RESEARCH_SCOPE
         )
-        items.append(Item(f"presidio-research/{n}", r["full_text"], pii, control=not r["spans"]))
+        items.append(
+            Item(
+                f"presidio-research/{n}",
+                r["full_text"],
+                pii,
+                control=not r["spans"],
+                template=str(r.get("template_id", "")),
+            )
+        )
+    return items
+
+
+def template_split(items: list[Item], split: str) -> list[Item]:
+    """``seen``: items of the templates met in the first PRESIDIO_LOOKED_AT items (the
+    rules' source); ``unseen``: the others; ``all``: every item."""
+    if split == "all":
+        return items
+    seen = {i.template for i in items[:PRESIDIO_LOOKED_AT]}
+    return [i for i in items if (i.template in seen) == (split == "seen")]
+
+
+def load_csv(path: Path) -> list[Item]:
+    """PUPA's CSV: ``user_query`` and ``pii_units`` (joined by ``||``); its
+    ``redacted_query`` is kept as the reference redaction."""
+    items = []
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"user_query", "pii_units"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: no column {', '.join(sorted(missing))}")
+        for n, r in enumerate(reader):
+            units = [u.strip() for u in (r["pii_units"] or "").split("||")]
+            pii = tuple(("UNIT", u) for u in units if u and not _ALREADY_REDACTED.search(u))
+            items.append(
+                Item(
+                    f"{path.stem}/{n}",  # conversation hashes repeat: one per query
+                    r["user_query"],
+                    pii,
+                    control=not pii,
+                    reference=r.get("redacted_query") or None,
+                )
+            )
     return items
 
 
@@ -121,14 +187,21 @@ def load_dataset(name: str) -> list[Item]:
         return load_presidio_research(
             DEFAULT_MMLU.parent / "presidio_research" / "synth_dataset_v2.json"
         )
+    if name == "pupa":
+        return load_csv(PUPA_TNB)
     path = Path(name)
     if path.suffix == ".json":
         return load_presidio_research(path)
+    if path.suffix == ".csv":
+        return load_csv(path)
     return load_jsonl(path)
 
 
 def evidence_request(
-    question: str, protected: tuple[tuple[str, str], ...] = (), n: int = 15
+    question: str,
+    protected: tuple[tuple[str, str], ...] = (),
+    n: int = 15,
+    public: tuple[str, ...] = (),
 ) -> egress.ChatRequest:
     """The evidence request that would carry ``question`` (as Teacher.request builds it)."""
     return egress.ChatRequest(
@@ -145,6 +218,7 @@ def evidence_request(
         },
         protected=protected,
         templates=(evidence.SYSTEM, evidence.USER),
+        public=public,
     )
 
 
@@ -186,6 +260,7 @@ def make_full(
 ) -> Method:
     """This product's upload path; with ``send``, each request really goes to the teacher."""
     guard = EgressGuard(detector)
+    generaliser = Generaliser.from_policy(detector.policy.generalise)
 
     def run(item: Item) -> Outcome:
         vault = Vault(tag_of=load_policy().tag)  # one fresh session per item
@@ -196,9 +271,12 @@ def make_full(
             guard=guard,
             rewriter=rewriter,
             rewrite="on-detection" if rewriter else "never",
+            generaliser=generaliser,
         )
         seconds = dict(san.stages)
-        request = evidence_request(san.text, tuple(vault.values()))
+        request = evidence_request(
+            san.text, tuple(vault.values()), public=tuple(san.hints.values())
+        )
         recorder = RecordingGuard(guard)
         started = time.perf_counter()
         try:
@@ -270,6 +348,59 @@ def make_rewrite_only(rewriter: Callable[[str, str], str]) -> Method:
 
 
 _PROMPT_WORDS = template_fragments((evidence.USER,))  # the evidence prompt's own text
+_PROMPT_HEAD, _PROMPT_TAIL = evidence.USER.format(n="\0", question="\1").split("\1")
+
+
+def sent_question(content: str) -> str:
+    """The question part of the evidence prompt as sent (the unit scorer's own reading,
+    not the guard's template handling): what stands between the prompt's head and tail."""
+    head = _PROMPT_HEAD.split("\0")[-1]
+    start = content.find(head)
+    start = start + len(head) if start >= 0 else 0
+    end = content.rfind(_PROMPT_TAIL) if _PROMPT_TAIL.strip() else -1
+    return content[start : end if end >= start else len(content)]
+
+
+class Categories:
+    """The unit scorer's own classifier: LINK, EMAIL or NUMBER by shape, else the spaCy
+    label of the entity the unit stands in (NONE when spaCy sees none)."""
+
+    def __init__(self) -> None:
+        import spacy
+
+        from assistant.privacy.detect import spacy_model
+
+        self.nlp = spacy.load(spacy_model(load_policy().model), disable=["parser"])
+        self._docs: dict[str, Any] = {}
+
+    def of(self, unit: str, text: str) -> str:
+        if re.search(r"https?://|www\.|\.(?:com|org|net)\b|[\w-]/[\w-]", unit):
+            return "LINK"
+        if "@" in unit:
+            return "EMAIL/HANDLE"
+        if len(leakscore.digits(unit)) >= max(4, sum(c.isalpha() for c in unit)):
+            return "NUMBER"
+        if text not in self._docs:
+            self._docs = {text: self.nlp(text[:100_000])}  # one item at a time
+        doc = self._docs[text]
+        at = text.lower().find(unit.lower())
+        if at >= 0:
+            end = at + len(unit)
+            for ent in doc.ents:
+                if ent.start_char < end and at < ent.end_char:
+                    return str(ent.label_)
+        labels = [e.label_ for e in self.nlp(unit).ents]
+        return str(labels[0]) if labels else "NONE"
+
+
+_categories: Categories | None = None
+
+
+def categories() -> Categories:
+    global _categories
+    if _categories is None:
+        _categories = Categories()
+    return _categories
 
 
 def score(item: Item, outcome: Outcome) -> dict[str, Any]:
@@ -285,16 +416,36 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     sent = outcome.sent or ""
     # Look at the message text as the teacher would read it, JSON escapes undone, and
     # without our own prompt's words ("vide" is no leak for being in "evidence").
-    readable = json.loads(sent)["messages"][1]["content"] if sent else ""
-    readable = without(readable, _PROMPT_WORDS)
+    content = json.loads(sent)["messages"][1]["content"] if sent else ""
+    readable = without(content, _PROMPT_WORDS)
     flat = normalise(readable)
+    question = sent_question(content) if sent else ""
+    unit_view = leakscore.SentText(question)
     for entity, value in item.pii:
         # Strict byte-level forms: a value inside a longer word still counts.
         exact = bool(sent) and value in readable
         normalised = exact or (bool(sent) and normalise(value) in flat)
         partial = normalised or (bool(sent) and leak(entity, value, readable, flat) is not None)
+        present = leakscore.present(value, item.text)
         record["values"].append(
-            {"type": entity, "exact": exact, "normalised": normalised, "partial": partial}
+            {
+                "type": entity,
+                "exact": exact,
+                "normalised": normalised,
+                "partial": partial,
+                "category": categories().of(value, item.text) if present else "ABSENT",
+                "present": present,
+                "unit": (unit_view.leak(value) or "") if present and sent else "",
+            }
+        )
+    units = [v for _, v in item.pii]
+    if sent:
+        record["kept_words"] = leakscore.kept_words(item.text, question, units)
+    if item.reference is not None:
+        record["reference_kept_words"] = leakscore.kept_words(item.text, item.reference, units)
+        ref = leakscore.SentText(item.reference)
+        record["reference_leaks"] = sum(
+            1 for v in units if leakscore.present(v, item.text) and ref.leak(v)
         )
     return record
 
@@ -324,9 +475,33 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         xs = sorted(xs)
         return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))] if xs else 0.0
 
+    units = [v for v in values if v.get("present", True)]
+    by_category: dict[str, list[int]] = {}
+    for v in units:
+        c = by_category.setdefault(v.get("category", v["type"]), [0, 0])
+        c[0] += int(bool(v.get("unit")))
+        c[1] += 1
+    unit_leaks = sum(bool(v.get("unit")) for v in units)
+    with_reference = [r for r in records if "reference_kept_words" in r]
     return {
         "items": len(records),
         "injected": len(values),
+        "units": len(units),
+        "units_absent": len(values) - len(units),
+        "unit_leaked": unit_leaks,
+        "unit_leak_rate": _rate(unit_leaks, len(units)),
+        "by_category": by_category,
+        "kept_words": leakscore.share(tuple(r["kept_words"]) for r in records if "kept_words" in r),
+        "reference_kept_words": (
+            leakscore.share(tuple(r["reference_kept_words"]) for r in with_reference)
+            if with_reference
+            else None
+        ),
+        "reference_unit_leak_rate": (
+            _rate(sum(r["reference_leaks"] for r in with_reference), len(units))
+            if with_reference
+            else None
+        ),
         "leaked": {f: sum(v[f] for v in values) for f in ("exact", "normalised", "partial")},
         "leak_rate": {
             f: _rate(sum(v[f] for v in values), len(values))
@@ -345,6 +520,36 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
     lines = [f"## {title}", ""]
+    lines += [
+        "Unit scorer (independent of the guard: the unit, a word of 4+ letters or its "
+        "digits, folded):",
+        "",
+        "| method | units | leaked | rate | refused | non-PII words kept |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for method, s in summaries.items():
+        lines.append(
+            f"| {method} | {s['units']} | {s['unit_leaked']} | {s['unit_leak_rate']:.2%} "
+            f"| {s['blocked']} | {s['kept_words']:.1%} |"
+        )
+    ref = next(iter(summaries.values()), {})
+    if ref.get("reference_kept_words") is not None:
+        lines.append(
+            f"| reference redaction (the dataset's) | {ref['units']} | – "
+            f"| {ref['reference_unit_leak_rate']:.2%} | – | {ref['reference_kept_words']:.1%} |"
+        )
+    if ref.get("units_absent"):
+        lines.append(f"\n{ref['units_absent']} unit(s) not found in their own text: not counted.")
+    cats = sorted({c for s in summaries.values() for c in s["by_category"]})
+    lines += ["", "Unit scorer by category (leaked / units):", ""]
+    lines += ["| category | " + " | ".join(summaries) + " |", "|---|" + "---:|" * len(summaries)]
+    for c in cats:
+        cells = []
+        for s in summaries.values():
+            n = s["by_category"].get(c)
+            cells.append(f"{n[0]}/{n[1]}" if n else "–")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    lines += ["", "The guard's own forms (the old columns, for comparison):", ""]
     lines += [
         "| method | items | injected | leaked exact | normalised | partial | refused "
         "| control changed |",
@@ -587,7 +792,16 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--dataset", default="bundled", help="bundled | presidio | FILE.jsonl | FILE.json"
+        "--dataset",
+        default="bundled",
+        help="bundled | presidio | pupa | FILE.csv (PUPA's columns) | FILE.jsonl | FILE.json",
+    )
+    parser.add_argument(
+        "--split",
+        default="all",
+        choices=("all", "seen", "unseen"),
+        help="presidio-research by template: seen = the templates of items 0-749 (the rules' "
+        "source), unseen = the rest",
     )
     parser.add_argument("--limit", type=int, default=0, help="first N items (0 = all)")
     parser.add_argument("--methods", default="full,presidio", help=f"some of {','.join(METHODS)}")
@@ -627,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench privacy: error: {exc}", file=sys.stderr)
         return 2
     try:
-        items = load_dataset(args.dataset)
+        items = template_split(load_dataset(args.dataset), args.split)
         if args.limit:
             # Keep the control share: take from PII items and control items alike.
             pii = [i for i in items if not i.control][: args.limit]
@@ -653,7 +867,8 @@ def main(argv: list[str] | None = None) -> int:
     except (DragError, OSError, ValueError) as exc:
         print(f"bench privacy: error: {exc}", file=sys.stderr)
         return 1
-    title = f"Privacy leakage · {args.dataset} · {len(items)} items"
+    split = "" if args.split == "all" else f" ({args.split} templates)"
+    title = f"Privacy leakage · {args.dataset}{split} · {len(items)} items"
     (args.out / "privacy-summary.json").write_text(json.dumps(summaries, indent=2), "utf-8")
     (args.out / "privacy-summary.md").write_text(render(summaries, title) + "\n", "utf-8")
     print(render(summaries, title))

@@ -9,6 +9,7 @@ uses tldextract's bundled suffix list instead of fetching one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import re
@@ -59,9 +60,10 @@ class EntityRule:
     threshold: float
     drop_acronyms: bool = False  # ignore a single all-capitals word ("ATP")
     drop_digits: bool = False  # ignore spans holding digits
+    min_chars: int = 3  # letters and digits a span needs
 
     def accepts(self, text: str, score: float) -> bool:
-        if score < self.threshold or sum(ch.isalnum() for ch in text) < 3:
+        if score < self.threshold or sum(ch.isalnum() for ch in text) < self.min_chars:
             return False
         if self.drop_acronyms and " " not in text and text.isupper():
             return False
@@ -142,6 +144,58 @@ class SpeakerRule:
     score: float = 0.6
 
 
+MODES = ("strict", "contextual", "off")
+
+
+@dataclass(frozen=True)
+class ContextualRule:
+    """When a finding of a ``contextual`` category is tied to a person (policy.yaml)."""
+
+    first_person: tuple[str, ...] = ()
+    greetings: tuple[str, ...] = ()
+    sign_offs: tuple[str, ...] = ()
+    tie_entities: tuple[str, ...] = ()
+    tie_phrases: tuple[str, ...] = ()
+    task_words: int = 0
+    task_verbs: tuple[str, ...] = ()
+    single_word: tuple[str, ...] = ()
+    single_word_from: tuple[str, ...] = ()
+    task_prefixes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GeneraliseRule:
+    """Which entities get a coarser value next to their placeholder, and the kinds of
+    organisation (see assistant/privacy/generalise.py)."""
+
+    entities: tuple[str, ...] = ()
+    organisations: tuple[dict[str, Any], ...] = ()
+
+
+def category_modes(items: Sequence[str]) -> dict[str, str]:
+    """``privacy.categories`` ("LOCATION=strict", ...) as entity -> mode; the modes are
+    checked against the policy by :meth:`Policy.with_categories`."""
+    modes = {}
+    for item in items:
+        entity, sep, mode = item.partition("=")
+        if not sep or not entity.strip():
+            raise PrivacyError(
+                f"privacy.categories: {item!r} is not ENTITY=MODE (e.g. LOCATION=strict)"
+            )
+        modes[entity.strip().upper()] = mode.strip().lower()
+    return modes
+
+
+def _words_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
+    """Any of ``words`` as whole words, case-insensitive (None for no words)."""
+    if not words:
+        return None
+    alt = "|".join(
+        re.escape(w).replace("\\ ", r"\s+") for w in sorted(words, key=len, reverse=True)
+    )
+    return re.compile(rf"(?<![\w'’])(?:{alt})(?![\w'’])", re.IGNORECASE)
+
+
 _ITEM = r"[^\W\d_][^\W\d_'’-]*"
 _NAME_LIST = re.compile(
     rf"(?<![\w'’-]){_ITEM}(?:,\s*{_ITEM}){{1,}},?\s+(?:and|&)\s+{_ITEM}"
@@ -170,10 +224,27 @@ class Policy:
     rare_words: RareWordRule = RareWordRule()
     vocatives: VocativeRule = VocativeRule()
     speakers: SpeakerRule = SpeakerRule()
+    categories: dict[str, str] = dataclasses.field(default_factory=dict)
+    contextual: ContextualRule = ContextualRule()
+    generalise: GeneraliseRule = GeneraliseRule()
 
     def tag(self, entity: str) -> str:
         rule = self.entities.get(entity)
         return rule.tag if rule else entity
+
+    def mode(self, entity: str) -> str:
+        """strict | contextual | off: how ``entity`` is treated (strict when not listed)."""
+        return self.categories.get(entity, "strict")
+
+    def with_categories(self, overrides: dict[str, str]) -> Policy:
+        """This policy with some categories' modes changed (the user's settings)."""
+        for entity, mode in overrides.items():
+            if entity not in self.entities or mode not in MODES:
+                raise PrivacyError(
+                    f"privacy.categories: {entity}={mode} is not an entity of the policy "
+                    f"set to one of {', '.join(MODES)}"
+                )
+        return dataclasses.replace(self, categories={**self.categories, **overrides})
 
 
 @functools.cache
@@ -191,6 +262,10 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     bad = [n for n, rule in data["entities"].items() if not re.fullmatch(r"[A-Z]+", rule["tag"])]
     if bad:
         raise PrivacyError(f"{path}: the tag of {bad[0]} must be one word of capitals")
+    categories = {str(k): str(v) for k, v in dict(data.get("categories", {})).items()}
+    wrong = [f"{k}: {v}" for k, v in categories.items() if v not in MODES]
+    if wrong:
+        raise PrivacyError(f"{path}: categories: {wrong[0]} is not one of {', '.join(MODES)}")
 
     def section(name: str) -> dict[str, Any]:
         """A rule's section; YAML lists become the tuples the frozen rules hold."""
@@ -208,6 +283,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
                 threshold=float(rule["threshold"]),
                 drop_acronyms=bool(rule.get("drop_acronyms", False)),
                 drop_digits=bool(rule.get("drop_digits", False)),
+                min_chars=int(rule.get("min_chars", 3)),
             )
             for name, rule in data["entities"].items()
         },
@@ -220,6 +296,9 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
         speakers=SpeakerRule(**section("speakers")),
+        categories=categories,
+        contextual=ContextualRule(**section("contextual")),
+        generalise=GeneraliseRule(**section("generalise")),
     )
 
 
@@ -250,9 +329,15 @@ def spacy_engine(configuration: dict[str, Any]) -> Any:
 
 
 def resolve_overlaps(findings: Sequence[Finding]) -> list[Finding]:
-    """Non-overlapping findings: the longest span wins, then the higher score."""
+    """Non-overlapping findings: the longest span wins, then a rule's finding over
+    spaCy's guess ("my kid Selma": a name, though spaCy says a town), then the higher
+    score."""
     chosen: list[Finding] = []
-    for f in sorted(findings, key=lambda f: (-(f.end - f.start), -f.score, f.start)):
+
+    def rank(f: Finding) -> tuple[int, bool, float, int]:
+        return (-(f.end - f.start), f.recognizer == "SpacyRecognizer", -f.score, f.start)
+
+    for f in sorted(findings, key=rank):
         if all(f.end <= c.start or f.start >= c.end for c in chosen):
             chosen.append(f)
     return sorted(chosen, key=lambda f: f.start)
@@ -276,16 +361,29 @@ class Detector:
     """Presidio analyzer configured by ``policy.yaml`` and the user's allow/deny lists."""
 
     def __init__(
-        self, *, allow: Sequence[str] = (), deny: Sequence[str] = (), policy: Policy | None = None
+        self,
+        *,
+        allow: Sequence[str] = (),
+        deny: Sequence[str] = (),
+        policy: Policy | None = None,
+        categories: dict[str, str] | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self.policy = policy or load_policy()
+        self.policy = (policy or load_policy()).with_categories(categories or {})
+        c = self.policy.contextual
+        self._first_person = _words_pattern(c.first_person)
+        self._sign_offs = _words_pattern(c.sign_offs)
+        self._greetings = _words_pattern(c.greetings)
+        self._tie_phrase = _words_pattern(c.tie_phrases)
+        self._task_verb = _words_pattern(c.task_verbs)
         self.allow = [a for a in allow if a.strip()]
         # Presidio's recognizers report these; the code rules below add the rest.
         self.entities = [
             e
             for e in self.policy.entities
-            if (e != "DENY_LIST" or any(deny)) and e != self.policy.rare_words.entity
+            if (e != "DENY_LIST" or any(deny))
+            and e != self.policy.rare_words.entity
+            and self.policy.mode(e) != "off"
         ]
         try:
             self._engine = self._build(deny)
@@ -371,7 +469,77 @@ class Detector:
         findings += self._contact_lines(lines, per_line)
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
-        return resolve_overlaps(findings)
+        return self._in_context(text, resolve_overlaps(findings), findings)
+
+    def _mode(self, f: Finding, support: Sequence[Finding] = ()) -> str:
+        """How this finding is treated: its category's mode, contextual for a one-word
+        name of a ``single_word`` entity found by a ``single_word_from`` recognizer."""
+        mode = self.policy.mode(f.entity)
+        c = self.policy.contextual
+        if (
+            mode == "strict"
+            and f.entity in c.single_word
+            and f.recognizer in c.single_word_from
+            and len(re.findall(r"[^\W\d_]+", f.text)) == 1
+            # no rule found it too ("call me Csanád": spaCy's span, a label's evidence)
+            and not any(
+                (g.start, g.end) == (f.start, f.end) and g.recognizer not in c.single_word_from
+                for g in support
+            )
+        ):
+            return "contextual"
+        return mode
+
+    def _personal(
+        self, text: str, findings: Sequence[Finding], support: Sequence[Finding] = ()
+    ) -> bool:
+        """Whether ``text`` is about its writer or someone in it (ContextualRule)."""
+        c = self.policy.contextual
+        if any(f.entity in c.tie_entities and self._mode(f, support) == "strict" for f in findings):
+            return True
+        if self._first_person and self._first_person.search(text):
+            return True
+        if self._sign_offs and self._sign_offs.search(text):
+            return True
+        if self._task_verb:
+            opening = " ".join(re.findall(r"[\w'’]+", text)[: c.task_words])
+            if self._task_verb.search(opening):
+                return True
+        if text.lstrip(" \t\n\"'“«").startswith(c.task_prefixes or ("\0",)):
+            return True
+        if self._greetings:
+            for line in text.splitlines():
+                m = self._greetings.match(line.lstrip(" \t>*-"))
+                if m:
+                    return True
+        return False
+
+    def _in_context(
+        self, text: str, findings: list[Finding], support: Sequence[Finding] = ()
+    ) -> list[Finding]:
+        """Drop the findings of ``contextual`` categories that nothing ties to a person,
+        and those of categories switched ``off``.  ``support``: every finding before
+        overlaps were resolved (a rule's evidence for spaCy's span)."""
+        if all(self._mode(f, support) == "strict" for f in findings):
+            return findings
+        personal = self._personal(text, findings, support)
+        kept = []
+        for f in findings:
+            m = self._mode(f, support)
+            if m == "off":
+                continue
+            if m == "contextual":
+                line_start = text.rfind("\n", 0, f.start) + 1
+                if _option_label(text[line_start : text.find("\n", f.start) % (len(text) + 1)]):
+                    continue  # an answer option: the question's own terms
+                before = text[max(0, f.start - 40) : f.start]
+                tied = self._tie_phrase is not None and any(
+                    m.end() >= len(before.rstrip()) - 4 for m in self._tie_phrase.finditer(before)
+                )
+                if not (personal or tied):
+                    continue
+            kept.append(f)
+        return kept
 
     def _allowed(self, text: str) -> bool:
         """On the user's allow list (the recognizers' findings are filtered by Presidio)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import Finding, Scanner
+from assistant.privacy.generalise import Generaliser, annotate
 from assistant.privacy.guard import EgressGuard, Outgoing
 from assistant.privacy.placeholders import (
     COMMON_WORDS,
@@ -88,6 +89,12 @@ class Sanitized:
     stages: dict[str, float] = field(default_factory=dict)
     # Values the user chose, at review, to send as they are (never stored, never logged).
     kept: tuple[Replacement, ...] = ()
+    # Placeholder -> the coarser value sent after it ("a city in Norway"): our words,
+    # checked by the guard for protected values like the rest.
+    hints: dict[str, str] = field(default_factory=dict)
+    # Entity -> its category's mode in the detector's policy (strict | contextual), shown
+    # at review.
+    modes: dict[str, str] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -107,6 +114,7 @@ class Sanitized:
             "entities": self.counts,
             "rewrite_used": self.rewrite_used,
             "rewrite_note": self.rewrite_note,
+            "generalised": len(self.hints),
             **({"kept_by_user": kept} if kept else {}),
         }
 
@@ -133,7 +141,11 @@ class Sanitized:
 
 
 def _rewrite_problem(
-    candidate: str, placeholder_text: str, guard: EgressGuard, vault: Vault
+    candidate: str,
+    placeholder_text: str,
+    guard: EgressGuard,
+    vault: Vault,
+    hints: tuple[str, ...] = (),
 ) -> str:
     if not candidate.strip():
         return "the rewrite was empty"
@@ -146,7 +158,7 @@ def _rewrite_problem(
         if " ".join(option.split()) not in " ".join(candidate.split()):
             return "the rewrite dropped an answer option"
     try:
-        guard.check(Outgoing((candidate,), "", tuple(vault.values())))
+        guard.check(Outgoing((candidate,), "", tuple(vault.values()), public=hints))
     except GuardBlocked as exc:
         return f"the rewrite failed the egress guard ({exc})"
     return drift(candidate, placeholder_text)
@@ -160,8 +172,10 @@ def sanitize(
     guard: EgressGuard,
     rewriter: Rewriter | None = None,
     rewrite: str = "on-detection",
+    generaliser: Generaliser | None = None,
 ) -> Sanitized:
-    """Detect, replace and (optionally) rewrite ``question``."""
+    """Detect, replace, describe (a coarser value after a placeholder, where the policy
+    gives one) and (optionally) rewrite ``question``."""
     stages: dict[str, float] = {}
     started = time.perf_counter()
     try:
@@ -183,20 +197,26 @@ def sanitize(
         again = vault.redact(redacted.text, more)
         findings += tuple(more)
         redacted = Redacted(again.text, redacted.replacements + again.replacements)
+    hints = generaliser.hints(redacted.replacements, vault.values()) if generaliser else {}
+    described = annotate(redacted.text, hints)
+    policy = getattr(scanner, "policy", None)
+    modes = {r.entity: policy.mode(r.entity) for r in redacted.replacements} if policy else {}
     result = Sanitized(
         original=question,
-        text=redacted.text,
-        placeholder_text=redacted.text,
+        text=described,
+        placeholder_text=described,
         findings=findings,
         redacted=redacted,
         stages=stages,
+        hints=hints,
+        modes=modes,
     )
     wanted = rewrite == "always" or (rewrite == "on-detection" and findings)
     if rewriter is None or not wanted:
         return result
     started = time.perf_counter()
     try:
-        reply = rewriter(REWRITE_SYSTEM, redacted.text)
+        reply = rewriter(REWRITE_SYSTEM, described)
     except DragError as exc:  # no rewrite: the placeholder version still protects
         reply, failure = "", f"the rewrite failed ({exc})"
     else:
@@ -204,15 +224,11 @@ def sanitize(
     # The first paragraph: small models like to add a note after the rewrite.
     candidate = reply.strip().strip('"').split("\n\n")[0].strip()
     stages["rewrite"] = time.perf_counter() - started
-    problem = failure or _rewrite_problem(candidate, redacted.text, guard, vault)
-    return Sanitized(
-        original=question,
-        text=redacted.text if problem else candidate,
-        placeholder_text=redacted.text,
-        findings=findings,
-        redacted=redacted,
+    problem = failure or _rewrite_problem(candidate, described, guard, vault, tuple(hints.values()))
+    return replace(
+        result,
+        text=described if problem else candidate,
         rewrite=candidate,
         rewrite_used=not problem,
         rewrite_note=problem,
-        stages=stages,
     )

@@ -34,11 +34,19 @@ def highlighted_sent(sanitized: Sanitized) -> Text:
 
 
 def entity_choices(sanitized: Sanitized) -> list[Selection[str]]:
-    """One line per detected value: checked = sent as its placeholder (the default)."""
-    return [
-        Selection(f"{r.entity:<16} {r.value!r:<32} → {r.placeholder}", r.value, True)
-        for r in dict.fromkeys(sanitized.redacted.replacements)
-    ]
+    """One line per detected value: checked = sent as its placeholder (the default).
+    The line says the value's category and its mode (privacy.categories), and the
+    coarser value sent after the placeholder, where there is one."""
+    choices = []
+    for r in dict.fromkeys(sanitized.redacted.replacements):
+        mode = sanitized.modes.get(r.entity, "")
+        category = f"{r.entity} ({mode})" if mode else r.entity
+        hint = sanitized.hints.get(r.placeholder)
+        sent = f"{r.placeholder} ({hint})" if hint else r.placeholder
+        # Text(), not a markup string: a value may hold "[/]" and must show as written.
+        label = Text(f"{category:<27} {r.value!r:<32} → {sent}")
+        choices.append(Selection(label, r.value, True))
+    return choices
 
 
 Verdict = bool | Sanitized  # what pipeline.Review returns

@@ -1,0 +1,324 @@
+"""What a user means by personal (issue 13): organisations, places and groups decided in
+context, coarser values, category modes, and the benchmark's own unit scorer.
+
+The detector is the real one (Presidio + spaCy en_core_web_md).  FaultyScanner stands
+in for it only where a test must make detection itself fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.bench import leakscore, privacy
+from assistant.errors import GuardBlocked, PrivacyError
+from assistant.privacy.detect import Detector, Finding, category_modes, load_policy
+from assistant.privacy.generalise import Generaliser, annotate, coarser, describe_place, place
+from assistant.privacy.guard import EgressGuard, Outgoing, leak
+from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.sanitize import sanitize
+
+
+@pytest.fixture(scope="module")
+def detector() -> Detector:
+    return Detector()
+
+
+def found(detector: Detector, text: str) -> dict[str, str]:
+    return {f.text: f.entity for f in detector.find(text)}
+
+
+# --- contextual categories: tied to the user vs what the question is about -------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "entity"),
+    [
+        ("I work at Siemens and my manager wants a report by Friday.", "Siemens", "ORGANIZATION"),
+        ("I live in Tromsø. What should I wear in January?", "Tromsø", "LOCATION"),
+        ("We moved from Lagos last year; how do we register a car?", "Lagos", "LOCATION"),
+        ("correct this email: the invoice from Collier Construction is late", "Collier", None),
+        ("Dear Mr Hansen, thank you for the visit to Bergen.", "Bergen", "LOCATION"),
+        ("Our startup is headquartered in Nairobi.", "Nairobi", "LOCATION"),
+    ],
+)
+def test_a_place_or_organisation_tied_to_the_user_is_redacted(
+    detector: Detector, text: str, value: str, entity: str | None
+) -> None:
+    hits = [f for f in detector.find(text) if value in f.text]
+    assert hits, f"{value!r} left in {text!r}"
+    if entity:
+        assert any(f.entity == entity for f in hits)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("What is the GDP of India?", "India"),
+        ("Tell me the history of Siemens.", "Siemens"),
+        ("Which river flows through Paris?", "Paris"),
+        ("Which city is the capital of Norway?\nA. Oslo\nB. Bergen", "Oslo"),
+        ("How did the French Revolution change Europe?", "Europe"),
+    ],
+)
+def test_a_place_or_organisation_the_question_is_about_stays(
+    detector: Detector, text: str, value: str
+) -> None:
+    assert value not in found(detector, text), text
+
+
+def test_a_one_word_name_is_contextual_a_full_name_is_not(detector: Detector) -> None:
+    assert "Nick" not in found(detector, "Nick has 3 apples and eats one. How many are left?")
+    assert "Nick" in found(detector, "My colleague Nick has asked me to cover his shift.")
+    assert "Nelson Mandela" in found(detector, "When was Nelson Mandela released from prison?")
+
+
+def test_an_object_pronoun_does_not_make_a_question_personal(detector: Detector) -> None:
+    assert "Siemens" not in found(detector, "Tell me about Siemens.")
+    assert "Siemens" in found(detector, "I interned at Siemens last summer.")
+
+
+def test_category_modes_strict_and_off() -> None:
+    strict = Detector(categories={"LOCATION": "strict"})
+    assert "India" in {f.text for f in strict.find("What is the GDP of India?")}
+    off = Detector(categories={"LOCATION": "off"})
+    assert "Tromsø" not in {f.text for f in off.find("I live in Tromsø, what should I wear?")}
+
+
+@pytest.mark.parametrize("bad", [["LOCATION"], ["=strict"]])
+def test_a_malformed_category_setting_is_a_clear_error(bad: list[str]) -> None:
+    with pytest.raises(PrivacyError, match="ENTITY=MODE"):
+        category_modes(bad)
+
+
+@pytest.mark.parametrize("bad", [{"LOCATION": "sometimes"}, {"PLANET": "strict"}])
+def test_an_unknown_category_or_mode_is_a_clear_error(bad: dict[str, str]) -> None:
+    with pytest.raises(PrivacyError, match=r"privacy\.categories"):
+        load_policy().with_categories(bad)
+
+
+def test_a_broken_categories_section_is_a_clear_error(tmp_path: Path) -> None:
+    from assistant.privacy.detect import POLICY_FILE
+
+    broken = tmp_path / "policy.yaml"
+    broken.write_text(
+        POLICY_FILE.read_text("utf-8").replace("LOCATION: contextual", "LOCATION: maybe"),
+        "utf-8",
+    )
+    with pytest.raises(PrivacyError, match="maybe"):
+        load_policy(broken)
+
+
+# --- coarser values -------------------------------------------------------------------
+
+
+def test_places_come_from_the_gazetteer_with_provenance() -> None:
+    import gzip
+
+    from assistant.privacy.generalise import PLACES_FILE
+
+    with gzip.open(PLACES_FILE, "rt", encoding="utf-8") as fh:
+        header = fh.readline()
+    assert "GeoNames" in header and "CC BY 4.0" in header
+    tromso = place("Tromsø")
+    assert tromso is not None and (tromso.kind, tromso.country) == ("city", "Norway")
+    assert describe_place("Tromso")[0] == "a city in Norway"  # without the accent too
+    assert describe_place("Norway")[0] == "a country in Europe"
+    assert describe_place("Lagos, Nigeria")[0] == "a city in Nigeria"
+    assert describe_place("Zzyzxville")[0] == "a place"
+
+
+def test_a_description_naming_a_protected_value_falls_back() -> None:
+    protected = [("LOCATION", "Tromsø"), ("LOCATION", "Norway")]
+    assert coarser(["a city in Norway", "a city in Europe"], protected) == "a city in Europe"
+    assert coarser(["a city in Norway"], protected) is None
+
+
+def test_organisation_descriptions_never_repeat_the_name() -> None:
+    g = Generaliser.from_policy(load_policy().generalise)
+    assert g.candidates("ORGANIZATION", "Nordlys Biotech")[0] == "a life-sciences company"
+    assert g.candidates("ORGANIZATION", "Quux")[0] == "an organisation"
+    for kind in g.organisations:
+        assert not set(kind.words) & set(leakscore.tokens(kind.description)), kind
+
+
+def test_annotate_describes_the_first_occurrence_only() -> None:
+    text = annotate("<PLACE_1> is cold; <PLACE_1> is far.", {"<PLACE_1>": "a city in Norway"})
+    assert text == "<PLACE_1> (a city in Norway) is cold; <PLACE_1> is far."
+
+
+def test_sanitize_sends_coarser_values_that_pass_the_guard(detector: Detector) -> None:
+    guard = EgressGuard(detector)
+    vault = Vault(tag_of=load_policy().tag)
+    s = sanitize(
+        "I live in Tromsø and work at Nordlys Biotech. What should I wear in January?",
+        scanner=detector,
+        vault=vault,
+        guard=guard,
+        generaliser=Generaliser.from_policy(detector.policy.generalise),
+        rewrite="never",
+    )
+    assert "Tromsø" not in s.text and "Nordlys" not in s.text
+    assert "(a city in Norway)" in s.text and "(a life-sciences company)" in s.text
+    assert s.modes["LOCATION"] == "contextual"
+    # The hints are ours: the guard passes them (it would refuse "Norway" as user text).
+    guard.check(Outgoing((s.text,), "", tuple(vault.values()), public=tuple(s.hints.values())))
+    with pytest.raises(GuardBlocked):
+        guard.check(Outgoing((s.text,), "", tuple(vault.values())))
+    assert vault.restore("<PLACE_1> in winter") == "Tromsø in winter"
+
+
+def test_review_lines_show_category_mode_and_coarser_value(detector: Detector) -> None:
+    from assistant.tui.review import entity_choices
+
+    s = sanitize(
+        "I live in Tromsø [/] and my name is Ada Lovelace.",
+        scanner=detector,
+        vault=Vault(tag_of=load_policy().tag),
+        guard=EgressGuard(detector),
+        generaliser=Generaliser.from_policy(detector.policy.generalise),
+        rewrite="never",
+    )
+    lines = [str(c.prompt) for c in entity_choices(s)]
+    assert any("LOCATION (contextual)" in ln and "(a city in Norway)" in ln for ln in lines)
+    assert any("PERSON (strict)" in ln for ln in lines)
+
+
+class FaultyScanner:
+    """A fake detector that fails (the fail-closed path)."""
+
+    policy = load_policy()
+
+    def find(self, text: str) -> list[Finding]:
+        raise RuntimeError("recognizer crashed")
+
+
+def test_a_failing_recognizer_sends_nothing() -> None:
+    with pytest.raises(PrivacyError, match="nothing was sent"):
+        sanitize(
+            "I live in Tromsø.",
+            scanner=FaultyScanner(),
+            vault=Vault(),
+            guard=EgressGuard(FaultyScanner()),
+        )
+    with pytest.raises(GuardBlocked, match="nothing was sent"):
+        EgressGuard(FaultyScanner()).check(Outgoing(("I live in <PLACE_1>",), "", ()))
+
+
+def test_a_failing_contextual_rule_sends_nothing(
+    detector: Detector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_a: object) -> bool:
+        raise ValueError("rule failed")
+
+    monkeypatch.setattr(detector, "_personal", broken)
+    with pytest.raises(PrivacyError, match="nothing was sent"):
+        sanitize("I live in Tromsø.", scanner=detector, vault=Vault(), guard=EgressGuard(detector))
+
+
+# --- the unit scorer: not the guard -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entity", "unit", "sent", "how"),
+    [
+        # a truncated organisation: leak() checks organisations whole only
+        ("ORGANIZATION", "Nordlys Biotech AS", "a question about Nordlys and its staff", "token"),
+        # an address fragment
+        ("STREET_ADDRESS", "42 Storgata, Tromsø", "I live on storgata in the north", "token"),
+        # a place in another Unicode form (NFD) and case
+        ("LOCATION", "Tromsø", "TROMSØ in winter".replace("Ø", "O\u0338"), None),
+        # a number across a line break and separators
+        ("US_SSN", "536-22-8471", "my number is 536 22\n8471", "digits"),
+    ],
+)
+def test_the_scorer_sees_what_leak_does_not(entity: str, unit: str, sent: str, how: str) -> None:
+    scored = leakscore.SentText(sent).leak(unit)
+    if how:
+        assert scored == how
+    if entity in ("ORGANIZATION", "STREET_ADDRESS"):
+        assert leak(entity, unit, sent, normalise(sent)) is None  # the guard's ruler misses
+
+
+def test_the_scorer_folds_unicode_and_invisible_characters() -> None:
+    assert leakscore.SentText("Kova\u0301cs is here").leak("Kovács") == "whole"
+    assert leakscore.SentText("Am\u200belia called").leak("Amelia") == "whole"
+    assert leakscore.SentText("nothing personal here").leak("Amelia Thompson") is None
+    # titles and legal forms identify no one on their own
+    assert leakscore.SentText("ask the professor").leak("Professor Margala") is None
+    assert leakscore.SentText("a limited company").leak("Nordlys Limited") is None
+
+
+def test_kept_words_counts_the_non_personal_words() -> None:
+    kept, total = leakscore.kept_words(
+        "Rachel asked me to book a hotel in Westminster",
+        "<PERSON_1> asked me to book a hotel",
+        ["rachel", "westminster"],
+    )
+    assert (kept, total) == (6, 7)  # "in" went with "in Westminster"
+    assert leakscore.kept_words("book a hotel", "book", [])[0] == 1
+
+
+def test_the_scorer_imports_nothing_of_the_privacy_layer() -> None:
+    imports = [
+        line
+        for line in Path(leakscore.__file__).read_text("utf-8").splitlines()
+        if line.startswith(("import ", "from "))
+    ]
+    assert imports and not any("assistant" in line for line in imports)
+
+
+# --- PUPA's CSV -------------------------------------------------------------------------
+
+
+def test_the_csv_reader_takes_pupa_columns(tmp_path: Path) -> None:
+    path = tmp_path / "pupa.csv"
+    path.write_text(
+        "conversation_hash,user_query,pii_units,redacted_query\n"
+        'h1,"I am Ada at Nordlys, Tromsø",ada||nordlys||<PRESIDIO_ANONYMIZED_PERSON>,'
+        '"I am [REDACTED] at [REDACTED]"\n'
+        "h1,What is 2+2?,,What is 2+2?\n",
+        "utf-8",
+    )
+    items = privacy.load_dataset(str(path))
+    assert [i.id for i in items] == ["pupa/0", "pupa/1"]  # hashes repeat; ids do not
+    assert items[0].pii == (("UNIT", "ada"), ("UNIT", "nordlys"))  # an anonymised unit: none
+    assert items[0].reference == "I am [REDACTED] at [REDACTED]"
+    assert items[1].control
+
+
+def test_the_csv_reader_names_a_missing_column(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("text,units\na,b\n", "utf-8")
+    with pytest.raises(ValueError, match="no column pii_units, user_query"):
+        privacy.load_csv(path)
+
+
+def test_a_pupa_run_reports_both_scorers_per_category(tmp_path: Path) -> None:
+    path = tmp_path / "pupa.csv"
+    path.write_text(
+        "conversation_hash,user_query,pii_units,redacted_query\n"
+        'h1,"Write an email: I moved from Lagos to work at Nordlys Biotech.",'
+        'lagos||nordlys biotech,"Write an email: I moved from [REDACTED] to work at [REDACTED]."\n',
+        "utf-8",
+    )
+    out = tmp_path / "out"
+    assert privacy.main(["--dataset", str(path), "--no-teacher", "--methods", "full",
+                         "--out", str(out)]) == 0  # fmt: skip
+    summary = json.loads((out / "privacy-summary.json").read_text("utf-8"))["full"]
+    assert summary["units"] == 2 and summary["unit_leaked"] == 0
+    assert summary["reference_kept_words"] == 1.0
+    assert set(summary["by_category"]) <= {"GPE", "ORG", "NONE", "PERSON"}
+    md = (out / "privacy-summary.md").read_text("utf-8")
+    assert "Unit scorer" in md and "The guard's own forms" in md
+
+
+def test_presidio_research_splits_by_template() -> None:
+    items = [
+        privacy.Item(f"x/{n}", "t", (), template=str(n % 3))
+        for n in range(privacy.PRESIDIO_LOOKED_AT)
+    ] + [privacy.Item("x/new", "t", (), template="new")]
+    assert [i.id for i in privacy.template_split(items, "unseen")] == ["x/new"]
+    assert len(privacy.template_split(items, "seen")) == privacy.PRESIDIO_LOOKED_AT
