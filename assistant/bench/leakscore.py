@@ -19,7 +19,8 @@ characters and soft hyphens removed, whitespace collapsed):
 This holds for every type of value: organisations and addresses get the same partial
 forms as names.  A unit that cannot be found in the item's own text in any of these
 forms is not counted (PUPA's units were extracted by a language model, and a few are
-not in the query at all); :func:`present` says which.
+not in the query at all): ``SentText(source).leak(unit)`` on the item's own text says
+which.
 
 The non-personal words kept (utility on real queries) are measured here as well, with
 the same folding: of the query's words that belong to no unit, the share that is
@@ -96,11 +97,6 @@ class SentText:
         if d and any(d in run for run in self.runs):
             return "digits"
         return None
-
-
-def present(unit: str, source: str) -> bool:
-    """Whether ``unit`` is in the item's own text at all (by the same tests)."""
-    return SentText(source).leak(unit) is not None
 
 
 def words(text: str) -> list[str]:

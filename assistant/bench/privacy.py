@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import functools
 import json
 import re
 import statistics
@@ -393,14 +394,10 @@ class Categories:
         return str(labels[0]) if labels else "NONE"
 
 
-_categories: Categories | None = None
-
-
+@functools.cache
 def categories() -> Categories:
-    global _categories
-    if _categories is None:
-        _categories = Categories()
-    return _categories
+    """The classifier, loaded on first use (spaCy: a second or two)."""
+    return Categories()
 
 
 def score(item: Item, outcome: Outcome) -> dict[str, Any]:
@@ -421,12 +418,15 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     flat = normalise(readable)
     question = sent_question(content) if sent else ""
     unit_view = leakscore.SentText(question)
+    # Units not in their own text at all (PUPA's are a model's extraction) are not scored.
+    source = leakscore.SentText(item.text)
+    presence = {value: source.leak(value) is not None for _, value in item.pii}
     for entity, value in item.pii:
         # Strict byte-level forms: a value inside a longer word still counts.
         exact = bool(sent) and value in readable
         normalised = exact or (bool(sent) and normalise(value) in flat)
         partial = normalised or (bool(sent) and leak(entity, value, readable, flat) is not None)
-        present = leakscore.present(value, item.text)
+        present = presence[value]
         record["values"].append(
             {
                 "type": entity,
@@ -444,9 +444,7 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     if item.reference is not None:
         record["reference_kept_words"] = leakscore.kept_words(item.text, item.reference, units)
         ref = leakscore.SentText(item.reference)
-        record["reference_leaks"] = sum(
-            1 for v in units if leakscore.present(v, item.text) and ref.leak(v)
-        )
+        record["reference_leaks"] = sum(1 for v in units if presence[v] and ref.leak(v))
     return record
 
 
@@ -518,6 +516,19 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _per_key(
+    summaries: dict[str, dict[str, Any]], field: str, what: str, cell: Callable[[Any], str]
+) -> list[str]:
+    """A Markdown table: one row per key of each summary's ``field`` (a category, a
+    type), one column per method, ``cell`` of that entry or "–"."""
+    keys = sorted({k for s in summaries.values() for k in s[field]})
+    lines = [f"| {what} | " + " | ".join(summaries) + " |", "|---|" + "---:|" * len(summaries)]
+    for k in keys:
+        cells = [cell(s[field][k]) if k in s[field] else "–" for s in summaries.values()]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
     lines = [f"## {title}", ""]
     lines += [
@@ -540,15 +551,8 @@ def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
         )
     if ref.get("units_absent"):
         lines.append(f"\n{ref['units_absent']} unit(s) not found in their own text: not counted.")
-    cats = sorted({c for s in summaries.values() for c in s["by_category"]})
     lines += ["", "Unit scorer by category (leaked / units):", ""]
-    lines += ["| category | " + " | ".join(summaries) + " |", "|---|" + "---:|" * len(summaries)]
-    for c in cats:
-        cells = []
-        for s in summaries.values():
-            n = s["by_category"].get(c)
-            cells.append(f"{n[0]}/{n[1]}" if n else "–")
-        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    lines += _per_key(summaries, "by_category", "category", lambda n: f"{n[0]}/{n[1]}")
     lines += ["", "The guard's own forms (the old columns, for comparison):", ""]
     lines += [
         "| method | items | injected | leaked exact | normalised | partial | refused "
@@ -562,15 +566,8 @@ def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
             f"| {r['normalised']:.2%} | {r['partial']:.2%} | {s['blocked']} "
             f"| {s['control_changed']}/{s['control_items']} |"
         )
-    types = sorted({t for s in summaries.values() for t in s["by_type"]})
     lines += ["", "Partial leakage by entity type (leaked / injected):", ""]
-    lines += ["| type | " + " | ".join(summaries) + " |", "|---|" + "---:|" * len(summaries)]
-    for t in types:
-        cells = []
-        for s in summaries.values():
-            c = s["by_type"].get(t)
-            cells.append(f"{c['partial']}/{c['injected']}" if c else "–")
-        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    lines += _per_key(summaries, "by_type", "type", lambda c: f"{c['partial']}/{c['injected']}")
     lines += ["", "Latency per question (ms, p50 / p95):", ""]
     for method, s in summaries.items():
         parts = [f"{k} {v['p50']:.0f} / {v['p95']:.0f}" for k, v in s["latency_ms"].items()]

@@ -60,10 +60,9 @@ class EntityRule:
     threshold: float
     drop_acronyms: bool = False  # ignore a single all-capitals word ("ATP")
     drop_digits: bool = False  # ignore spans holding digits
-    min_chars: int = 3  # letters and digits a span needs
 
     def accepts(self, text: str, score: float) -> bool:
-        if score < self.threshold or sum(ch.isalnum() for ch in text) < self.min_chars:
+        if score < self.threshold or sum(ch.isalnum() for ch in text) < 3:
             return False
         if self.drop_acronyms and " " not in text and text.isupper():
             return False
@@ -283,7 +282,6 @@ def _parse_policy(path: Path, data: Any) -> Policy:
                 threshold=float(rule["threshold"]),
                 drop_acronyms=bool(rule.get("drop_acronyms", False)),
                 drop_digits=bool(rule.get("drop_digits", False)),
-                min_chars=int(rule.get("min_chars", 3)),
             )
             for name, rule in data["entities"].items()
         },
@@ -490,12 +488,14 @@ class Detector:
             return "contextual"
         return mode
 
-    def _personal(
-        self, text: str, findings: Sequence[Finding], support: Sequence[Finding] = ()
-    ) -> bool:
-        """Whether ``text`` is about its writer or someone in it (ContextualRule)."""
+    def _personal(self, text: str, findings: Sequence[Finding], modes: Sequence[str]) -> bool:
+        """Whether ``text`` is about its writer or someone in it (ContextualRule);
+        ``modes``: each finding's mode (:meth:`_mode`)."""
         c = self.policy.contextual
-        if any(f.entity in c.tie_entities and self._mode(f, support) == "strict" for f in findings):
+        if any(
+            f.entity in c.tie_entities and m == "strict"
+            for f, m in zip(findings, modes, strict=True)
+        ):
             return True
         if self._first_person and self._first_person.search(text):
             return True
@@ -505,14 +505,12 @@ class Detector:
             opening = " ".join(re.findall(r"[\w'’]+", text)[: c.task_words])
             if self._task_verb.search(opening):
                 return True
-        if text.lstrip(" \t\n\"'“«").startswith(c.task_prefixes or ("\0",)):
+        if c.task_prefixes and text.lstrip(" \t\n\"'“«").startswith(c.task_prefixes):
             return True
-        if self._greetings:
-            for line in text.splitlines():
-                m = self._greetings.match(line.lstrip(" \t>*-"))
-                if m:
-                    return True
-        return False
+        greeting = self._greetings
+        return greeting is not None and any(
+            greeting.match(line.lstrip(" \t>*-")) for line in text.splitlines()
+        )
 
     def _in_context(
         self, text: str, findings: list[Finding], support: Sequence[Finding] = ()
@@ -520,21 +518,20 @@ class Detector:
         """Drop the findings of ``contextual`` categories that nothing ties to a person,
         and those of categories switched ``off``.  ``support``: every finding before
         overlaps were resolved (a rule's evidence for spaCy's span)."""
-        if all(self._mode(f, support) == "strict" for f in findings):
+        modes = [self._mode(f, support) for f in findings]
+        if all(m == "strict" for m in modes):
             return findings
-        personal = self._personal(text, findings, support)
+        personal = self._personal(text, findings, modes)
         kept = []
-        for f in findings:
-            m = self._mode(f, support)
-            if m == "off":
+        for f, mode in zip(findings, modes, strict=True):
+            if mode == "off":
                 continue
-            if m == "contextual":
-                line_start = text.rfind("\n", 0, f.start) + 1
-                if _option_label(text[line_start : text.find("\n", f.start) % (len(text) + 1)]):
+            if mode == "contextual":
+                if _option_label(text[text.rfind("\n", 0, f.start) + 1 :]):
                     continue  # an answer option: the question's own terms
                 before = text[max(0, f.start - 40) : f.start]
                 tied = self._tie_phrase is not None and any(
-                    m.end() >= len(before.rstrip()) - 4 for m in self._tie_phrase.finditer(before)
+                    p.end() >= len(before.rstrip()) - 4 for p in self._tie_phrase.finditer(before)
                 )
                 if not (personal or tied):
                     continue

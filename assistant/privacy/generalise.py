@@ -27,6 +27,7 @@ from assistant.privacy.detect import GeneraliseRule
 from assistant.privacy.placeholders import PLACEHOLDER, Replacement, normalise
 
 PLACES_FILE = Path(__file__).with_name("data") / "places.tsv.gz"
+_RANK = {"country": 2, "state": 1, "city": 0}  # a name is first a country's, then a state's
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,7 @@ def gazetteer(path: Path = PLACES_FILE) -> dict[str, Place]:
             place = Place(kind, name, country, continent, int(population))
             key = fold(name)
             old = places.get(key)
-            rank = {"country": 2, "state": 1, "city": 0}
-            if old is None or (rank[kind], place.population) > (rank[old.kind], old.population):
+            if old is None or (_RANK[kind], place.population) > (_RANK[old.kind], old.population):
                 places[key] = place
     return places
 
