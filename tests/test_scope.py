@@ -315,10 +315,28 @@ def test_a_pupa_run_reports_both_scorers_per_category(tmp_path: Path) -> None:
     assert "Unit scorer" in md and "The guard's own forms" in md
 
 
-def test_presidio_research_splits_by_template() -> None:
-    items = [
-        privacy.Item(f"x/{n}", "t", (), template=str(n % 3))
+def test_presidio_research_splits_by_template(tmp_path: Path) -> None:
+    rows = [
+        {"full_text": "t", "spans": [], "template_id": n % 3}
         for n in range(privacy.PRESIDIO_LOOKED_AT)
-    ] + [privacy.Item("x/new", "t", (), template="new")]
-    assert [i.id for i in privacy.template_split(items, "unseen")] == ["x/new"]
-    assert len(privacy.template_split(items, "seen")) == privacy.PRESIDIO_LOOKED_AT
+    ]
+    rows += [{"full_text": "t", "spans": [], "template_id": 1}]  # late, seen template
+    rows += [{"full_text": "t", "spans": [], "template_id": 99}]  # late, new template
+    path = tmp_path / "synth.json"
+    path.write_text(json.dumps(rows), "utf-8")
+    items = privacy.load_dataset(str(path))
+    last = f"presidio-research/{privacy.PRESIDIO_LOOKED_AT + 1}"
+    assert [i.id for i in privacy.split_items(items, "unseen")] == [last]
+    assert len(privacy.split_items(items, "seen")) == privacy.PRESIDIO_LOOKED_AT + 1
+
+
+def test_pupa_splits_by_conversation_hash(tmp_path: Path) -> None:
+    path = tmp_path / "pupa.csv"
+    path.write_text(
+        "conversation_hash,user_query,pii_units\n7abc,I am Ada,ada\n8abc,I am Bo,bo\n", "utf-8"
+    )
+    items = privacy.load_csv(path)
+    assert [i.id for i in privacy.split_items(items, "seen")] == ["pupa/0"]
+    assert [i.id for i in privacy.split_items(items, "unseen")] == ["pupa/1"]
+    with pytest.raises(ValueError, match="no seen/unseen split"):
+        privacy.split_items(privacy.load_bundled()[:3], "seen")

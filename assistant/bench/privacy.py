@@ -26,9 +26,10 @@ JSON and a per-item JSONL in ``--out``; ``--resume`` continues an interrupted ru
     drag bench privacy [--dataset bundled|presidio|pupa|FILE.csv|FILE.jsonl]
                        [--split all|seen|unseen] [--limit N] [--methods ...]
 
-``--split`` (presidio-research): ``seen`` = the templates of items 0-749, from whose
-misses this product's rules were written; ``unseen`` = items whose template is not
-among them (split by template, not by index).
+``--split seen|unseen`` keeps the items the rules were written from, or the others:
+for presidio-research, ``seen`` = the templates of items 0-749 and ``unseen`` = items of
+any other template (split by template, not by index); for PUPA, ``seen`` = queries whose
+conversation hash starts with 0-7 (the half whose leaks were read), ``unseen`` = 8-f.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class Item:
     pii: tuple[tuple[str, str], ...]  # (entity type, value)
     control: bool = False
     reference: str | None = None  # another redaction of the same text (PUPA's)
-    template: str = ""  # the template the text was made from (presidio-research)
+    # Whether the rules were written from this item's misses (None: no split known).
+    seen: bool | None = None
 
 
 PUPA_TNB = DEFAULT_MMLU.parent / "pupa" / "PUPA_TNB.csv"
@@ -97,6 +99,7 @@ PUPA_TNB = DEFAULT_MMLU.parent / "pupa" / "PUPA_TNB.csv"
 _ALREADY_REDACTED = re.compile(r"presidio_anonymi[sz]ed|^\s*[<\[].*[>\]]\s*$", re.IGNORECASE)
 # presidio-research: rules were written from the misses of items 0-749 (see README).
 PRESIDIO_LOOKED_AT = 750
+PUPA_LOOKED_AT = frozenset("01234567")  # first hex digit of the conversation hash
 
 
 def bundled_path() -> Path:
@@ -114,6 +117,7 @@ def load_bundled(path: Path | None = None) -> list[Item]:
 
 def load_presidio_research(path: Path) -> list[Item]:
     data = json.loads(path.read_text("utf-8"))
+    looked_at = {r.get("template_id") for r in data[:PRESIDIO_LOOKED_AT]}
     items = []
     for n, r in enumerate(data):
         pii = tuple(
@@ -127,19 +131,20 @@ def load_presidio_research(path: Path) -> list[Item]:
                 r["full_text"],
                 pii,
                 control=not r["spans"],
-                template=str(r.get("template_id", "")),
+                seen=r.get("template_id") in looked_at,
             )
         )
     return items
 
 
-def template_split(items: list[Item], split: str) -> list[Item]:
-    """``seen``: items of the templates met in the first PRESIDIO_LOOKED_AT items (the
-    rules' source); ``unseen``: the others; ``all``: every item."""
+def split_items(items: list[Item], split: str) -> list[Item]:
+    """``seen``: the items the rules were written from; ``unseen``: the others;
+    ``all``: every item."""
     if split == "all":
         return items
-    seen = {i.template for i in items[:PRESIDIO_LOOKED_AT]}
-    return [i for i in items if (i.template in seen) == (split == "seen")]
+    if any(i.seen is None for i in items):
+        raise ValueError(f"--split {split}: this dataset has no seen/unseen split")
+    return [i for i in items if i.seen == (split == "seen")]
 
 
 def load_csv(path: Path) -> list[Item]:
@@ -161,6 +166,10 @@ def load_csv(path: Path) -> list[Item]:
                     pii,
                     control=not pii,
                     reference=r.get("redacted_query") or None,
+                    # The half of PUPA-TNB whose leaks were read to write the rules.
+                    seen=r["conversation_hash"][:1] in PUPA_LOOKED_AT
+                    if r.get("conversation_hash")
+                    else None,
                 )
             )
     return items
@@ -797,8 +806,8 @@ def main(argv: list[str] | None = None) -> int:
         "--split",
         default="all",
         choices=("all", "seen", "unseen"),
-        help="presidio-research by template: seen = the templates of items 0-749 (the rules' "
-        "source), unseen = the rest",
+        help="the items the rules were written from (seen) or the others (unseen): "
+        "presidio-research by template, PUPA by conversation hash",
     )
     parser.add_argument("--limit", type=int, default=0, help="first N items (0 = all)")
     parser.add_argument("--methods", default="full,presidio", help=f"some of {','.join(METHODS)}")
@@ -838,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench privacy: error: {exc}", file=sys.stderr)
         return 2
     try:
-        items = template_split(load_dataset(args.dataset), args.split)
+        items = split_items(load_dataset(args.dataset), args.split)
         if args.limit:
             # Keep the control share: take from PII items and control items alike.
             pii = [i for i in items if not i.control][: args.limit]
@@ -864,7 +873,7 @@ def main(argv: list[str] | None = None) -> int:
     except (DragError, OSError, ValueError) as exc:
         print(f"bench privacy: error: {exc}", file=sys.stderr)
         return 1
-    split = "" if args.split == "all" else f" ({args.split} templates)"
+    split = "" if args.split == "all" else f" ({args.split} split)"
     title = f"Privacy leakage · {args.dataset}{split} · {len(items)} items"
     (args.out / "privacy-summary.json").write_text(json.dumps(summaries, indent=2), "utf-8")
     (args.out / "privacy-summary.md").write_text(render(summaries, title) + "\n", "utf-8")
