@@ -93,10 +93,13 @@ def test_a_malformed_category_setting_is_a_clear_error(bad: list[str]) -> None:
         category_modes(bad)
 
 
-@pytest.mark.parametrize("bad", [{"LOCATION": "sometimes"}, {"PLANET": "strict"}])
+@pytest.mark.parametrize(
+    "bad", [{"LOCATION": "sometimes"}, {"PLANET": "strict"}, {"LOCATION": "\x1b]52;c;x\x07"}]
+)
 def test_an_unknown_category_or_mode_is_a_clear_error(bad: dict[str, str]) -> None:
-    with pytest.raises(PrivacyError, match=r"privacy\.categories"):
+    with pytest.raises(PrivacyError, match=r"privacy\.categories") as err:
         load_policy().with_categories(bad)
+    assert "\x1b" not in str(err.value)  # the user's value is shown escaped
 
 
 def test_a_broken_categories_section_is_a_clear_error(tmp_path: Path) -> None:

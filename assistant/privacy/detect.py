@@ -240,7 +240,7 @@ class Policy:
         for entity, mode in overrides.items():
             if entity not in self.entities or mode not in MODES:
                 raise PrivacyError(
-                    f"privacy.categories: {entity}={mode}: the entity must be one of the "
+                    f"privacy.categories: {f'{entity}={mode}'!r}: the entity must be one of the "
                     f"policy's and the mode one of {', '.join(MODES)}"
                 )
         return dataclasses.replace(self, categories={**self.categories, **overrides})
