@@ -69,10 +69,34 @@ def test_a_place_or_organisation_the_question_is_about_stays(
     assert value not in found(detector, text), text
 
 
-def test_a_one_word_name_is_contextual_a_full_name_is_not(detector: Detector) -> None:
-    assert "Nick" not in found(detector, "Nick has 3 apples and eats one. How many are left?")
+def test_a_one_word_name_is_contextual_in_a_quiz_only(detector: Detector) -> None:
+    problem = "Katrine buys 3 apples and eats one. How many are left?"
+    assert "Katrine" in found(detector, problem)
+    assert "Katrine" not in found(detector, problem + "\nA. 1\nB. 2\nC. 3")
+    assert "Katrine" in found(detector, "Why is Katrine so impulsive?")
     assert "Nick" in found(detector, "My colleague Nick has asked me to cover his shift.")
     assert "Nelson Mandela" in found(detector, "When was Nelson Mandela released from prison?")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The grant came from Valentine-Murray last year.", "Valentine-Murray"),
+        ("a paper for Yoder LLC on soils", "Yoder LLC"),
+        ("Which of these is true?\nA. Call me Csanád\nB. No\nC. Yes", "Csanád"),
+    ],
+)
+def test_what_a_policy_pattern_finds_is_strict(detector: Detector, text: str, value: str) -> None:
+    # spaCy finds the same span with a higher score, and Presidio keeps only its result:
+    # the pattern's evidence must still count.
+    assert value in found(detector, text)
+
+
+def test_an_organisation_with_an_unknown_word_is_strict(detector: Detector) -> None:
+    assert any(
+        "Exversion" in t for t in found(detector, "The Exversion Orchestra was founded in 1977.")
+    )
+    assert "Siemens" not in found(detector, "Tell me the history of Siemens.")
 
 
 def test_an_object_pronoun_does_not_make_a_question_personal(detector: Detector) -> None:

@@ -35,6 +35,20 @@ def _option_label(line: str) -> re.Match[str] | None:
     return _OPTION_LABEL.match(line, len(line) - len(line.lstrip()))
 
 
+def _unknown(vocab: Any, word: str, min_letters: int) -> bool:
+    """A capitalised word of ``min_letters``+ letters that the model's vectors know in no
+    case ("Xignite", "Exversion").  Not a word in capitals or with capitals inside
+    ("FAUSKE", "BbEe", "DCGANs"): spaCy's tag for those changes with the words around
+    them, and codes are not names."""
+    return (
+        len(word) >= min_letters
+        and word[:1].isupper()
+        and not word[1:2].isupper()
+        and not vocab.has_vector(word)
+        and not vocab.has_vector(word.lower())
+    )
+
+
 _SENTENCE_END = {".", "!", "?", '"', "“", "(", "-", "–"}
 
 
@@ -159,6 +173,8 @@ class ContextualRule:
     task_verbs: tuple[str, ...] = ()
     single_word: tuple[str, ...] = ()
     single_word_from: tuple[str, ...] = ()
+    single_word_options: int = 0  # 0: a one-word name is contextual in any text
+    unknown_letters: int = 0  # 0: no unknown-word rule
     task_prefixes: tuple[str, ...] = ()
 
 
@@ -375,6 +391,8 @@ class Detector:
         self._tie_phrase = _words_pattern(c.tie_phrases)
         self._task_verb = _words_pattern(c.task_verbs)
         self.allow = [a for a in allow if a.strip()]
+        # The policy's pattern recognizers per entity (_rule_backed asks them again).
+        self._patterns: dict[str, list[Any]] = {}
         # Presidio's recognizers report these; the code rules below add the rest.
         self.entities = [
             e
@@ -415,7 +433,9 @@ class Detector:
             registry.remove_recognizer(name)
         registry.add_recognizer(_offline_email_recognizer())
         for spec in p.recognizers:
-            registry.add_recognizer(PatternRecognizer.from_dict(dict(spec)))
+            recognizer = PatternRecognizer.from_dict(dict(spec))
+            registry.add_recognizer(recognizer)
+            self._patterns.setdefault(recognizer.supported_entities[0], []).append(recognizer)
         terms = [d for d in deny if d.strip()]
         if terms:
             registry.add_recognizer(
@@ -467,23 +487,47 @@ class Detector:
         findings += self._contact_lines(lines, per_line)
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
-        return self._in_context(text, resolve_overlaps(findings), findings)
+        return self._in_context(text, resolve_overlaps(findings))
 
-    def _mode(self, f: Finding, support: Sequence[Finding] = ()) -> str:
-        """How this finding is treated: its category's mode, contextual for a one-word
-        name of a ``single_word`` entity found by a ``single_word_from`` recognizer."""
+    def _unknown_word(self, text: str) -> bool:
+        """Whether ``text`` holds a word of the kind the rare-word rule takes (see
+        :func:`_unknown`)."""
+        n = self.policy.contextual.unknown_letters
+        vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
+        return n > 0 and any(_unknown(vocab, w, n) for w in re.findall(r"[^\W\d_]+", text))
+
+    def _rule_backed(self, text: str, f: Finding) -> bool:
+        """Whether one of the policy's own patterns for ``f``'s entity also finds it
+        ("Yoder LLC", "call me Csanád").  Presidio keeps one result per span, so spaCy's
+        guess can hide a rule's: the rule is asked again, on ``f``'s line."""
+        start = text.rfind("\n", 0, f.start) + 1
+        end = text.find("\n", f.end)
+        line = text[start : len(text) if end < 0 else end]
+        rule = self.policy.entities.get(f.entity)
+        return any(
+            start + r.start <= f.start
+            and f.end <= start + r.end
+            and (rule is None or r.score >= rule.threshold)
+            for recognizer in self._patterns.get(f.entity, ())
+            for r in recognizer.analyze(line, [f.entity], None)
+        )
+
+    def _mode(self, text: str, f: Finding, quiz: bool) -> str:
+        """How this finding is treated: its category's mode; strict for a contextual
+        finding with an unknown word in it or that a policy pattern finds too;
+        contextual for a one-word name of a ``single_word`` entity found only by a
+        ``single_word_from`` recognizer in a multiple-choice question (``quiz``)."""
         mode = self.policy.mode(f.entity)
         c = self.policy.contextual
+        if mode == "contextual" and (self._unknown_word(f.text) or self._rule_backed(text, f)):
+            return "strict"
         if (
             mode == "strict"
+            and quiz
             and f.entity in c.single_word
             and f.recognizer in c.single_word_from
             and len(re.findall(r"[^\W\d_]+", f.text)) == 1
-            # no rule found it too ("call me Csanád": spaCy's span, a label's evidence)
-            and not any(
-                (g.start, g.end) == (f.start, f.end) and g.recognizer not in c.single_word_from
-                for g in support
-            )
+            and not self._rule_backed(text, f)
         ):
             return "contextual"
         return mode
@@ -512,13 +556,13 @@ class Detector:
             greeting.match(line.lstrip(" \t>*-")) for line in text.splitlines()
         )
 
-    def _in_context(
-        self, text: str, findings: list[Finding], support: Sequence[Finding] = ()
-    ) -> list[Finding]:
+    def _in_context(self, text: str, findings: list[Finding]) -> list[Finding]:
         """Drop the findings of ``contextual`` categories that nothing ties to a person,
-        and those of categories switched ``off``.  ``support``: every finding before
-        overlaps were resolved (a rule's evidence for spaCy's span)."""
-        modes = [self._mode(f, support) for f in findings]
+        and those of categories switched ``off``."""
+        c = self.policy.contextual
+        options = sum(1 for line in text.splitlines() if _option_label(line))
+        quiz = options >= c.single_word_options
+        modes = [self._mode(text, f, quiz) for f in findings]
         if all(m == "strict" for m in modes):
             return findings
         personal = self._personal(text, findings, modes)
@@ -564,12 +608,9 @@ class Detector:
             start = offset + tok.idx
             if (
                 rare.entity
-                and len(tok.text) >= rare.min_letters
                 and self._accepts(rare.entity, tok.text, rare.score)
                 and tok.idx != option_word
-                and not tok.text[1].isupper()  # "BbEe", "DCGANs": codes, not names
-                and not vocab.has_vector(tok.text)
-                and not vocab.has_vector(tok.lower_)
+                and _unknown(vocab, tok.text, rare.min_letters)
             ):
                 found.append(
                     Finding(rare.entity, start, start + len(tok), tok.text, rare.score, "RareWord")
