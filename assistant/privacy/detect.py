@@ -23,6 +23,7 @@ from typing import Any, Protocol, cast
 import yaml
 
 from assistant.errors import PrivacyError, one_line
+from assistant.privacy.textform import view
 
 POLICY_FILE = Path(__file__).with_name("policy.yaml")
 # "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
@@ -460,7 +461,25 @@ class Detector:
     def find(self, text: str) -> list[Finding]:
         """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved.
 
+        The detector reads the text in NFKC with invisible characters removed and a line
+        break inside a number or an e-mail address joined (:func:`textform.view`); each
+        finding is the span of the original text it came from.
+
         Safe from several threads (the egress guard checks in its own): one at a time."""
+        seen = view(text, join_lines=True)
+        if seen.text == text:
+            return self._find(text)
+        out = []
+        for f in self._find(seen.text):
+            start, end = seen.span(f.start, f.end)
+            out.append(dataclasses.replace(f, start=start, end=end, text=text[start:end]))
+        return out
+
+    def distinctive(self, word: str) -> bool:
+        """A word that identifies a name on its own: one the word vectors do not know."""
+        return _unknown(self._engine.nlp_engine.nlp["en"].vocab, word[:1].upper() + word[1:], 4)
+
+    def _find(self, text: str) -> list[Finding]:
         lines: list[tuple[int, str]] = []  # (offset, line) of each line with text
         offset = 0
         for line in text.splitlines(keepends=True):

@@ -23,19 +23,21 @@ import concurrent.futures
 import json
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from assistant import egress
 from assistant.errors import GuardBlocked
 from assistant.privacy.detect import Scanner
-from assistant.privacy.placeholders import PLACEHOLDER, name_parts, normalise
+from assistant.privacy.placeholders import CASED_PARTS, PLACEHOLDER, parts
+from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
 
 # Entity types whose digits identify them whatever the separators.
 _DIGIT_TYPES = {
     "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IBAN_CODE", "US_BANK_NUMBER", "US_ITIN",
     "US_PASSPORT", "IP_ADDRESS", "DATE_OF_BIRTH", "MEDICAL_LICENSE",
 }  # fmt: skip
+_DATE_TYPES = {"DATE_OF_BIRTH", "DATE_TIME"}
 _MIN_PART = 3
 
 
@@ -96,53 +98,57 @@ def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
     return tuple(out), json.dumps(rest, ensure_ascii=False)
 
 
-def _digits_runs(text: str) -> list[str]:
-    """Digit sequences, joined across the separators numbers are written with."""
-    return [re.sub(r"\D", "", m.group(0)) for m in re.finditer(r"\d(?:[\d\s().+/-]*\d)?", text)]
-
-
 def _alnum(text: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", text.casefold())
-
-
-def _bounded(needle: str) -> str:
-    """A pattern for ``needle`` that does not match inside a longer word."""
-    left = r"(?<!\w)" if needle[:1].isalnum() else ""
-    right = r"(?!\w)" if needle[-1:].isalnum() else ""
-    return left + re.escape(needle) + right
+    return re.sub(r"[^0-9a-z]", "", normalise(text))
 
 
 def _a(entity: str) -> str:
     return f"{'an' if entity[:1] in 'AEIOU' else 'a'} {entity}"
 
 
-def leak(entity: str, value: str, text: str, flat: str) -> str | None:
-    """How ``value`` shows in ``text`` (``flat`` = normalised text), or None."""
+Distinctive = Callable[[str], bool]
+
+
+def leak(
+    entity: str, value: str, text: str, flat: str, distinctive: Distinctive | None = None
+) -> str | None:
+    """How ``value`` shows in ``text`` (``flat`` = ``normalise(text)``), or None.
+
+    Every comparison is made in the normal form (:mod:`textform`): case, composed or
+    decomposed accents, invisible characters and line breaks do not hide a value."""
     if not value.strip():
         return None
-    if re.search(_bounded(value), text):
+    if re.search(bounded(value), text):
         return "exact"
     norm = normalise(value)
-    if norm and re.search(_bounded(norm), flat):
+    if norm and re.search(bounded(norm), flat):
         return "normalised"
     if entity in _DIGIT_TYPES:
-        digits = re.sub(r"\D", "", value)
-        if len(digits) >= 6 and any(digits in run for run in _digits_runs(text)):
+        digits = re.sub(r"\D", "", normalise(value))
+        if len(digits) >= 6 and any(digits in run for run in digit_runs(flat)):
             return "digits"
         squashed = _alnum(value)
-        if len(squashed) >= 8 and squashed.isalnum() and squashed in _alnum(text):
+        if len(squashed) >= 8 and squashed.isalnum() and squashed in _alnum(flat):
             return "characters"
-    if entity == "PERSON":  # a name part as a name is written: "Thompson", "THOMPSON"
-        for part in name_parts(value):
-            for form in {part, part.upper(), part[:1].upper() + part[1:]}:
-                if re.search(_bounded(form), text):
-                    return f"part {part!r}"
+    if entity in _DATE_TYPES and (dates_in(value) & dates_in(flat)):
+        return "date in another format"
+    for part in parts(entity, value):
+        if part.casefold() in CASED_PARTS:  # May, Will: only as a name is written
+            forms = {part, part.upper(), part[:1].upper() + part[1:]}
+            if any(re.search(bounded(form), text) for form in forms):
+                return f"part {part!r}"
+        elif re.search(bounded(normalise(part)), flat):
+            return f"part {part!r}"
+    if entity == "ORGANIZATION" and distinctive is not None:
+        for word in re.findall(r"[^\W\d_]{4,}", value):
+            if distinctive(word) and re.search(bounded(normalise(word)), flat):
+                return f"part {word!r}"
     if entity == "EMAIL_ADDRESS" and "@" in value:
-        local = value.split("@", 1)[0].casefold()
+        local = normalise(value.split("@", 1)[0])
         if len(local) >= _MIN_PART and re.search(rf"(?<![\w.]){re.escape(local)}(?![\w])", flat):
             return "local part"
     if entity == "USERNAME":
-        bare = value.lstrip("@").casefold()
+        bare = normalise(value.lstrip("@"))
         if len(bare) >= _MIN_PART and re.search(rf"(?<!\w){re.escape(bare)}(?!\w)", flat):
             return "name without @"
     return None
@@ -152,6 +158,8 @@ class EgressGuard:
     def __init__(self, scanner: Scanner, *, timeout: float = 10.0) -> None:
         self.scanner = scanner
         self.timeout = timeout
+        # Words of an organisation's name that identify it alone ("Nordlys", not "Biotech").
+        self._distinctive: Distinctive | None = getattr(scanner, "distinctive", None)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="guard"
         )
@@ -172,7 +180,7 @@ class EgressGuard:
         for text in (*users, out.rest):
             flat = normalise(text)
             for entity, value in protected:
-                how = leak(entity, value, text, flat)
+                how = leak(entity, value, text, flat, self._distinctive)
                 if how:
                     raise GuardBlocked(
                         f"the outgoing request still holds {_a(entity)} from your question "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.privacy.detect import Finding
+from assistant.privacy.textform import date_spans, dates_in, find_folded, normalise
 
 PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
 _NAME_TITLES = {"dr", "prof", "mr", "mrs", "ms", "mx", "miss", "sir", "dame", "rev", "jr", "sr"}
@@ -94,24 +95,75 @@ COMMON_WORDS = frozenset(
 )
 
 
-def normalise(value: str) -> str:
-    return " ".join(value.casefold().split())
-
-
-_NOT_NAMES = COMMON_WORDS - {"may", "will"}  # May, Will: names too
+# Names that are also common words: protected only as a name is written (May, WILL).
+CASED_PARTS = frozenset({"may", "will"})
+_NOT_NAMES = COMMON_WORDS - CASED_PARTS
+# Two-letter words and name particles: never a name on their own ("Li" and "Wu" are).
+_SHORT_WORDS = frozenset(
+    (  # noqa: SIM905
+        "of to in is it an as at be by do go he if me my no on or so up us we am oh ok hi "
+        "de da di du la le el al van von der den del della dos das bin ibn st san"
+    ).split()
+)
 
 
 def name_parts(value: str) -> list[str]:
-    """The words of a name worth protecting on their own (no initials, titles or
-    common words)."""
+    """The words of a name worth protecting on their own, in any case and of any length
+    (no initials, titles, particles or common words)."""
     words = re.findall(r"[^\W\d_](?:[^\W\d_]|['-])*", value)
     return [
         w
         for w in words
-        if len(w) >= 3
+        if len(w) >= 2
         and w.casefold().rstrip(".") not in _NAME_TITLES
         and w.casefold() not in _NOT_NAMES
+        and w.casefold() not in _SHORT_WORDS
     ]
+
+
+_STREET = re.compile(
+    r"(?:[^\W\d_][\w'-]*\s+){1,3}(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|"
+    r"boulevard|blvd|way|court|ct|place|pl|terrace|close|crescent|square|sq|highway|hwy|"
+    r"parkway|pkwy|alley|row|gasse|straße|strasse|str|weg|allee|platz|rue|via|calle|avenida)"
+    r"(?!\w)\.?",
+    re.IGNORECASE,
+)
+
+
+def street_names(value: str) -> list[str]:
+    """The street of an address without its number ("221 Baker Street" -> "Baker Street")."""
+    return [m.group(0).strip() for m in _STREET.finditer(value)]
+
+
+_DATE_ENTITIES = frozenset({"DATE_OF_BIRTH", "DOB", "DATE_TIME"})
+
+
+def parts(entity: str, value: str) -> list[str]:
+    """The pieces of a value that identify it on their own: the words of a name, the
+    street of an address.  (Digits and dates are compared by :mod:`textform`.)"""
+    if entity in ("PERSON", "NAME"):
+        return name_parts(value)
+    if entity in ("STREET_ADDRESS", "ADDRESS"):
+        return street_names(value)
+    return []
+
+
+def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
+    """Where ``value`` or one of its identifying parts shows in ``text``, in any of the
+    forms the normal form equates (case, accents composed or not, invisible characters,
+    line breaks), a date in any format; a cased part only as a name is written."""
+    spans: list[tuple[int, int]] = []
+    if len(value.strip()) >= 3:
+        spans += find_folded(text, value)
+    for part in parts(entity, value):
+        if part.casefold() in CASED_PARTS:
+            for form in {part, part.upper(), part[:1].upper() + part[1:]}:
+                spans += [m.span() for m in re.finditer(rf"(?<!\w){re.escape(form)}(?!\w)", text)]
+        else:
+            spans += find_folded(text, part)
+    if entity in _DATE_ENTITIES and (dates := dates_in(value)):
+        spans += [(s, e) for s, e, found in date_spans(text) if found & dates]
+    return spans
 
 
 @dataclass(frozen=True)
@@ -207,13 +259,16 @@ class Vault:
         return Redacted(out, tuple(replacements))
 
     def _replace(self, text: str, value: str, ph: str, entity: str) -> str:
-        if len(value.strip()) >= 3:
-            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", ph, text, flags=re.IGNORECASE)
-        if self.tag_of(entity) == "PERSON":
-            for part in name_parts(value):
-                for form in {part, part.upper(), part[:1].upper() + part[1:]}:
-                    text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", ph, text)
-        return text
+        kind = "PERSON" if self.tag_of(entity) == "PERSON" else entity
+        spans = sorted(set(spans_of(kind, value, text)), key=lambda s: (s[0], -s[1]))
+        ours = [m.span() for m in PLACEHOLDER.finditer(text)]
+        pieces, cursor = [], 0
+        for start, end in spans:
+            if start < cursor or any(s < end and start < e for s, e in ours):
+                continue
+            pieces += [text[cursor:start], ph]
+            cursor = end
+        return "".join(pieces) + text[cursor:] if pieces else text
 
     def values(self) -> list[tuple[str, str]]:
         """(entity, value) of everything this vault protects."""

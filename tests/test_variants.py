@@ -1,0 +1,216 @@
+"""Issue 14, items 1-4: a value must not leave through a variant of itself.
+
+The real detector, vault and egress guard: for every value the detector finds, no
+variant of it (case, Unicode normal forms, zero-width characters, a line break,
+other separators, another date format) is in what would be sent.  Each
+``test_item_*`` failed on the main branch before this change.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assistant.errors import GuardBlocked
+from assistant.privacy.detect import Detector, load_policy
+from assistant.privacy.guard import EgressGuard, Outgoing, leak
+from assistant.privacy.placeholders import Vault
+from assistant.privacy.sanitize import sanitize
+from assistant.privacy.textform import date_spans, normalise, view
+
+
+@pytest.fixture(scope="module")
+def detector() -> Detector:
+    return Detector()
+
+
+@pytest.fixture(scope="module")
+def guard(detector: Detector) -> EgressGuard:
+    return EgressGuard(detector)
+
+
+def sent(text: str, detector: Detector, guard: EgressGuard) -> tuple[str | None, Vault]:
+    """What the real sanitize -> guard path would send for ``text`` (None: refused)."""
+    vault = Vault(tag_of=load_policy().tag)
+    try:
+        result = sanitize(text, scanner=detector, vault=vault, guard=guard)
+    except GuardBlocked:
+        return None, vault
+    guard.check(Outgoing((result.text,), "", tuple(vault.values())))
+    return result.text, vault
+
+
+def assert_gone(value: str, out: str | None) -> None:
+    if out is None:
+        return  # refused: nothing left
+    assert normalise(value) not in normalise(out)
+    digits = re.sub(r"\D", "", value)
+    if len(digits) >= 6:
+        assert digits not in re.sub(r"\D", "", normalise(out))
+
+
+# -- the normal form ------------------------------------------------------------------------
+
+
+def test_normal_form_equates_what_a_reader_cannot_tell_apart() -> None:
+    assert normalise("Kova\u0301cs") == normalise("KOVÁCS") == "kovács"
+    assert normalise("４１１１\u200b1111") == "41111111"
+    assert normalise("a\u00adb  c\n d") == "ab c d"
+
+
+def test_a_view_maps_each_character_back_to_the_original() -> None:
+    text = "Kova\u0301cs 536-22-\n8471 x"
+    v = view(text, join_lines=True)
+    assert v.text == "Kovács 536-22-8471 x"
+    start = v.text.index("536")
+    assert text[slice(*v.span(start, start + 11))] == "536-22-\n8471"
+    assert text[slice(*v.span(0, 6))] == "Kova\u0301cs"
+
+
+def test_dates_in_any_format_are_one_date() -> None:
+    (_, _, a), (_, _, b) = date_spans("03/04/1985 and 3/4/85")[:2]
+    assert a & b
+    assert date_spans("April 3rd, 1985")[0][2] & a
+    assert not date_spans("3.14159 and 2024")  # numbers are not dates
+
+
+# -- each numbered item ---------------------------------------------------------------------
+
+
+def test_item_1_a_lower_case_surname_after_the_full_name(
+    detector: Detector, guard: EgressGuard
+) -> None:
+    text = "Dr. Amelia Thompson prescribed warfarin. I think thompson made a mistake, what now?"
+    out, _ = sent(text, detector, guard)
+    assert_gone("thompson", out)
+    assert leak("PERSON", "Amelia Thompson", "ask thompson", "ask thompson") == "part 'Thompson'"
+
+
+def test_item_1_a_common_word_in_a_name_is_not_a_leak_in_lower_case() -> None:
+    assert leak("PERSON", "Will Smith", "what will happen", "what will happen") is None
+    assert leak("PERSON", "Will Smith", "ask Will", "ask will") == "part 'Will'"
+
+
+def test_item_2_decomposed_accents(detector: Detector, guard: EgressGuard) -> None:
+    text = "Miklós Kovács is my landlord. Can Kova\u0301cs keep my deposit?"
+    out, _ = sent(text, detector, guard)
+    assert out is not None and "Kova" not in out
+    all_nfd = unicodedata.normalize("NFD", "Miklós Kovács is my landlord. Can he keep it?")
+    out, _ = sent(all_nfd, detector, guard)
+    assert_gone("Kovács", out)
+    assert_gone("Miklós", out)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("My SSN is 536-22-\n8471, is that valid?", "536228471"),
+        ("Card 4111\u200b1111\u200b1111\u200b1111 was charged twice.", "4111111111111111"),
+        ("My IBAN is DE89 3704 0044\n0532 0130 00 please check it", "DE89370400440532013000"),
+        ("Email me at amelia.thompson@\nexample.com today", "amelia.thompson@example.com"),
+    ],
+)
+def test_item_3_values_split_by_a_line_break_or_a_zero_width_space(
+    detector: Detector, guard: EgressGuard, text: str, value: str
+) -> None:
+    out, _ = sent(text, detector, guard)
+    assert out is not None, "redacted, not refused"
+    assert_gone(value, out)
+    assert "0532" not in out and "thompson" not in out.casefold()
+
+
+def test_item_4_two_letter_surnames(detector: Detector, guard: EgressGuard) -> None:
+    out, _ = sent("Dr. Wei Li is my doctor. Should I ask Li about statins?", detector, guard)
+    assert out is not None and not re.search(r"\bLi\b", out)
+    assert leak("PERSON", "Wei Li", "Should I ask Li?", "should i ask li?") == "part 'Li'"
+    assert leak("PERSON", "Maria de la Cruz", "de la", "de la") is None  # particles alone
+
+
+def test_item_4_a_street_name_repeated_alone(detector: Detector, guard: EgressGuard) -> None:
+    text = "I live at 221 Baker Street. Is Baker Street in a flood zone?"
+    out, _ = sent(text, detector, guard)
+    assert out is not None and "Baker" not in out
+    flat = "is baker street in a flood zone?"
+    assert leak("STREET_ADDRESS", "221 Baker Street", flat, flat) == "part 'Baker Street'"
+
+
+def test_item_4_a_date_of_birth_in_another_format(guard: EgressGuard) -> None:
+    text = "someone born 3/4/1985"
+    assert leak("DATE_OF_BIRTH", "03/04/1985", text, normalise(text)) == "date in another format"
+    with pytest.raises(GuardBlocked):
+        guard.check(Outgoing((text,), "", (("DATE_OF_BIRTH", "03/04/1985"),)))
+    vault = Vault(tag_of=load_policy().tag)
+    vault.placeholder("DATE_OF_BIRTH", "03/04/1985")
+    redacted = vault.redact("born March 4, 1985 or 1985-04-03?", [])
+    assert "1985" not in redacted.text
+
+
+# -- property tests: any variant of a detected value ----------------------------------------
+
+VALUES = [
+    ("My SSN is {v}, is that normal?", "536-22-8471"),
+    ("Call me on {v} after six.", "(555) 201-7734"),
+    ("Pay with card {v} please.", "4111 1111 1111 1111"),
+    ("Write to {v} about it.", "amelia.thompson@example.com"),
+    ("My name is {v}. How do I renew a passport?", "Amelia Thompson"),
+    ("My landlord {v} kept the deposit. Can he do that?", "Miklós Kovács"),
+]
+
+
+def _variant(value: str, how: str, where: int) -> str:
+    cut = max(1, min(len(value) - 1, where % max(1, len(value))))
+    if how == "upper":
+        return value.upper()
+    if how == "lower":
+        return value.lower()
+    if how == "nfd":
+        return unicodedata.normalize("NFD", value)
+    if how == "nfkc-wide":  # full-width digits and letters
+        return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
+    if how == "zero-width":
+        return value[:cut] + "\u200b" + value[cut:]
+    if how == "soft-hyphen":
+        return value[:cut] + "\u00ad" + value[cut:]
+    if how == "line-break" and re.search(r"[\d@]", value):
+        return re.sub(r"([-@ ])", r"\1\n", value, count=1)
+    if how == "separators" and re.search(r"\d", value):
+        return re.sub(r"[\s().-]+", ".", value).strip(".")
+    return value
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    item=st.sampled_from(VALUES),
+    how=st.sampled_from(
+        [
+            "upper",
+            "lower",
+            "nfd",
+            "nfkc-wide",
+            "zero-width",
+            "soft-hyphen",
+            "line-break",
+            "separators",
+        ]
+    ),
+    where=st.integers(min_value=1, max_value=40),
+)
+def test_no_variant_of_a_detected_value_leaves(
+    detector: Detector, guard: EgressGuard, item: tuple[str, str], how: str, where: int
+) -> None:
+    template, value = item
+    first = template.format(v=value)
+    assert any(value in f.text or f.text in value for f in detector.find(first))
+    text = first + " Also: " + _variant(value, how, where) + " again."
+    out, _ = sent(text, detector, guard)
+    assert_gone(value, out)
+    for part in re.findall(r"[^\W\d_]{4,}", value):
+        assert out is None or normalise(part) not in normalise(out)
