@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from assistant import config as config_mod
-from assistant import drafts, errors, modelfiles, paths
+from assistant import drafts, errors, modelfiles, paths, safetext
 from assistant.config import MODES, Settings
 
 if TYPE_CHECKING:
@@ -24,10 +24,25 @@ if TYPE_CHECKING:
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
 
 
+# Everything this CLI prints goes through these: what a model, the user or the database
+# wrote is shown as text, never run by the terminal (assistant.safetext).
+def echo(message: Any = None, **kwargs: Any) -> None:
+    click.echo(None if message is None else safetext.plain(str(message)), **kwargs)
+
+
+def secho(message: Any = None, **kwargs: Any) -> None:
+    click.secho(None if message is None else safetext.plain(str(message)), **kwargs)
+
+
+def to_json(value: Any) -> str:
+    """JSON for --json: readable Unicode, but C1 controls and bidi overrides escaped."""
+    return safetext.escape_controls(json.dumps(value, ensure_ascii=False, indent=2))
+
+
 def _status_printer(enabled: bool) -> Callable[[str], None]:
     def show(message: str) -> None:
         if enabled:
-            click.secho(message, err=True, dim=True)
+            secho(message, err=True, dim=True)
 
     return show
 
@@ -77,18 +92,18 @@ def review_in_terminal(sanitized: Sanitized) -> bool:
     import shutil
 
     width = min(shutil.get_terminal_size((100, 20)).columns, 160)
-    click.echo("", err=True)
+    echo("", err=True)
     for line in side_by_side("YOUR QUESTION (stays here)", "SENT TO THE TEACHER", width):
-        click.secho(line, err=True, bold=True)
+        secho(line, err=True, bold=True)
     for line in side_by_side(sanitized.original, sanitized.text, width):
-        click.echo(line, err=True)
+        echo(line, err=True)
     counts = ", ".join(f"{k} ×{v}" for k, v in sorted(sanitized.counts.items())) or "nothing"
     rewrite = (
         "the student's rewrite is used"
         if sanitized.rewrite_used
         else (f"rewrite not used: {sanitized.rewrite_note}" if sanitized.rewrite_note else "")
     )
-    click.secho(f"detected: {counts}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
+    secho(f"detected: {counts}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
     return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
 
 
@@ -257,16 +272,16 @@ def ask(
     stream = not as_json and sys.stdout.isatty()
     try:
         with pipeline.Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
-            on_text = (lambda piece: click.echo(piece, nl=False)) if stream else None
+            on_text = (lambda piece: echo(piece, nl=False)) if stream else None
             result = pipeline.ask(rt, text, on_text=on_text, **_review_options(review, yes))
     except (errors.DragError, KeyboardInterrupt) as exc:
         raise _kept(text, exc) from None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        echo(to_json(result.to_dict()))
     else:
         if stream:
-            click.echo()
-        click.echo(_format_result(result, streamed=stream))
+            echo()
+        echo(_format_result(result, streamed=stream))
 
 
 @cli.command()
@@ -291,7 +306,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     status = _status_printer(True)
     with pipeline.Runtime(settings, status=status) as rt:
         if interactive:
-            click.secho(
+            secho(
                 f"drag · student {settings.student.model} · teacher {settings.teacher.endpoint}"
                 f" · mode {settings.pipeline.mode}. Ask a question; Ctrl+D quits.",
                 bold=True,
@@ -307,14 +322,14 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
                 result = pipeline.ask(
                     rt,
                     line,
-                    on_text=lambda piece: click.echo(piece, nl=False),
+                    on_text=lambda piece: echo(piece, nl=False),
                     **_review_options(False, False),
                 )
-                click.echo()
-                click.echo(_format_result(result, streamed=True))
+                echo()
+                echo(_format_result(result, streamed=True))
             except (errors.DragError, KeyboardInterrupt) as exc:
-                click.echo()
-                click.secho(f"drag: error: {_kept(line, exc)}", err=True, fg="red")
+                echo()
+                secho(f"drag: error: {_kept(line, exc)}", err=True, fg="red")
 
 
 @cli.group("config")
@@ -330,19 +345,15 @@ def config_show(ctx: click.Context, as_json: bool) -> None:
     settings: Settings = ctx.obj["settings"]
     rows = config_mod.effective(settings)
     if as_json:
-        click.echo(
-            json.dumps({"config_file": str(settings.config_file), "settings": rows}, indent=2)
-        )
+        echo(json.dumps({"config_file": str(settings.config_file), "settings": rows}, indent=2))
         return
-    click.echo(
+    echo(
         f"# config file: {settings.config_file}"
         f"{'' if settings.config_file and settings.config_file.exists() else ' (not present)'}"
     )
     width = max(len(r["key"]) for r in rows)
     for r in rows:
-        click.echo(
-            f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}"
-        )
+        echo(f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}")
 
 
 @config_group.command("path")
@@ -354,7 +365,7 @@ def config_path_cmd() -> None:
         ("cache", paths.cache_dir()),
         ("state", paths.state_dir()),
     ):
-        click.echo(f"{name:<6} {value}")
+        echo(f"{name:<6} {value}")
 
 
 @config_group.command("set")
@@ -365,7 +376,7 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
     """Write KEY = VALUE into the config file (validated; lists comma-separated)."""
     settings: Settings = ctx.obj["settings"]
     path = config_mod.save({key: value}, settings.config_file)
-    click.echo(f"{key} = {json.dumps(config_mod.load(config_file=path).get(key))} in {path}")
+    echo(f"{key} = {json.dumps(config_mod.load(config_file=path).get(key))} in {path}")
 
 
 @config_group.command("set-key")
@@ -375,7 +386,7 @@ def config_set_key() -> None:
 
     key = click.prompt("Teacher API key", hide_input=True, err=True)
     secrets.store_api_key(key)
-    click.echo("stored in the system keyring (it is never written to the config file)")
+    echo("stored in the system keyring (it is never written to the config file)")
 
 
 @cli.command()
@@ -400,11 +411,11 @@ def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
                 mark = (
                     click.style("ok  ", fg="green") if check.ok else click.style("FAIL", fg="red")
                 )
-                click.echo(f"{mark} {check.name}: {check.detail}")
+                echo(f"{mark} {check.name}: {check.detail}")
                 if not check.ok and check.fix:
-                    click.echo(f"     fix: {check.fix}")
+                    echo(f"     fix: {check.fix}")
     if as_json:
-        click.echo(json.dumps([asdict(c) for c in results], indent=2))
+        echo(json.dumps([asdict(c) for c in results], indent=2))
     if not all(c.ok for c in results):
         ctx.exit(1)
 
@@ -426,10 +437,10 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     name = model or settings.teacher.model or settings.student.model
     path, _spec = modelfiles.resolve(name, _status_printer(True))
     server = localserver.LocalServer(path, n_ctx=settings.teacher.n_ctx, port=port)
-    click.echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)
+    echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)
     server.start()
     server.record()
-    click.echo(
+    echo(
         f"local teacher ready at {server.base_url} (model alias {localserver.ALIAS}); "
         "Ctrl+C stops it"
     )
@@ -543,18 +554,16 @@ def audit_list(
             for r in ledger.select(store.db, since=when, search=search, limit=limit)
         ]
     if as_json:
-        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        echo(to_json(rows))
         return
     if not rows:
-        click.echo("no uploads recorded" + (" that match" if since or search else ""))
+        echo("no uploads recorded" + (" that match" if since or search else ""))
         return
-    click.echo(
-        f"{'id':>5}  {'time (UTC)':<19}  {'model':<20} {'purpose':<9} {'bytes':>7}  redacted"
-    )
+    echo(f"{'id':>5}  {'time (UTC)':<19}  {'model':<20} {'purpose':<9} {'bytes':>7}  redacted")
     for r in rows:
         size = "deleted" if r["deleted"] else f"{r['bytes']:,}"
         status = "" if r["status"] == "ok" else f"  [{r['status']}]"
-        click.echo(
+        echo(
             f"{r['id']:>5}  {r['created'][:19].replace('T', ' '):<19}  {r['model'][:20]:<20} "
             f"{r['purpose']:<9} {size:>7}  {_redaction_text(r['redaction'])}{status}"
         )
@@ -575,7 +584,7 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
         raise errors.InputError(f"no upload #{upload_id}; `drag audit list` shows them")
     d = {**ledger.detail(row), "cached": derived}
     if as_json:
-        click.echo(json.dumps(d, ensure_ascii=False, indent=2))
+        echo(to_json(d))
         return
     for key in (
         "id",
@@ -594,20 +603,20 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
         "hash",
     ):
         if d.get(key) is not None:
-            click.echo(f"{key:<17} {d[key]}")
-    click.echo(f"{'redacted':<17} {_redaction_text(d['redaction'])}")
+            echo(f"{key:<17} {d[key]}")
+    echo(f"{'redacted':<17} {_redaction_text(d['redaction'])}")
     for item in derived:
-        click.echo(
+        echo(
             f"{'cached as':<17} entry {item['entry_id']}: {item['evidence']} evidence, "
             f"{item['triples']} triples for {errors.one_line(item['question'], 60)!r}"
         )
     if d["deleted"]:
-        click.echo("\n(request and reply removed; the row stays so the chain verifies)")
+        echo("\n(request and reply removed; the row stays so the chain verifies)")
         return
-    click.echo(f"\n--- request: the exact {d['bytes']:,} bytes sent ---")
-    click.echo(d["request"])
-    click.echo("--- reply ---")
-    click.echo(d["reply"] if d["reply"] is not None else "(no reply)")
+    echo(f"\n--- request: the exact {d['bytes']:,} bytes sent ---")
+    echo(d["request"])
+    echo("--- reply ---")
+    echo(d["reply"] if d["reply"] is not None else "(no reply)")
 
 
 @audit_group.command("verify")
@@ -620,14 +629,14 @@ def audit_verify(ctx: click.Context, as_json: bool) -> None:
     with _open_store(ctx) as store:
         verdict = ledger.verify(store.db)
     if as_json:
-        click.echo(json.dumps(verdict.to_dict(), indent=2))
+        echo(json.dumps(verdict.to_dict(), indent=2))
     elif verdict.ok:
-        click.echo(
+        echo(
             f"ledger ok: {verdict.rows} uploads, chain intact"
             + (f" ({verdict.tombstones} with payload removed)" if verdict.tombstones else "")
         )
     else:
-        click.secho(
+        secho(
             f"ledger BROKEN at upload #{verdict.bad_id}: {verdict.reason} "
             f"(checked {verdict.rows} rows)",
             fg="red",
@@ -650,7 +659,7 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
         rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]
         verdict = ledger.verify(store.db)
     if fmt == "jsonl":
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        text = ledger.jsonl(rows)
     else:
         parts = [
             "# drag-assistant upload ledger",
@@ -686,14 +695,14 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
                     r["reply"] or "",
                     "```",
                 ]
-        text = "\n".join(parts) + "\n"
+        text = safetext.plain("\n".join(parts) + "\n")
     if output:
         from pathlib import Path
 
-        Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"wrote {len(rows)} uploads to {output}", err=True)
+        paths.write_private(Path(output), text)
+        echo(f"wrote {len(rows)} uploads to {output}", err=True)
     else:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
 
 
 @audit_group.command("rm")
@@ -726,7 +735,7 @@ def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
         ):
             raise click.exceptions.Abort()
         removed = ledger.tombstone_older_than(store.db, cutoff)
-    click.echo(f"removed the payloads of {removed} uploads; the ledger still verifies")
+    echo(f"removed the payloads of {removed} uploads; the ledger still verifies")
 
 
 @cli.group("cache")
@@ -746,9 +755,9 @@ def cache_stats(ctx: click.Context, as_json: bool) -> None:
         stats["database"] = str(store.path)
         stats["database_bytes"] = store.path.stat().st_size
     if as_json:
-        click.echo(json.dumps(stats, indent=2))
+        echo(json.dumps(stats, indent=2))
         return
-    click.echo(
+    echo(
         f"{stats['questions']} questions · {stats['evidence']} evidence · "
         f"{stats['entities']} entities · {stats['triples']} triples · "
         f"{stats['bytes_per_question']:,} bytes per question · database "
@@ -756,7 +765,7 @@ def cache_stats(ctx: click.Context, as_json: bool) -> None:
     )
     for sp in stats["spaces"]:
         versions = ", ".join(f"{k} {v}" for k, v in sp["prompt_versions"].items())
-        click.echo(f"  {sp['teacher_model']}: {sp['questions']} questions ({versions})")
+        echo(f"  {sp['teacher_model']}: {sp['questions']} questions ({versions})")
 
 
 @cache_group.command("purge")
@@ -772,7 +781,7 @@ def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
         raise click.exceptions.Abort()
     with _open_store(ctx) as store:
         removed = cache.purge(store.db, model)
-    click.echo(f"removed {removed} cached questions")
+    echo(f"removed {removed} cached questions")
 
 
 @bench_group.command("store", context_settings=_PASS_THROUGH)
@@ -806,10 +815,10 @@ def models_cmd(as_json: bool) -> None:
             }
         )
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo(json.dumps(rows, indent=2))
         return
     for r in rows:
-        click.echo(f"{r['name']:<30} {r['size'] / 1e6:>7.0f} MB  {r['license']:<10} {r['state']}")
+        echo(f"{r['name']:<30} {r['size'] / 1e6:>7.0f} MB  {r['license']:<10} {r['state']}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -817,21 +826,22 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="drag", standalone_mode=False)
     except errors.DragError as exc:
-        click.secho(f"drag: error: {exc}", err=True, fg="red")
+        secho(f"drag: error: {exc}", err=True, fg="red")
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("drag: cancelled", err=True)
+        echo("drag: cancelled", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        exc.message = safetext.one_line(exc.message)
         exc.show()
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("drag: interrupted", err=True)
+        echo("drag: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:
         if os.environ.get("DRAG_DEBUG"):
             raise
-        click.secho(
+        secho(
             f"drag: internal error: {type(exc).__name__}: {errors.one_line(str(exc), 200)} "
             "(run with DRAG_DEBUG=1 for the traceback)",
             err=True,

@@ -9,17 +9,26 @@ egress guard).  The guard judges the request twice: once on our own
 serialisation before the HTTP client is called, and again inside the HTTP
 client's request hook on the exact bytes about to be written to the socket.
 Either refusal means nothing is sent.
+
+What the HTTP client adds is held to the same standard: request headers are cut
+to an allowlist (:data:`HEADERS`: no ``openai-organization`` or
+``x-stainless-*`` machine description) and checked by the guard; redirects are
+never followed (a 3xx is an error naming where it pointed); a reply is read up
+to :data:`MAX_REPLY_BYTES` and within the endpoint's timeout in all, so a huge
+or dripping reply is an error, not a hang.
 """
 
 from __future__ import annotations
 
 import contextvars
+import importlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from assistant import __version__
 from assistant.errors import GuardBlocked, TeacherError, one_line
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
@@ -27,6 +36,22 @@ if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at 
 
 # Local servers need no key, but the client insists on one.
 NO_KEY = "no-key"
+# The only request headers that leave (lower case); the HTTP client's others are dropped.
+HEADERS = frozenset(
+    {
+        "host",
+        "accept",
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "content-type",
+        "authorization",
+        "user-agent",
+    }
+)
+USER_AGENT = f"drag-assistant/{__version__}"
+# A teacher's reply is a few kB of JSON; anything much larger is refused unread.
+MAX_REPLY_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -42,6 +67,10 @@ class Guard(Protocol):
 
     def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None: ...
 
+    def check_headers(
+        self, headers: dict[str, str], request: ChatRequest | ModelsRequest
+    ) -> None: ...
+
 
 class BodylessOnly:
     """The guard for requests that carry no body (the reachability probe)."""
@@ -49,6 +78,9 @@ class BodylessOnly:
     def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None:
         if body:
             raise GuardBlocked("a request with a body needs the privacy guard; nothing was sent")
+
+    def check_headers(self, headers: dict[str, str], request: ChatRequest | ModelsRequest) -> None:
+        return None  # the allowlist is applied before any guard is asked
 
 
 @dataclass(frozen=True)
@@ -138,14 +170,83 @@ _in_flight: contextvars.ContextVar[_Flight | None] = contextvars.ContextVar(
 )
 
 
+def allowed_headers(headers: Any) -> None:
+    """Cut ``headers`` (an httpx ``Headers``) down to :data:`HEADERS`, with our user agent
+    and no compressed replies (the size cap counts what is read)."""
+    for name in {k.lower() for k in headers}:
+        if name not in HEADERS:
+            del headers[name]
+    headers["user-agent"] = USER_AGENT
+    headers["accept-encoding"] = "identity"
+
+
 def _judge_exact_bytes(http_request: Any) -> None:
     """httpx request hook: the last look at the bytes before they reach the socket."""
     flight = _in_flight.get()
     if flight is None:
         raise GuardBlocked("a request was made outside egress.send; nothing was sent")
+    allowed_headers(http_request.headers)
     body = http_request.read()
     flight.guard.check_body(body, flight.request)
+    flight.guard.check_headers(
+        {k.lower(): v for k, v in http_request.headers.items() if k.lower() != "authorization"},
+        flight.request,
+    )
     flight.bodies.append(body)
+
+
+def _capped_stream(http: Any, stream: Any, url: str, limit: int, deadline: float) -> Any:
+    """``stream`` (an httpx response stream) that stops past ``limit`` bytes or the
+    ``deadline`` (time.monotonic())."""
+
+    class Capped(http.SyncByteStream):  # type: ignore[misc,name-defined]
+        def __iter__(self) -> Any:
+            read = 0
+            for chunk in stream:
+                read += len(chunk)
+                if read > limit:
+                    raise TeacherError(
+                        f"the teacher at {url} sent a reply larger than {limit // 1024} kB; "
+                        "it was not read"
+                    )
+                if time.monotonic() > deadline:
+                    raise TeacherError(
+                        f"the teacher at {url} did not finish its reply in time; "
+                        "raise teacher.timeout or use a faster teacher"
+                    )
+                yield chunk
+
+        def close(self) -> None:
+            stream.close()
+
+    return Capped()
+
+
+def _judge_reply(endpoint: Endpoint, http: Any) -> Callable[[Any], None]:
+    def hook(response: Any) -> None:
+        """httpx response hook: no redirects; a bounded reply, read within the timeout."""
+        if 300 <= response.status_code < 400:
+            target = one_line(response.headers.get("location", "?"), 120)
+            raise TeacherError(
+                f"the teacher at {endpoint.base_url} answered with a redirect (HTTP "
+                f"{response.status_code}) to {target!r}; drag does not follow redirects: "
+                "set teacher.endpoint to the address that answers"
+            )
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+            raise TeacherError(
+                f"the teacher at {endpoint.base_url} sent a reply larger than "
+                f"{MAX_REPLY_BYTES // 1024} kB ({int(length) // 1024} kB); it was not read"
+            )
+        response.stream = _capped_stream(
+            http,
+            response.stream,
+            endpoint.base_url,
+            MAX_REPLY_BYTES,
+            time.monotonic() + endpoint.timeout,
+        )
+
+    return hook
 
 
 def _client(endpoint: Endpoint) -> openai.OpenAI:
@@ -153,12 +254,22 @@ def _client(endpoint: Endpoint) -> openai.OpenAI:
     if client is None:
         import openai
 
+        # The HTTP library the client is built on (httpx, or httpx2 in openai 3).
+        http = importlib.import_module(
+            openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0]
+        )
         client = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or NO_KEY,
             timeout=endpoint.timeout,
             max_retries=endpoint.max_retries,  # exponential backoff on 408/409/429/5xx
-            http_client=openai.DefaultHttpxClient(event_hooks={"request": [_judge_exact_bytes]}),
+            http_client=openai.DefaultHttpxClient(
+                follow_redirects=False,
+                event_hooks={
+                    "request": [_judge_exact_bytes],
+                    "response": [_judge_reply(endpoint, http)],
+                },
+            ),
         )
         _clients[endpoint] = client
     return client
@@ -270,9 +381,9 @@ def _send(
             )
         completion = client.chat.completions.create(**request.payload())
     except openai.APIConnectionError as exc:
-        blocked = exc.__cause__
-        if isinstance(blocked, GuardBlocked):  # refused inside the HTTP client's hook
-            raise blocked from None
+        ours = exc.__cause__
+        if isinstance(ours, GuardBlocked | TeacherError):  # raised in one of our hooks
+            raise ours from None
         raise TeacherError(_explain(exc, endpoint, request)) from None
     except openai.OpenAIError as exc:
         raise TeacherError(_explain(exc, endpoint, request)) from None

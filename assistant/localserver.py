@@ -143,7 +143,7 @@ class LocalServer:
                 "pip install 'drag-assistant[server]'"
             ) from None
         log = log_file()
-        with log.open("wb") as out:
+        with paths.open_private(log) as out:
             self.process = subprocess.Popen(
                 self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
@@ -177,8 +177,7 @@ class LocalServer:
         """Let other drag commands find and reuse this server."""
         assert self.process is not None
         info = ServerInfo(self.process.pid, self.port, str(self.model_path))
-        paths.private_dir(state_file().parent)
-        state_file().write_text(json.dumps(asdict(info)), "utf-8")
+        paths.write_private(state_file(), json.dumps(asdict(info)))
 
     def forget(self) -> None:
         with contextlib.suppress(OSError):

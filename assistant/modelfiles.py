@@ -131,9 +131,8 @@ def verify(path: Path, sha256: str, *, name: str) -> None:
             "the file is corrupt or not the one in the manifest: reinstall its package"
         )
     record[key] = {**stamp, "sha256": sha256}
-    paths.private_dir(_verified_record().parent)
     tmp = _verified_record().with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1), "utf-8")
+    paths.write_private(tmp, json.dumps(record, indent=1))
     tmp.replace(_verified_record())
 
 
@@ -148,7 +147,7 @@ def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str]
     tmp = target.with_name(target.name + f".{os.getpid()}.part")
     digest = hashlib.sha256()
     try:
-        with tmp.open("wb") as out:
+        with paths.open_private(tmp) as out:
             for part in parts:
                 with part.open("rb") as fh:
                     while block := fh.read(1 << 20):

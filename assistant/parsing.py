@@ -43,10 +43,17 @@ def dedupe(items: Iterable[str]) -> list[str]:
     return out
 
 
+# How many '{' or '[' a reply's JSON is looked for at: each try may read to the end of the
+# reply, so trying every one would make a reply of brackets cost its length squared.
+MAX_JSON_STARTS = 32
+
+
 def _json_candidates(text: str) -> Iterator[Any]:
-    """Every JSON object or array that decodes starting at some '{' or '['."""
+    """JSON objects or arrays that decode starting at one of the first '{' or '['."""
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"[\[{]", text):
+    for n, match in enumerate(re.finditer(r"[\[{]", text)):
+        if n >= MAX_JSON_STARTS:
+            return
         try:
             value, _end = decoder.raw_decode(text, match.start())
         except (ValueError, RecursionError):
@@ -55,15 +62,13 @@ def _json_candidates(text: str) -> Iterator[Any]:
 
 
 _FENCE_START = re.compile(r"^```[\w-]*\s*")
-_FENCE = re.compile(r"^```[\w-]*\s*(.*?)\s*```$", re.DOTALL)
 
 
 def whole_json(text: str) -> Any | None:
     """The reply as JSON when it is nothing but JSON (optionally in a code fence)."""
     stripped = text.strip()
-    fenced = _FENCE.match(stripped)
-    if fenced:
-        stripped = fenced.group(1)
+    if len(stripped) >= 6 and stripped.startswith("```") and stripped.endswith("```"):
+        stripped = _FENCE_START.sub("", stripped[:-3])
     try:
         value = json.loads(stripped)
     except (ValueError, RecursionError):

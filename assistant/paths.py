@@ -6,8 +6,10 @@ otherwise the platform's directories are used (platformdirs).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 from platformdirs import PlatformDirs
 
@@ -49,6 +51,31 @@ def config_file() -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) readable by the owner only."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` and each missing parent readable by the owner only (0700; a parent
+    that exists already is left as it is)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        folder.chmod(0o700)  # mkdir's mode is cut by the umask
+    return path
+
+
+def open_private(path: Path) -> BinaryIO:
+    """``path`` opened for writing (truncated), readable by the owner only (0600) whatever
+    the umask; its folder is made with :func:`private_dir`."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode on open
+    return os.fdopen(fd, "wb")
+
+
+def write_private(path: Path, text: str | bytes) -> Path:
+    """Write ``path`` readable by the owner only (0600), replacing it."""
+    with open_private(path) as fh:
+        fh.write(text.encode("utf-8") if isinstance(text, str) else text)
     return path

@@ -111,8 +111,8 @@ def test_fuzz_round_trip(items: list[str], fmt: str) -> None:
     }[fmt]
     expected = [clean_item(i) for i in items]
     expected = [e for e in expected if any(c.isalnum() for c in e)]
-    if fmt == "lines" and len(items) == 1:
-        return  # one bare line is read as sentences, which may split it
+    if fmt in ("lines", "dollar") and len(items) == 1:
+        return  # one bare line (no $$$ either) is read as sentences, which may split it
     assert parse_list(text, keys=("evidence",)) == expected
 
 

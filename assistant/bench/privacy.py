@@ -261,6 +261,11 @@ class RecordingGuard:
         self.guard.check_body(body, request)
         self.last = body
 
+    def check_headers(
+        self, headers: dict[str, str], request: egress.ChatRequest | egress.ModelsRequest
+    ) -> None:
+        self.guard.check_headers(headers, request)
+
 
 Sender = Callable[[egress.ChatRequest, RecordingGuard], None]
 

@@ -225,3 +225,21 @@ class EgressGuard:
                 tuple(getattr(request, "released", ())),
             )
         )
+
+    def check_headers(
+        self, headers: dict[str, str], request: egress.ChatRequest | egress.ModelsRequest
+    ) -> None:
+        """The egress.Guard protocol: the request's headers (already cut to egress.HEADERS)
+        hold no protected value either."""
+        allowed = egress.HEADERS - {"authorization"}
+        extra = sorted(set(headers) - allowed)
+        if extra:
+            raise GuardBlocked(f"the request carries headers {extra} not allowed; nothing was sent")
+        self.check(
+            Outgoing(
+                (),
+                "\n".join(f"{k}: {v}" for k, v in sorted(headers.items())),
+                tuple(getattr(request, "protected", ())),
+                released=tuple(getattr(request, "released", ())),
+            )
+        )

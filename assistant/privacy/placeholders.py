@@ -17,6 +17,7 @@ from typing import Any
 
 from assistant.privacy.detect import Finding
 from assistant.privacy.textform import date_spans, dates_in, find_folded, normalise
+from assistant.safetext import link_spans
 
 PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
 _NAME_TITLES = {"dr", "prof", "mr", "mrs", "ms", "mx", "miss", "sir", "dame", "rev", "jr", "sr"}
@@ -287,12 +288,18 @@ class Vault:
         )
 
     def restore(self, text: str) -> str:
-        """Put the original values back in place of (possibly mangled) placeholders."""
+        """Put the original values back in place of (possibly mangled) placeholders,
+        except inside a link's target (a URL, a Markdown link, an OSC 8 hyperlink): a
+        hostile teacher could ask for values that way, and a click would send them."""
         pattern = self._pattern()
         if pattern is None or not text:
             return text
 
+        links = link_spans(text)
+
         def put_back(m: re.Match[str]) -> str:
+            if any(s <= m.start() < e for s, e in links):
+                return m.group(0)  # never a value inside a link's target: it would leave
             tag, number = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             found = self._values.get(f"<{tag.upper()}_{int(number)}>")
             return found[1] if found else m.group(0)

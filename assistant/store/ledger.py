@@ -16,12 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlite_utils
 
+from assistant.safetext import escape_controls
 from assistant.store.db import transaction
 
 GENESIS = "0" * 64
@@ -211,6 +212,11 @@ def detail(row: Mapping[str, Any]) -> dict[str, Any]:
         "prev_hash": row["prev_hash"],
         "hash": row["hash"],
     }
+
+
+def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Rows (:func:`detail`) as JSON lines, controls escaped (the export format)."""
+    return "".join(escape_controls(json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
 
 
 def select(

@@ -16,10 +16,11 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from assistant import config, pipeline
+from assistant import config, pipeline, safetext
 from assistant.config import Settings
 from assistant.errors import DragError
 from assistant.store import Store
@@ -49,6 +50,25 @@ class DragApp(App[None]):
     ]
 
     status: reactive[str] = reactive("starting…")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notice as plain text: messages quote errors, titles and paths, which may
+        hold "[/]" or a teacher's words (never markup, whatever a caller asks)."""
+        super().notify(
+            safetext.plain(message),
+            title=safetext.one_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def __init__(self, settings: Settings, *, warm: bool = True) -> None:
         super().__init__()

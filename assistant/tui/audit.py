@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from pathlib import Path
 from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Footer, Header, Input
 
 from assistant import paths
 from assistant.store import ledger
-from assistant.tui.widgets import DragScreen, StatusBar
+from assistant.tui.widgets import DragScreen, Plain, StatusBar, plain_text
 
 
 def redaction_text(counts: dict[str, int]) -> str:
@@ -61,10 +60,10 @@ class AuditScreen(DragScreen):
         with Vertical(id="audit"):
             with Horizontal(id="audit-bar"):
                 yield Input(placeholder="search request and reply text", id="audit-search")
-                yield Static("", id="verdict")
+                yield Plain("", id="verdict")
             yield DataTable(id="uploads", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="audit-detail"):
-                yield Static("Select an upload to see exactly what was sent.", id="detail")
+                yield Plain("Select an upload to see exactly what was sent.", id="detail")
         yield StatusBar()
         yield Footer()
 
@@ -83,15 +82,16 @@ class AuditScreen(DragScreen):
         text = self.query_one("#audit-search", Input).value.strip() if search is None else search
         for row in ledger.select(self.drag.ui_store.db, search=text or None):
             s = ledger.summary(row)
-            table.add_row(
+            cells = [
                 str(s["id"]),
                 s["created"][:19].replace("T", " "),
                 s["model"],
                 s["purpose"],
                 "deleted" if s["deleted"] else f"{s['bytes']:,}",
                 redaction_text(s["redaction"]),
-                key=str(s["id"]),
-            )
+            ]
+            # Text cells: a DataTable reads a str cell as markup.
+            table.add_row(*(plain_text(c) for c in cells), key=str(s["id"]))
 
     @on(Input.Changed, "#audit-search")
     def search(self, event: Input.Changed) -> None:
@@ -103,11 +103,11 @@ class AuditScreen(DragScreen):
             return
         row = ledger.get(self.drag.ui_store.db, int(event.row_key.value))
         if row is not None:
-            self.query_one("#detail", Static).update(detail_text(ledger.detail(row)))
+            self.query_one("#detail", Plain).update(detail_text(ledger.detail(row)))
 
     def action_verify(self) -> None:
         verdict = ledger.verify(self.drag.ui_store.db)
-        widget = self.query_one("#verdict", Static)
+        widget = self.query_one("#verdict", Plain)
         if verdict.ok:
             widget.update(f"✓ ledger ok: {verdict.rows} uploads, chain intact")
         else:
@@ -117,10 +117,8 @@ class AuditScreen(DragScreen):
     def action_export(self) -> None:
         target = paths.data_dir() / "ledger-export.jsonl"
         rows = [ledger.detail(r) for r in ledger.select(self.drag.ui_store.db)]
-        Path(target).write_text(
-            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8"
-        )
-        self.notify(f"exported {len(rows)} uploads to {target}")
+        paths.write_private(target, ledger.jsonl(rows))
+        self.notify(f"exported {len(rows)} uploads to {target}", markup=False)
 
     def action_focus_search(self) -> None:
         self.query_one("#audit-search", Input).focus()

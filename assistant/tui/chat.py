@@ -19,14 +19,13 @@ from textual.widgets import (
     Label,
     ListItem,
     ListView,
-    Markdown,
     Static,
 )
 
 from assistant import drafts, pipeline
 from assistant.errors import Declined, DragError, Interrupted, PrivacyError
 from assistant.tui.review import ReviewModal, Verdict
-from assistant.tui.widgets import DragScreen, StatusBar
+from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
 if TYPE_CHECKING:
     from assistant.privacy.sanitize import Sanitized
@@ -97,24 +96,26 @@ class Turn(Vertical):
         self.result: pipeline.AskResult | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(self.question, classes="question")
-        yield Static(self.note, classes="badge")
-        yield Markdown(self.answer, classes="answer")
+        # Plain text, never Markdown or markup: a model's reply is data (a link in it is
+        # shown with its full target, not made clickable; see assistant.safetext).
+        yield Plain(self.question, classes="question")
+        yield Plain(self.note, classes="badge")
+        yield Plain(self.answer, classes="answer")
 
     def set_note(self, note: str, error: bool = False) -> None:
         self.note = note
-        widget = self.query_one(".badge", Static)
+        widget = self.query_one(".badge", Plain)
         widget.update(note)
         widget.set_class(error, "error")
 
     def add_text(self, piece: str) -> None:
         self.answer += piece
-        self.query_one(Markdown).append(piece)
+        self.query_one(".answer", Plain).update(self.answer)
 
     def finish(self, result: pipeline.AskResult) -> None:
         self.result = result
         self.answer = result.answer  # placeholders restored
-        self.query_one(Markdown).update(result.answer)
+        self.query_one(".answer", Plain).update(result.answer)
         self.set_note(badge(result))
 
 
@@ -175,7 +176,7 @@ class NotSent(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="not-sent"):
             yield Label("Nothing was sent to the teacher", classes="heading")
-            yield Static(self.reason, id="not-sent-reason")
+            yield Plain(self.reason, id="not-sent-reason")
             with Horizontal(id="buttons"):
                 yield Button("OK (enter)", id="ok")
 
@@ -212,7 +213,7 @@ class ChatScreen(DragScreen):
                     yield Static(WELCOME, id="welcome")
                 yield Input(placeholder="Ask a question (Enter sends)", id="question")
             with VerticalScroll(id="context"):
-                yield Static(
+                yield Plain(
                     "Evidence and triples used for the answer appear here.", id="context-body"
                 )
         yield StatusBar()
@@ -233,7 +234,7 @@ class ChatScreen(DragScreen):
             self.notify(str(exc), severity="error")
             return
         for row in rows:
-            item = ListItem(Label(row["title"][:40] or f"conversation {row['id']}"))
+            item = ListItem(PlainLabel(row["title"][:40] or f"conversation {row['id']}"))
             item.conversation_id = row["id"]  # type: ignore[attr-defined]
             listing.append(item)
 
@@ -264,7 +265,7 @@ class ChatScreen(DragScreen):
         messages = self.query_one("#messages", VerticalScroll)
         messages.remove_children()
         messages.mount(Static(WELCOME, id="welcome"))
-        self.query_one("#context-body", Static).update("")
+        self.query_one("#context-body", Plain).update("")
         self.drag.runtime.new_conversation()
         self.query_one("#question", Input).focus()
 
@@ -391,7 +392,7 @@ class ChatScreen(DragScreen):
 
     def show_result(self, turn: Turn, result: pipeline.AskResult) -> None:
         turn.finish(result)
-        self.query_one("#context-body", Static).update(context_text(result))
+        self.query_one("#context-body", Plain).update(context_text(result))
         self.refresh_conversations(self.query_one("#search", Input).value.strip())
 
     def _done(self) -> None:

@@ -11,7 +11,7 @@ from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
 from assistant import config, secrets
 from assistant.errors import ConfigError
-from assistant.tui.widgets import DragScreen, StatusBar
+from assistant.tui.widgets import DragScreen, Plain, StatusBar
 
 # (key, widget kind) in the order shown; every other key stays as the file has it.
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -37,7 +37,7 @@ class SettingsScreen(DragScreen):
         settings = self.drag.settings
         yield Header()
         with VerticalScroll(id="settings"):
-            yield Static(f"Saved to {settings.config_file} (the file `drag` reads).", id="where")
+            yield Plain(f"Saved to {settings.config_file} (the file `drag` reads).", id="where")
             for key, kind in FIELDS:
                 spec = config.SCHEMA[key]
                 value = settings.get(key)
@@ -55,7 +55,7 @@ class SettingsScreen(DragScreen):
                     else:
                         yield Input(str(value), id=_field_id(key))
                     yield Label(spec.help, classes="help")
-                yield Static("", id=_field_id(key) + "-error", classes="field-error")
+                yield Plain("", id=_field_id(key) + "-error", classes="field-error")
             with Horizontal(classes="field"):
                 yield Label("teacher API key", classes="key")
                 yield Input(
@@ -64,7 +64,7 @@ class SettingsScreen(DragScreen):
                     id="set-api-key",
                 )
                 yield Label("kept in the system keyring, never shown again", classes="help")
-            yield Static("", id="set-api-key-error", classes="field-error")
+            yield Plain("", id="set-api-key-error", classes="field-error")
             yield Button("Save (ctrl+s)", variant="primary", id="save")
         yield StatusBar()
         yield Footer()

@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.visual import VisualType
+from textual.widgets import Label, Static
+
+from assistant import safetext
 
 if TYPE_CHECKING:
     from assistant.tui.app import DragApp
+
+
+def plain_text(text: str) -> Text:
+    """A string as it is written: no markup, no control sequence (assistant.safetext)."""
+    return Text(safetext.plain(text))
+
+
+class Plain(Static):
+    """Static for text from the user, a model or the database: shown as written, never
+    read as markup, Markdown or terminal control; a link is inert text."""
+
+    def __init__(self, text: str = "", **kwargs: Any) -> None:
+        super().__init__(plain_text(text), markup=False, **kwargs)
+
+    def update(self, content: VisualType = "") -> None:
+        super().update(plain_text(content) if isinstance(content, str) else content)
+
+
+class PlainLabel(Label):
+    """Label for text from the user or the database (a conversation title)."""
+
+    def __init__(self, text: str = "", **kwargs: Any) -> None:
+        super().__init__(plain_text(text), markup=False, **kwargs)
 
 
 class DragScreen(Screen[None]):
@@ -38,7 +65,7 @@ class StatusBar(Static):
             self.watch(self.app, "status", self._show)
 
     def _show(self, value: str) -> None:
-        self.update(value)
+        self.update(plain_text(value))  # it quotes errors: never markup
 
 
 def bar_chart(
