@@ -67,10 +67,15 @@ def read_stdin_question() -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        kept = drafts.keep(raw, "not UTF-8")
+        error = errors.InputError(
+            f"standard input is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        )
+        try:
+            kept = drafts.keep(raw, str(error))
+        except (errors.DragError, OSError) as why:
+            raise errors.InputError(f"{error}; it could not be kept: {why}") from None
         raise errors.InputError(
-            f"standard input is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-            f"{exc.start}); your input is kept in {kept}"
+            f"{error}; your input is kept in drag drafts as {kept.stem}"
         ) from None
 
 
@@ -621,27 +626,49 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
 
 @audit_group.command("verify")
 @click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--head",
+    "noted",
+    metavar="ID:HASH",
+    help="A head noted earlier (`drag audit head`): the ledger must still reach it.",
+)
 @click.pass_context
-def audit_verify(ctx: click.Context, as_json: bool) -> None:
-    """Recompute the hash chain; name the first row that does not match (exit 1)."""
-    from assistant.store import ledger
-
+def audit_verify(ctx: click.Context, as_json: bool, noted: str | None) -> None:
+    """Recompute the hash chain and each row's MAC (the store key); name the first row
+    that does not match (exit 1)."""
     with _open_store(ctx) as store:
-        verdict = ledger.verify(store.db)
+        verdict = store.verify_ledger(noted)
     if as_json:
         echo(json.dumps(verdict.to_dict(), indent=2))
     elif verdict.ok:
         echo(
-            f"ledger ok: {verdict.rows} uploads, chain intact"
+            f"ledger ok: {verdict.rows} uploads, chain and MACs intact"
             + (f" ({verdict.tombstones} with payload removed)" if verdict.tombstones else "")
         )
     else:
-        secho(
-            f"ledger BROKEN at upload #{verdict.bad_id}: {verdict.reason} "
-            f"(checked {verdict.rows} rows)",
-            fg="red",
-        )
+        where = f" at upload #{verdict.bad_id}" if verdict.bad_id else ""
+        secho(f"ledger BROKEN{where}: {verdict.reason} (checked {verdict.rows} rows)", fg="red")
     if not verdict.ok:
+        ctx.exit(1)
+
+
+@audit_group.command("head")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_head(ctx: click.Context, as_json: bool) -> None:
+    """The newest upload's id and hash: note it elsewhere; `drag audit verify --head
+    ID:HASH` later shows whether rows were removed since."""
+    from assistant.store import ledger
+
+    with _open_store(ctx) as store:
+        verdict = store.verify_ledger()
+        top = ledger.head(store.db)
+    if as_json:
+        echo(json.dumps({**top, "verified": verdict.ok}, indent=2))
+    else:
+        echo(f"{top['id']}:{top['hash']}")
+    if not verdict.ok:
+        secho(f"warning: the ledger does not verify: {verdict.reason}", err=True, fg="red")
         ctx.exit(1)
 
 
@@ -657,7 +684,7 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
     when = parse_since(since) if since else None
     with _open_store(ctx) as store:
         rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]
-        verdict = ledger.verify(store.db)
+        verdict = store.verify_ledger()
     if fmt == "jsonl":
         text = ledger.jsonl(rows)
     else:
@@ -734,8 +761,58 @@ def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
             )
         ):
             raise click.exceptions.Abort()
-        removed = ledger.tombstone_older_than(store.db, cutoff)
+        removed = ledger.tombstone_older_than(store.db, cutoff, store.sealer.mac_key)
     echo(f"removed the payloads of {removed} uploads; the ledger still verifies")
+
+
+@cli.group("drafts")
+def drafts_group() -> None:
+    """Questions that were not answered (blocked, declined, failed), kept sealed."""
+
+
+@drafts_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def drafts_list(as_json: bool) -> None:
+    """Each kept question: its name, when, and why it was not answered."""
+    rows = drafts.listing()
+    if as_json:
+        echo(to_json(rows))
+        return
+    if not rows:
+        echo("no kept questions")
+    for r in rows:
+        question = safetext.one_line(r.get("question") or "")
+        echo(f"{r['name']}  {r.get('created', '')}  {question[:60]}")
+        echo(f"    {safetext.one_line(r.get('error') or '')[:100]}")
+
+
+@drafts_group.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+def drafts_show(name: str, as_json: bool) -> None:
+    """One kept question in full (the question, the error, any teacher reply)."""
+    r = drafts.read(name)
+    if as_json:
+        echo(to_json(r))
+        return
+    echo(r.get("question") or "")
+    echo(f"\n--- not answered: {r.get('error') or ''}")
+    if r.get("teacher_reply"):
+        echo(f"--- the teacher had replied ---\n{r['teacher_reply']}")
+
+
+@drafts_group.command("rm")
+@click.argument("names", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Remove every kept question.")
+def drafts_rm(names: tuple[str, ...], everything: bool) -> None:
+    """Remove kept questions."""
+    if everything:
+        names = tuple(r["name"] for r in drafts.listing())
+    elif not names:
+        raise errors.InputError("name the kept questions to remove, or give --all")
+    for name in names:
+        drafts.remove(name)
+    echo(f"removed {len(names)} kept questions")
 
 
 @cli.group("cache")
@@ -832,7 +909,7 @@ def main(argv: list[str] | None = None) -> None:
         echo("drag: cancelled", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.message = safetext.one_line(exc.message)
+        exc.message = safetext.one_line(exc.message)  # type: ignore[misc]
         exc.show()
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:

@@ -158,6 +158,10 @@ class StoreSettings:
     retention_days: int = field(
         default=0, metadata={"help": "drop ledger payloads older than this; 0 = keep", "min": 0}
     )
+    draft_days: int = field(
+        default=30,
+        metadata={"help": "delete kept (unsent) questions older than this; 0 = keep", "min": 0},
+    )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from assistant import modelfiles, secrets
 from assistant.errors import DragError
 from assistant.pipeline import Runtime
 from assistant.privacy.detect import load_policy
-from assistant.store import db, ledger
+from assistant.store import db
 from assistant.student import gpu_offload_supported
 
 
@@ -103,13 +103,13 @@ def checks(runtime: Runtime) -> Iterator[Check]:
         ok = st.db.execute("PRAGMA quick_check").fetchone()[0]
         if ok != "ok":
             raise DragError(f"the database {st.path} is damaged: {ok}")
-        verdict = ledger.verify(st.db)
+        _ = st.sealer  # loads the at-rest key and checks it is the one the database has
+        verdict = st.verify_ledger()
         if not verdict.ok:
             raise DragError(f"the upload ledger is broken at #{verdict.bad_id}: {verdict.reason}")
-        _ = st.sealer  # loads (or makes) the at-rest key and checks it fits the database
         return (
-            f"{st.path} (schema {db.version(st.db)}, {verdict.rows} uploads, chain intact); "
-            f"at-rest key: {st.key_where}"
+            f"{st.path} (schema {db.version(st.db)}, {verdict.rows} uploads, chain and MACs "
+            f"intact); at-rest key: {st.key_where}, key id {st.key_id}"
             + ("" if "keyring" in st.key_where else " (no system keyring: 0600 file)")
         )
 

@@ -199,7 +199,7 @@ def _capped_stream(http: Any, stream: Any, url: str, limit: int, deadline: float
     """``stream`` (an httpx response stream) that stops past ``limit`` bytes or the
     ``deadline`` (time.monotonic())."""
 
-    class Capped(http.SyncByteStream):  # type: ignore[misc,name-defined]
+    class Capped(http.SyncByteStream):  # type: ignore[misc]
         def __iter__(self) -> Any:
             read = 0
             for chunk in stream:

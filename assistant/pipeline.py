@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from assistant import answer, evidence, graph, localserver, modelfiles, recall, secrets
+from assistant import answer, drafts, evidence, graph, localserver, modelfiles, recall, secrets
 from assistant.config import Mode, Settings
 from assistant.embedder import SentenceEmbedder
 from assistant.errors import (
@@ -113,6 +113,7 @@ class Runtime:
         s = self.settings.store
         store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
         store.apply_retention(s.retention_days)
+        drafts.purge(s.draft_days)
         return store
 
     @property
@@ -245,6 +246,9 @@ class Runtime:
     @cached_property
     def teacher(self) -> Teacher:
         t = self.settings.teacher
+        # The ledger MACs every upload with the store key: a key problem is found now,
+        # before anything is sent, not after the teacher has answered.
+        _ = self.store.sealer
         if self.teacher_is_local:
             path = self.teacher_model_path
             self.status(f"starting the local teacher ({path.name})…")

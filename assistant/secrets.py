@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from assistant.errors import ConfigError
+from assistant.errors import ConfigError, one_line
 
 ENV_VAR = "DRAG_TEACHER_API_KEY"
 SERVICE = "drag-assistant"
@@ -25,9 +25,22 @@ def api_key() -> str | None:
         import keyring
 
         stored = keyring.get_password(SERVICE, USERNAME)
-    except Exception:  # no backend, locked store, D-Bus missing: all mean "no key here"
-        return None
+    except Exception as exc:
+        if _no_keyring(exc):  # a headless box: the environment variable is the way
+            return None
+        # A keyring that exists but fails now (locked, D-Bus error): say so, rather than
+        # send no key and report later that the teacher refused it.
+        raise ConfigError(
+            f"the system keyring could not be read ({type(exc).__name__}: "
+            f"{one_line(str(exc), 80)}); unlock it, or export {ENV_VAR}"
+        ) from None
     return stored or None
+
+
+def _no_keyring(exc: Exception) -> bool:
+    from keyring.errors import NoKeyringError
+
+    return isinstance(exc, NoKeyringError)
 
 
 def key_source() -> str:

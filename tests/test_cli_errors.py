@@ -5,15 +5,18 @@ These run the real `drag` command in a subprocess, as a user would.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from assistant import drafts
 from assistant.localserver import free_port
 from tests.fakes import completion, fake_teacher_server
 
@@ -42,12 +45,15 @@ def one_line_error(proc: subprocess.CompletedProcess[bytes]) -> str:
     return lines[0]
 
 
-def kept_file(message: str) -> Path:
-    match = re.search(r"kept in (\S+?)\)?$", message)
+def kept(message: str) -> dict[str, Any]:
+    """The kept question the message names, opened; its file is owner-only and sealed."""
+    match = re.search(r"kept in drag drafts as (\S+?)\)?$", message)
     assert match, message
-    path = Path(match.group(1))
+    path = drafts.unsent_dir() / (match.group(1) + drafts.SUFFIX)
     assert path.is_file() and path.stat().st_mode & 0o077 == 0  # owner-only
-    return path
+    record = drafts.read(match.group(1))
+    assert record["question"][:12].encode() not in path.read_bytes()  # sealed
+    return record
 
 
 def remote(url: str) -> dict[str, str]:
@@ -65,7 +71,7 @@ def test_100kb_question_is_refused_and_kept() -> None:
     proc = drag("ask", stdin=question.encode())
     message = one_line_error(proc)
     assert proc.returncode == 2 and "limit is 8,000" in message
-    assert json.loads(kept_file(message).read_text("utf-8"))["question"] == question
+    assert kept(message)["question"] == question
 
 
 def test_invalid_utf8_on_stdin_is_kept_byte_for_byte() -> None:
@@ -73,7 +79,7 @@ def test_invalid_utf8_on_stdin_is_kept_byte_for_byte() -> None:
     proc = drag("ask", stdin=raw)
     message = one_line_error(proc)
     assert proc.returncode == 2 and "not valid UTF-8 (byte 0xff at offset 10)" in message
-    assert kept_file(message).read_bytes() == raw
+    assert base64.b64decode(kept(message)["question_base64"]) == raw
 
 
 def test_teacher_down() -> None:
@@ -81,10 +87,7 @@ def test_teacher_down() -> None:
     proc = drag("ask", "What is the capital of France?", env=remote(url))
     message = one_line_error(proc)
     assert proc.returncode == 3 and f"cannot reach the teacher at {url}" in message
-    assert (
-        json.loads(kept_file(message).read_text("utf-8"))["question"]
-        == "What is the capital of France?"
-    )
+    assert kept(message)["question"] == "What is the capital of France?"
 
 
 @pytest.mark.parametrize(
@@ -105,7 +108,7 @@ def test_fake_teacher_bad_replies(body: bytes, content_type: str, expected: str)
         proc = drag("ask", "Name a prime number.", env=remote(url))
     message = one_line_error(proc)
     assert proc.returncode == 3 and expected in message
-    record = json.loads(kept_file(message).read_text("utf-8"))
+    record = kept(message)
     assert record["question"] == "Name a prime number."
     if b"evidence" in body:  # what the teacher returned is kept too
         assert record["teacher_reply"] == json.loads(body)["choices"][0]["message"]["content"]
@@ -140,4 +143,4 @@ def test_interrupt_keeps_the_question() -> None:
 
     error = _kept("What is 2+2?", KeyboardInterrupt())
     assert isinstance(error, Interrupted) and error.exit_code == 130
-    assert json.loads(kept_file(str(error)).read_text("utf-8"))["question"] == "What is 2+2?"
+    assert kept(str(error))["question"] == "What is 2+2?"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -249,8 +250,9 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "teacher reachable",
     }
     assert "sha256 verified" in checks["student model file"]["detail"]
-    assert "chain intact" in checks["local store"]["detail"]
+    assert "chain and MACs intact" in checks["local store"]["detail"]
     assert "key file" in checks["local store"]["detail"]  # the tests never use a keyring
+    assert re.search(r"key id [0-9a-f]{8}", checks["local store"]["detail"])
     assert ALIAS in checks["teacher reachable"]["detail"]
 
 

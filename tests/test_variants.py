@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 from assistant.errors import GuardBlocked
 from assistant.privacy.detect import Detector, load_policy
 from assistant.privacy.guard import EgressGuard, Outgoing, leak
-from assistant.privacy.placeholders import Vault
+from assistant.privacy.placeholders import Vault, normalise
 from assistant.privacy.sanitize import sanitize
-from assistant.privacy.textform import date_spans, normalise, view
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +39,10 @@ def sent(text: str, detector: Detector, guard: EgressGuard) -> tuple[str | None,
         result = sanitize(text, scanner=detector, vault=vault, guard=guard)
     except GuardBlocked:
         return None, vault
-    guard.check(Outgoing((result.text,), "", tuple(vault.values())))
+    try:  # what egress.send would do with it
+        guard.check(Outgoing((result.text,), "", tuple(vault.values())))
+    except GuardBlocked:
+        return None, vault
     return result.text, vault
 
 
@@ -57,12 +59,16 @@ def assert_gone(value: str, out: str | None) -> None:
 
 
 def test_normal_form_equates_what_a_reader_cannot_tell_apart() -> None:
+    from assistant.privacy.textform import normalise
+
     assert normalise("Kova\u0301cs") == normalise("KOVÁCS") == "kovács"
     assert normalise("４１１１\u200b1111") == "41111111"
     assert normalise("a\u00adb  c\n d") == "ab c d"
 
 
 def test_a_view_maps_each_character_back_to_the_original() -> None:
+    from assistant.privacy.textform import view
+
     text = "Kova\u0301cs 536-22-\n8471 x"
     v = view(text, join_lines=True)
     assert v.text == "Kovács 536-22-8471 x"
@@ -72,6 +78,8 @@ def test_a_view_maps_each_character_back_to_the_original() -> None:
 
 
 def test_dates_in_any_format_are_one_date() -> None:
+    from assistant.privacy.textform import date_spans
+
     (_, _, a), (_, _, b) = date_spans("03/04/1985 and 3/4/85")[:2]
     assert a & b
     assert date_spans("April 3rd, 1985")[0][2] & a

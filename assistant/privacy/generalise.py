@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.privacy.detect import GeneraliseRule
-from assistant.privacy.placeholders import PLACEHOLDER, Replacement, normalise
+from assistant.privacy.placeholders import PLACEHOLDER, Replacement
+from assistant.privacy.textform import normalise
 
 PLACES_FILE = Path(__file__).with_name("data") / "places.tsv.gz"
 _RANK = {"country": 2, "state": 1, "city": 0}  # a name is first a country's, then a state's

@@ -29,14 +29,9 @@ from dataclasses import dataclass
 from assistant import egress
 from assistant.errors import GuardBlocked
 from assistant.privacy.detect import Scanner
-from assistant.privacy.placeholders import CASED_PARTS, PLACEHOLDER, parts
+from assistant.privacy.placeholders import CASED_PARTS, DIGIT_TYPES, PLACEHOLDER, parts
 from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
 
-# Entity types whose digits identify them whatever the separators.
-_DIGIT_TYPES = {
-    "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IBAN_CODE", "US_BANK_NUMBER", "US_ITIN",
-    "US_PASSPORT", "IP_ADDRESS", "DATE_OF_BIRTH", "MEDICAL_LICENSE",
-}  # fmt: skip
 _DATE_TYPES = {"DATE_OF_BIRTH", "DATE_TIME"}
 _MIN_PART = 3
 
@@ -123,7 +118,7 @@ def leak(
     norm = normalise(value)
     if norm and re.search(bounded(norm), flat):
         return "normalised"
-    if entity in _DIGIT_TYPES:
+    if entity in DIGIT_TYPES:
         digits = re.sub(r"\D", "", normalise(value))
         if len(digits) >= 6 and any(digits in run for run in digit_runs(flat)):
             return "digits"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.privacy.detect import Finding
-from assistant.privacy.textform import date_spans, dates_in, find_folded, normalise
+from assistant.privacy.textform import date_spans, dates_in, digit_spans, find_folded, normalise
 from assistant.safetext import link_spans
 
 PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
@@ -137,6 +137,13 @@ def street_names(value: str) -> list[str]:
 
 
 _DATE_ENTITIES = frozenset({"DATE_OF_BIRTH", "DOB", "DATE_TIME"})
+# Entity types whose digits identify them whatever the separators.
+DIGIT_TYPES = frozenset(
+    {
+        "PHONE_NUMBER", "CREDIT_CARD", "US_SSN", "IBAN_CODE", "US_BANK_NUMBER", "US_ITIN",
+        "US_PASSPORT", "IP_ADDRESS", "DATE_OF_BIRTH", "MEDICAL_LICENSE",
+    }
+)  # fmt: skip
 
 
 def parts(entity: str, value: str) -> list[str]:
@@ -164,6 +171,9 @@ def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
             spans += find_folded(text, part)
     if entity in _DATE_ENTITIES and (dates := dates_in(value)):
         spans += [(s, e) for s, e, found in date_spans(text) if found & dates]
+    digits = re.sub(r"\D", "", normalise(value))
+    if entity in DIGIT_TYPES and len(digits) >= 6:
+        spans += [(s, e) for s, e, run in digit_spans(text) if digits in run]
     return spans
 
 

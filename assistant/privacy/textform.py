@@ -136,6 +136,14 @@ def digit_runs(text: str) -> list[str]:
     return [re.sub(r"\D", "", m.group(0)) for m in _DIGIT_RUN.finditer(normalise(text))]
 
 
+def digit_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, digits) of each digit run of ``text`` (see :func:`digit_runs`)."""
+    v = view(text, fold=True)
+    return [
+        (*v.span(*m.span()), re.sub(r"\D", "", m.group(0))) for m in _DIGIT_RUN.finditer(v.text)
+    ]
+
+
 # -- dates ---------------------------------------------------------------------------------
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")

@@ -27,6 +27,7 @@ class Store:
         self._key_storage = key
         self._sealer: Sealer | None = None
         self.key_where = ""
+        self.key_id = ""
         self._indexes: dict[str, SpaceIndex] = {}
 
     def close(self) -> None:
@@ -42,36 +43,57 @@ class Store:
 
     @property
     def sealer(self) -> Sealer:
-        """The at-rest key, checked against the one this database was sealed with."""
+        """The at-rest key, checked against the one this database was sealed with.
+
+        The database records the key's id (a check value) and its source; once it has
+        one, a key is only looked up, never made, so an unavailable keyring is an error
+        rather than a second key."""
         if self._sealer is None:
-            info = load_key(self._key_storage)
+            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+            sealed = meta.get("key_check")
+            source = meta.get("key_source", "keyring or key file")
+            try:
+                info = load_key(self._key_storage, create=sealed is None)
+            except StoreError as exc:
+                if sealed is None:
+                    raise
+                raise StoreError(
+                    f"this database was sealed with the store key from the {source} "
+                    f"(key id {sealed[:8]}), which cannot be found now: {exc}"
+                ) from None
             sealer = Sealer(info.key)
             with db.transaction(self.db):
-                row = self.db.execute("SELECT value FROM meta WHERE key = 'key_check'").fetchone()
-                if row is None:
+                if sealed is None:
                     self.db.execute(
-                        "INSERT INTO meta (key, value) VALUES ('key_check', ?)", [sealer.check]
+                        "INSERT INTO meta (key, value) VALUES ('key_check', ?), ('key_source', ?)",
+                        [sealer.check, info.source],
                     )
-                elif row[0] != sealer.check:
+                elif sealed != sealer.check:
                     raise StoreError(
                         f"the store key ({info.where}) is not the key this database was "
-                        f"sealed with; restore the right key, or move {self.path} away to "
-                        "start a new database"
+                        f"sealed with (key id {sealed[:8]}, from the {source}); restore the "
+                        f"right key, or move {self.path} away to start a new database"
                     )
+            ledger.adopt(self.db, sealer.mac_key)
             self._sealer, self.key_where = sealer, info.where
+            self.key_id = sealer.check[:8]
         return self._sealer
 
     # -- ledger ---------------------------------------------------------------------------
 
     def record_upload(self, upload: ledger.Upload) -> int:
-        return ledger.append(self.db, upload)
+        return ledger.append(self.db, upload, self.sealer.mac_key)
+
+    def verify_ledger(self, noted: str | None = None) -> ledger.Verdict:
+        """The chain, each row's MAC and the recorded head (see assistant.store.ledger)."""
+        return ledger.verify(self.db, self.sealer.mac_key, noted=noted)
 
     def apply_retention(self, days: int) -> int:
         """Blank ledger payloads older than ``days`` (0 = keep all); returns rows blanked."""
         if days <= 0:
             return 0
         cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
-        return ledger.tombstone_older_than(self.db, cutoff)
+        return ledger.tombstone_older_than(self.db, cutoff, self.sealer.mac_key)
 
     # -- cache ----------------------------------------------------------------------------
 

@@ -156,6 +156,13 @@ def m003_history(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX questions_conversation ON questions (conversation_id)")
 
 
+@migration
+def m004_ledger_mac(db: sqlite_utils.Database) -> None:
+    """A keyed MAC per ledger row (assistant.store.ledger); old rows get theirs when the
+    store first opens its key."""
+    db.execute("ALTER TABLE uploads ADD COLUMN mac TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -9,10 +9,23 @@ changed, inserted or removed behind the app's back.
 Removing old payloads (``drag audit rm``, ``store.retention_days``) blanks the
 request and reply but keeps the row and its content hash: a tombstone, and the
 chain still verifies.
+
+A hash chain alone has no secret: whoever can write the database can edit a
+row and chain the rest again.  So each row also carries a keyed MAC (BLAKE2b
+keyed with a key derived from the store's at-rest key) over every column,
+the tombstone's ``deleted`` included, and the database keeps the chain's head
+(newest id and hash) under the same MAC: an edited, re-chained, faked-removed
+or backdated row, and the quiet removal of the newest rows, fail
+:func:`verify` when it is given the key.  ``drag audit head`` prints the head
+for the user to note elsewhere; ``drag audit verify --head ID:HASH`` checks
+that the ledger still reaches it, which catches even a database rolled back
+as a whole.  Rows written before MACs existed get theirs the first time the
+store opens its key (:func:`adopt`), if their chain verifies.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -22,6 +35,7 @@ from typing import Any
 
 import sqlite_utils
 
+from assistant.privacy.textform import normalise
 from assistant.safetext import escape_controls
 from assistant.store.db import transaction
 
@@ -87,8 +101,32 @@ class Upload:
     attempts: int = 1
 
 
-def append(db: sqlite_utils.Database, upload: Upload) -> int:
-    """Add a row at the head of the chain; returns its id."""
+def mac(row: Mapping[str, Any], key: bytes) -> str:
+    """The row's keyed MAC over every column (the payload through its content hash)."""
+    fields = {name: row[name] for name in (*HASHED, "hash", "deleted")}
+    canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode("utf-8"), key=key, digest_size=32).hexdigest()
+
+
+def _head_mac(row_id: int, row_hash_: str, key: bytes) -> str:
+    message = f"ledger head {row_id} {row_hash_}".encode()
+    return hashlib.blake2b(message, key=key, digest_size=32).hexdigest()
+
+
+def _set_head(db: sqlite_utils.Database, row_id: int, row_hash_: str, key: bytes) -> None:
+    value = json.dumps({"id": row_id, "hash": row_hash_, "mac": _head_mac(row_id, row_hash_, key)})
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('ledger_head', ?)", [value])
+
+
+def head(db: sqlite_utils.Database) -> dict[str, Any]:
+    """The newest row's id and hash (0 and the genesis hash for an empty ledger)."""
+    last = db.execute("SELECT id, hash FROM uploads ORDER BY id DESC LIMIT 1").fetchone()
+    return {"id": last[0] if last else 0, "hash": last[1] if last else GENESIS}
+
+
+def append(db: sqlite_utils.Database, upload: Upload, key: bytes | None = None) -> int:
+    """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
+    (the app always gives it; without it the row has a chain hash only)."""
     with transaction(db):
         last = db.execute("SELECT id, hash FROM uploads ORDER BY id DESC LIMIT 1").fetchone()
         row: dict[str, Any] = {
@@ -109,6 +147,9 @@ def append(db: sqlite_utils.Database, upload: Upload) -> int:
             "prev_hash": last[1] if last else GENESIS,
         }
         row["hash"] = row_hash(row)
+        if key is not None:
+            row["mac"] = mac({**row, "deleted": None}, key)
+            _set_head(db, row["id"], row["hash"], key)
         row["request"] = upload.request
         row["reply"] = upload.reply
         names = ", ".join(row)
@@ -142,10 +183,22 @@ def _rows(db: sqlite_utils.Database, where: str = "", params: Any = ()) -> Itera
         yield dict(zip(names, values, strict=True))
 
 
-def verify(db: sqlite_utils.Database) -> Verdict:
-    """Recompute the chain; name the first row that does not match."""
+def _meta(db: sqlite_utils.Database, key: str) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return str(row[0]) if row else None
+
+
+def verify(
+    db: sqlite_utils.Database, key: bytes | None = None, *, noted: str | None = None
+) -> Verdict:
+    """Recompute the chain; name the first row that does not match.  With ``key``, each
+    row's MAC and the recorded head are checked too; ``noted`` ("ID:HASH", from
+    ``drag audit head``) must still be a row of the chain."""
     prev, count, tombstones = GENESIS, 0, 0
     expected_id = 1
+    noted_id, _, noted_hash = (noted or "").partition(":")
+    if noted is not None and not (noted_id.isdigit() and noted_hash):
+        return Verdict(False, 0, 0, None, f"--head {noted!r} is not ID:HASH")
     for row in _rows(db):
         count += 1
         rid = int(row["id"])
@@ -155,6 +208,10 @@ def verify(db: sqlite_utils.Database) -> Verdict:
             return Verdict(False, count, tombstones, rid, "does not follow the previous row")
         if row_hash(row) != row["hash"]:
             return Verdict(False, count, tombstones, rid, "its fields were changed")
+        if key is not None and row["mac"] != mac(row, key):
+            return Verdict(False, count, tombstones, rid, "its MAC does not match the store key")
+        if noted is not None and rid == int(noted_id) and row["hash"] != noted_hash:
+            return Verdict(False, count, tombstones, rid, "it is not the row you noted")
         if row["deleted"] is None:
             request = row["request"]
             if not isinstance(request, bytes):
@@ -165,18 +222,61 @@ def verify(db: sqlite_utils.Database) -> Verdict:
             tombstones += 1
         prev = row["hash"]
         expected_id += 1
+    last_id = expected_id - 1
+    if noted is not None and int(noted_id) > last_id:
+        return Verdict(False, count, tombstones, None, f"the row you noted (#{noted_id}) is gone")
+    if key is not None and last_id:
+        try:
+            h = json.loads(_meta(db, "ledger_head") or "")
+            good = h["mac"] == _head_mac(int(h["id"]), str(h["hash"]), key)
+        except (ValueError, KeyError, TypeError):
+            good = False
+        if not good:
+            return Verdict(False, count, tombstones, None, "the ledger's head record was changed")
+        if int(h["id"]) > last_id:
+            return Verdict(
+                False,
+                count,
+                tombstones,
+                None,
+                f"the newest rows were removed: the ledger reached #{h['id']}, now #{last_id}",
+            )
     return Verdict(True, count, tombstones)
 
 
-def tombstone_older_than(db: sqlite_utils.Database, cutoff: dt.datetime) -> int:
-    """Blank the payloads of rows created before ``cutoff``; the chain still verifies."""
+def adopt(db: sqlite_utils.Database, key: bytes) -> int:
+    """Give rows written without a MAC (before MACs existed) theirs, and record the head,
+    when the chain up to them verifies; returns how many rows were adopted."""
     with transaction(db):
+        if db.execute("SELECT count(*) FROM uploads WHERE mac IS NULL").fetchone()[0] == 0:
+            return 0
+        if not verify(db).ok:
+            return 0  # verify(key) will name the bad row
+        rows = list(_rows(db, "WHERE mac IS NULL"))
+        for row in rows:
+            db.execute("UPDATE uploads SET mac = ? WHERE id = ?", [mac(row, key), row["id"]])
+        last = head(db)
+        _set_head(db, last["id"], last["hash"], key)
+    return len(rows)
+
+
+def tombstone_older_than(
+    db: sqlite_utils.Database, cutoff: dt.datetime, key: bytes | None = None
+) -> int:
+    """Blank the payloads of rows created before ``cutoff``; the chain still verifies.
+    With ``key``, each tombstone gets its new MAC (the app always gives it)."""
+    with transaction(db):
+        stamp = now()
         cursor = db.execute(
             "UPDATE uploads SET request = NULL, reply = NULL, deleted = ? "
             "WHERE created < ? AND deleted IS NULL",
-            [now(), cutoff.isoformat(timespec="microseconds")],
+            [stamp, cutoff.isoformat(timespec="microseconds")],
         )
-    return int(cursor.rowcount)
+        count = int(cursor.rowcount)
+        if key is not None and count:
+            for row in list(_rows(db, "WHERE deleted = ?", [stamp])):
+                db.execute("UPDATE uploads SET mac = ? WHERE id = ?", [mac(row, key), row["id"]])
+    return count
 
 
 def summary(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -230,12 +330,23 @@ def select(
     if since is not None:
         clauses.append("created >= ?")
         params.append(since.isoformat(timespec="microseconds"))
-    if search:
-        clauses.append("(instr(lower(CAST(request AS TEXT)), ?) > 0 OR instr(lower(reply), ?) > 0)")
-        params += [search.lower(), search.lower()]
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     rows = list(_rows(db, where, params))
+    if search:  # in Python: SQLite's lower() folds ASCII only ("Ádám" would never match)
+        needle = normalise(search)
+        rows = [r for r in rows if needle in normalise(_searchable(r))]
     return rows[-limit:] if limit else rows
+
+
+def _searchable(row: Mapping[str, Any]) -> str:
+    request = row.get("request")
+    if isinstance(request, bytes):
+        request = request.decode("utf-8", "replace")
+    text = f"{request or ''}\n{row.get('reply') or ''}"
+    if "\\u" in text:  # the body is JSON: non-ASCII may be written as \u escapes
+        with contextlib.suppress(ValueError):
+            text += "\n" + json.dumps(json.loads(request or "null"), ensure_ascii=False)
+    return text
 
 
 def get(db: sqlite_utils.Database, upload_id: int) -> dict[str, Any] | None:

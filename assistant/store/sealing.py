@@ -4,8 +4,10 @@ AES-256-GCM with a random 96-bit nonce per value; the column's name is the
 associated data, so a sealed value cannot be moved to another column.  The
 key lives in the system keyring; where there is none (a headless box) it is a
 0600 key file next to the data, and `drag doctor` says which.  The database
-keeps a check value of the key, so a wrong or lost key gives a clear error
-instead of garbage.
+keeps a check value of the key and which source gave it, so a wrong or lost key
+gives a clear error instead of garbage; a keyring that exists but is locked or
+failing now is an error too, never a reason to make a second key (history
+sealed with one would not open with the other).
 """
 
 from __future__ import annotations
@@ -81,10 +83,26 @@ class KeyInfo:
     key: bytes
     where: str  # "system keyring" | "key file <path>"
 
+    @property
+    def source(self) -> str:
+        """ "keyring" or "file": what the database records."""
+        return "keyring" if self.where == "system keyring" else "file"
+
+
+def _no_keyring_here(exc: Exception) -> bool:
+    """The machine has no keyring at all (a headless box), as opposed to one that is
+    locked or failing now."""
+    try:
+        from keyring.errors import NoKeyringError
+    except ImportError:  # pragma: no cover - keyring is a dependency
+        return True
+    return isinstance(exc, NoKeyringError)
+
 
 def load_key(storage: KeyStorage = "auto", *, create: bool = True) -> KeyInfo:
     """The at-rest key: from the keyring, else the key file; made on first use."""
     path = key_file()
+    keyring_error: Exception | None = None
     if storage in ("auto", "keyring"):
         try:
             key = _keyring_get()
@@ -94,17 +112,20 @@ def load_key(storage: KeyStorage = "auto", *, create: bool = True) -> KeyInfo:
                     f"store.key = keyring, but there is no usable keyring ({type(exc).__name__}); "
                     'set store.key = "file" to use a 0600 key file'
                 ) from None
-            key = None
-            keyring_usable = False
-        else:
-            keyring_usable = True
+            key, keyring_error = None, exc
         if key is not None:
             return KeyInfo(key, "system keyring")
-    else:
-        keyring_usable = False
+    keyring_usable = storage != "file" and keyring_error is None
     existing = _file_get(path)
     if existing is not None:
         return KeyInfo(existing, f"key file {path}")
+    if keyring_error is not None and not _no_keyring_here(keyring_error):
+        # A keyring that exists but fails now may hold the key: never make a second one.
+        raise StoreError(
+            f"the system keyring cannot be read now ({type(keyring_error).__name__}); "
+            "unlock it and try again (drag makes no second key while the first may exist), "
+            'or set store.key = "file" for a new 0600 key file'
+        )
     if not create:
         raise StoreError("no store key exists yet")
     key = AESGCM.generate_key(bit_length=256)
@@ -123,6 +144,8 @@ class Sealer:
     def __init__(self, key: bytes) -> None:
         self._aead = AESGCM(key)
         self.check = check_value(key)
+        # The upload ledger's MAC key (assistant.store.ledger), derived: never the key itself.
+        self.mac_key = hashlib.blake2b(b"drag-assistant ledger mac", key=key).digest()
 
     def seal(self, text: str, column: str) -> bytes:
         nonce = secrets.token_bytes(12)

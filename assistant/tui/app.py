@@ -176,9 +176,11 @@ class DragApp(App[None]):
         return None
 
     def _verify_ledger(self) -> None:
-        from assistant.store import ledger
-
-        verdict = ledger.verify(self.ui_store.db)
+        try:
+            verdict = self.ui_store.verify_ledger()
+        except DragError as exc:
+            self.notify(str(exc), severity="error")
+            return
         if verdict.ok:
             self.notify(f"ledger ok: {verdict.rows} uploads, chain intact")
         else:

@@ -106,7 +106,7 @@ class AuditScreen(DragScreen):
             self.query_one("#detail", Plain).update(detail_text(ledger.detail(row)))
 
     def action_verify(self) -> None:
-        verdict = ledger.verify(self.drag.ui_store.db)
+        verdict = self.drag.ui_store.verify_ledger()
         widget = self.query_one("#verdict", Plain)
         if verdict.ok:
             widget.update(f"✓ ledger ok: {verdict.rows} uploads, chain intact")

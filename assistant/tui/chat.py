@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -349,7 +350,8 @@ class ChatScreen(DragScreen):
     def cancel_pending(self) -> None:
         """Quit while answering: keep the question, stop the student."""
         if self.pending is not None:
-            drafts.keep(self.pending, "the app was closed before the answer was complete")
+            with contextlib.suppress(DragError, OSError):  # closing: no one to tell
+                drafts.keep(self.pending, "the app was closed before the answer was complete")
             self._cancel.set()
 
     @work(thread=True, exclusive=True, group="ask")

@@ -28,8 +28,8 @@ class Plain(Static):
     def __init__(self, text: str = "", **kwargs: Any) -> None:
         super().__init__(plain_text(text), markup=False, **kwargs)
 
-    def update(self, content: VisualType = "") -> None:
-        super().update(plain_text(content) if isinstance(content, str) else content)
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        super().update(plain_text(content) if isinstance(content, str) else content, layout=layout)
 
 
 class PlainLabel(Label):

