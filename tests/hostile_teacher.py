@@ -11,7 +11,8 @@ misbehaves on purpose, chosen by the first part of the path
   reached it);
 * ``huge``: a 50 MB body (with its Content-Length); ``huge-chunked``: the same
   without one;
-* ``drip``: a reply that sends one byte every 0.2 s, forever.
+* ``drip``: a reply that sends one byte every 0.2 s, forever;
+* ``error``: an HTTP 400 whose error message carries escapes and markup.
 
 Every request is recorded (path, headers, body) for the tests to read.
 """
@@ -145,7 +146,10 @@ def start() -> HostileTeacher:
             mode = self.path.strip("/").split("/")[0]
             body = json.loads(raw or b"{}")
             model = str(body.get("model", "hostile"))
-            if mode == "redirect":
+            if mode == "error":  # an error message is printed too
+                message = "bad request \x1b]52;c;ZXZpbA==\x07 \x1b[2J [red]x[/red] \x9b31m"
+                self._send(400, json.dumps({"error": {"message": message}}).encode())
+            elif mode == "redirect":
                 port = teacher.other.server_address[1]
                 self._send(307, b"", {"location": f"http://127.0.0.1:{port}/v1/chat/completions"})
             elif mode == "huge":

@@ -247,17 +247,15 @@ def test_item_9_the_error_line_carries_no_control(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", hostile.url("redirect"))
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", hostile.url("error"))
     monkeypatch.setenv("DRAG_TEACHER_MODEL", "m")
     monkeypatch.setenv("DRAG_TEACHER_MAX_RETRIES", "0")
-    hostile.lines = ["x"]
     with pytest.raises(SystemExit) as code:
         main(["ask", "--yes", "--mode", "evidence", "What is \x1b]52;c;ZXZpbA==\x07 glutamine?"])
     assert code.value.code != 0
     err = capsys.readouterr().err
-    assert err.startswith("drag: error:") and "redirect" in err
+    assert err.startswith("drag: error:") and "HTTP 400" in err and "bad request" in err
     assert not CONTROL.search(err), repr(err)
-    hostile.lines = hostile_teacher.hostile_lines()
 
 
 # -- item 10: Textual markup in teacher or user text ---------------------------------------
@@ -315,3 +313,63 @@ async def test_item_10_markup_in_text_is_shown_not_run(tmp_path: Path) -> None:
         detail = str(app.screen.query_one("#detail", Static).render())
         assert "[red]x[/red]" in detail or "Select an upload" in detail
     assert list(shots.iterdir()) == []
+
+
+@pytest.mark.integration
+async def test_item_10_the_app_with_a_hostile_teacher(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog, tmp_path: Path
+) -> None:
+    import asyncio
+    import os
+
+    from textual.widgets import Input, Static
+
+    from assistant import config
+    from assistant.tui.app import DragApp
+    from assistant.tui.chat import ChatScreen, Turn
+    from assistant.tui.review import ReviewModal
+
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    hostile.lines = hostile_teacher.hostile_lines(str(shots))
+    env = {
+        **os.environ,
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": hostile.url("hostile"),
+        "DRAG_TEACHER_MODEL": "hostile",
+        "DRAG_TEACHER_STRUCTURED": "json_object",
+        "DRAG_PIPELINE_MODE": "combined",
+        "DRAG_PIPELINE_N": "6",
+        "DRAG_PIPELINE_K": "6",
+    }
+    app = DragApp(config.load(env=env), warm=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        chat.query_one(
+            "#question", Input
+        ).value = "I am Amelia Thompson, SSN 536-22-8471. What is glutamine?"
+        await pilot.press("enter")
+        deadline = time.monotonic() + 120
+        while not isinstance(app.screen, ReviewModal):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.2)
+        await pilot.press("y")
+        while chat.pending is not None:
+            assert time.monotonic() < deadline, chat.query(Turn).last().note
+            await asyncio.sleep(0.2)
+        turn = chat.query(Turn).last()
+        assert turn.result is not None and turn.result.source == "teacher", turn.note
+        context = str(chat.query_one("#context-body", Static).render())
+        assert "NIH sheet" in context and "[@click=app.screenshot(" in context
+        for shown in (context, str(turn.query_one(".answer", Static).render())):
+            assert not CONTROL.search(shown), repr(shown)
+            for url in re.findall(r"https?://\S+", shown):
+                assert "536" not in url and "Thompson" not in url, url
+        for offset in ((5, 3), (30, 8), (60, 12), (20, 20)):
+            await pilot.click("#context-body", offset=offset)
+        await pilot.pause()
+    assert list(shots.iterdir()) == []
+    sent = allowed.sent_text()
+    assert "536-22-8471" not in sent and "Thompson" not in sent
+    hostile.lines = hostile_teacher.hostile_lines()

@@ -46,13 +46,21 @@ def sent(text: str, detector: Detector, guard: EgressGuard) -> tuple[str | None,
     return result.text, vault
 
 
+def fold(text: str) -> str:
+    """The test's own normal form (not the code under test's): NFKC, case-folded,
+    format characters dropped, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return " ".join(unicodedata.normalize("NFKC", text.casefold()).split())
+
+
 def assert_gone(value: str, out: str | None) -> None:
     if out is None:
         return  # refused: nothing left
-    assert normalise(value) not in normalise(out)
-    digits = re.sub(r"\D", "", value)
+    assert fold(value) not in fold(out)
+    digits = re.sub(r"\D", "", fold(value))
     if len(digits) >= 6:
-        assert digits not in re.sub(r"\D", "", normalise(out))
+        assert digits not in re.sub(r"\D", "", fold(out))
 
 
 # -- the normal form ------------------------------------------------------------------------
@@ -114,21 +122,36 @@ def test_item_2_decomposed_accents(detector: Detector, guard: EgressGuard) -> No
 
 
 @pytest.mark.parametrize(
-    ("text", "value"),
+    ("text", "value", "pieces"),
     [
-        ("My SSN is 536-22-\n8471, is that valid?", "536228471"),
-        ("Card 4111\u200b1111\u200b1111\u200b1111 was charged twice.", "4111111111111111"),
-        ("My IBAN is DE89 3704 0044\n0532 0130 00 please check it", "DE89370400440532013000"),
-        ("Email me at amelia.thompson@\nexample.com today", "amelia.thompson@example.com"),
+        ("My SSN is 536-22-\n8471, is that valid?", "536228471", ["8471"]),
+        (
+            "Card 4111\u200b1111\u200b1111\u200b1111 was charged twice.",
+            "4111111111111111",
+            ["4111"],
+        ),
+        (
+            "My IBAN is DE89 3704 0044\n0532 0130 00 please check it",
+            "DE89370400440532013000",
+            ["3704", "0044", "0532", "0130"],
+        ),
+        (
+            "Email me at amelia.thompson@\nexample.com today",
+            "amelia.thompson@example.com",
+            ["amelia", "thompson", "example.com"],
+        ),
     ],
 )
 def test_item_3_values_split_by_a_line_break_or_a_zero_width_space(
-    detector: Detector, guard: EgressGuard, text: str, value: str
+    detector: Detector, guard: EgressGuard, text: str, value: str, pieces: list[str]
 ) -> None:
     out, _ = sent(text, detector, guard)
     assert out is not None, "redacted, not refused"
     assert_gone(value, out)
-    assert "0532" not in out and "thompson" not in out.casefold()
+    for piece in pieces:  # every piece of it, too
+        assert fold(piece) not in fold(out), (piece, out)
+    if "@" in text:  # found as what it is: one e-mail address
+        assert re.fullmatch(r"Email me at <EMAIL_1> today", out), out
 
 
 def test_item_4_two_letter_surnames(detector: Detector, guard: EgressGuard) -> None:
@@ -221,4 +244,4 @@ def test_no_variant_of_a_detected_value_leaves(
     out, _ = sent(text, detector, guard)
     assert_gone(value, out)
     for part in re.findall(r"[^\W\d_]{4,}", value):
-        assert out is None or normalise(part) not in normalise(out)
+        assert out is None or fold(part) not in fold(out)

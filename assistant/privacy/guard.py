@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from assistant import egress
 from assistant.errors import GuardBlocked
 from assistant.privacy.detect import Scanner
-from assistant.privacy.placeholders import CASED_PARTS, DIGIT_TYPES, PLACEHOLDER, parts
+from assistant.privacy.placeholders import DIGIT_TYPES, PLACEHOLDER, cased, parts
 from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
 
 _DATE_TYPES = {"DATE_OF_BIRTH", "DATE_TIME"}
@@ -128,7 +128,7 @@ def leak(
     if entity in _DATE_TYPES and (dates_in(value) & dates_in(flat)):
         return "date in another format"
     for part in parts(entity, value):
-        if part.casefold() in CASED_PARTS:  # May, Will: only as a name is written
+        if cased(part):  # May, Will, Name: only as a name is written
             forms = {part, part.upper(), part[:1].upper() + part[1:]}
             if any(re.search(bounded(form), text) for form in forms):
                 return f"part {part!r}"

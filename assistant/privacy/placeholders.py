@@ -10,6 +10,7 @@ teacher or the student, tolerating the ways models mangle placeholders:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -97,8 +98,25 @@ COMMON_WORDS = frozenset(
 
 
 # Names that are also common words: protected only as a name is written (May, WILL).
-CASED_PARTS = frozenset({"may", "will"})
-_NOT_NAMES = COMMON_WORDS - CASED_PARTS
+_NAME_WORDS = frozenset({"may", "will"})
+_NOT_NAMES = COMMON_WORDS - _NAME_WORDS
+
+
+@functools.cache
+def _stop_words() -> frozenset[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
+def cased(part: str) -> bool:
+    """Whether a name part is also an everyday word ("Will", "May", "Name", "Rich" as
+    spaCy's stop words have them): then it is protected only as a name is written
+    (capitalised or in capitals), not as the word in lower case."""
+    word = part.casefold()
+    return word in _NAME_WORDS or word in _stop_words()
+
+
 # Two-letter words and name particles: never a name on their own ("Li" and "Wu" are).
 _SHORT_WORDS = frozenset(
     (  # noqa: SIM905
@@ -164,7 +182,7 @@ def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
     if len(value.strip()) >= 3:
         spans += find_folded(text, value)
     for part in parts(entity, value):
-        if part.casefold() in CASED_PARTS:
+        if cased(part):
             for form in {part, part.upper(), part[:1].upper() + part[1:]}:
                 spans += [m.span() for m in re.finditer(rf"(?<!\w){re.escape(form)}(?!\w)", text)]
         else:
