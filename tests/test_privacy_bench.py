@@ -166,6 +166,8 @@ def test_utility_with_and_without_pii(
     summary = json.loads((tmp_path / "privacy-utility.json").read_text())
     assert len(rows) == summary["questions"] == 2
     assert summary["accuracy_clean"] == sum(r["clean"]["correct"] for r in rows) / 2
+    flips = sum(r["clean"]["correct"] and not r["pii"]["correct"] for r in rows)
+    assert summary["right_to_wrong"] == flips and 0 < summary["mcnemar_p"] <= 1
     items = {i.id: i for i in privacy.load_bundled()}
     for row in rows:  # the teacher got the sanitized text: no injected value in it
         assert row["sent"] and all(v not in row["sent"] for _t, v in items[row["id"]].pii)

@@ -22,17 +22,11 @@ from typing import Any
 from assistant import config, pipeline
 from assistant.bench import split_choices
 from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
+from assistant.bench.stats import percentile
 from assistant.config import MODES
 from assistant.errors import DragError
 
 STAGES = ("evidence", "rank_evidence", "graph", "rank_triples")
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def run_question(
@@ -88,7 +82,11 @@ def summarise(records: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]
     out: dict[str, Any] = {
         "questions": len(records),
         "latency_s": {
-            name: {"mean": statistics.fmean(v), "p50": _pct(v, 0.5), "p95": _pct(v, 0.95)}
+            name: {
+                "mean": statistics.fmean(v),
+                "p50": percentile(v, 0.5),
+                "p95": percentile(v, 0.95),
+            }
             for name, v in {**stages, "student_answer": answer_s}.items()
             if v
         },
@@ -99,7 +97,7 @@ def summarise(records: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]
         "teacher_calls_max": max((r["teacher"]["calls"] for r in records), default=0),
         "student_decode_tok_s": {
             "mean": statistics.fmean(tps) if tps else 0.0,
-            "p50": _pct(tps, 0.5) if tps else 0.0,
+            "p50": percentile(tps, 0.5) if tps else 0.0,
         },
         "accuracy": {},
     }

@@ -54,6 +54,7 @@ from assistant import config, egress, evidence
 from assistant.bench import leakscore, split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.bench.mc import MCQuestion, extract_choice
+from assistant.bench.stats import paired, percentile
 from assistant.errors import DragError, GuardBlocked
 from assistant.privacy.detect import (
     Detector,
@@ -484,10 +485,6 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for stage, s in r["seconds"].items():
             stages.setdefault(stage, []).append(s * 1000)
 
-    def pct(xs: list[float], q: float) -> float:
-        xs = sorted(xs)
-        return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))] if xs else 0.0
-
     units = [v for v in values if v.get("present", True)]
     by_category: dict[str, list[int]] = {}
     for v in units:
@@ -526,7 +523,8 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "control_changed": sum(r["changed"] for r in control),
         "over_redaction": _rate(sum(r["changed"] for r in control), len(control)),
         "latency_ms": {
-            s: {"p50": statistics.median(xs), "p95": pct(xs, 0.95)} for s, xs in stages.items()
+            s: {"p50": statistics.median(xs), "p95": percentile(xs, 0.95, empty=0.0)}
+            for s, xs in stages.items()
         },
     }
 
@@ -769,6 +767,7 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
     mean = statistics.fmean(diffs) if diffs else 0.0
     sd = statistics.stdev(diffs) if len(diffs) > 1 else 0.0
     half = 1.96 * sd / len(diffs) ** 0.5 if diffs else 0.0
+    test = paired([r["clean"]["correct"] for r in rows], [r["pii"]["correct"] for r in rows])
     return {
         "questions": len(rows),
         "mode": mode,
@@ -777,6 +776,7 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
         "loss_pp": -100 * mean,
         "loss_pp_ci95": [-100 * (mean + half), -100 * (mean - half)],
         "refused": sum("refused" in r["pii"] for r in rows),
+        **test.to_dict(),  # right→wrong, wrong→right and the exact McNemar p
     }
 
 
@@ -792,7 +792,9 @@ def render_utility(u: dict[str, Any]) -> str:
             f"| {u['questions']} | {u['accuracy_clean']:.1%} | {u['accuracy_redacted']:.1%} | "
             f"{u['loss_pp']:+.1f} | [{lo:+.1f}, {hi:+.1f}] |",
             "",
-            f"Refused by the guard: {u['refused']}.",
+            f"Refused by the guard: {u['refused']}. Right without PII and wrong with it: "
+            f"{u['right_to_wrong']}; the other way: {u['wrong_to_right']} (exact McNemar "
+            f"p = {u['mcnemar_p']:.3g}).",
         ]
     )
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from assistant import config, pipeline, recall
 from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
+from assistant.bench.stats import percentile
 from assistant.errors import DragError, NotCovered
 from assistant.parsing import parse_objects
 from assistant.store import Store, cache
@@ -59,18 +60,11 @@ PARAPHRASE_SCHEMA = {
 }
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def _spread(values: list[float]) -> dict[str, float]:
     return {
         "mean": statistics.fmean(values) if values else float("nan"),
-        "p50": _pct(values, 0.5),
-        "p95": _pct(values, 0.95),
+        "p50": percentile(values, 0.5),
+        "p95": percentile(values, 0.95),
     }
 
 
@@ -160,7 +154,7 @@ def summarise(records: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str,
         "offline_answer_s": _spread(offline),
         "offline_recall_s": _spread(recall_only),
         "ratio_p50_offline_to_online": (
-            _pct(offline, 0.5) / _pct(same_online, 0.5) if offline else float("nan")
+            percentile(offline, 0.5) / percentile(same_online, 0.5) if offline else float("nan")
         ),
         "cache_hits": len(hits),
         "hit_rate": len(hits) / len(records) if records else 0.0,
