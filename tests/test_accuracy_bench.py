@@ -77,6 +77,14 @@ def test_summarise_and_render_agree_with_the_records() -> None:
     assert t["seconds_per_question"] == 4.0  # only where the teacher itself answered
     table = accuracy.render(summary, "title")
     assert "| s | 33.3 [6.1–79.2] | 66.7 [20.8–93.9] |" in table
+    # q1 went wrong -> right with evidence, q2 and q3 did not change: n = 1, p = 1.
+    assert summary["rows"]["s"]["against_none"]["evidence K=5"] == {
+        "questions": 3,
+        "right_to_wrong": 0,
+        "wrong_to_right": 1,
+        "mcnemar_p": 1.0,
+    }
+    assert "| s | evidence K=5 | 1 | 0 | 1 |" in table
 
 
 def test_question_sample_is_seeded_and_filtered() -> None:

@@ -38,6 +38,7 @@ from typing import Any
 from assistant import config, pipeline
 from assistant.bench import split_choices
 from assistant.bench.mc import MCQuestion, bundled, extract_choice, load_arc
+from assistant.bench.stats import paired
 from assistant.config import MODES
 from assistant.errors import DragError, InputError
 from assistant.store import ledger
@@ -138,6 +139,7 @@ def summarise(
             "student": student,
             "teacher": teacher,
             "cells": line,
+            "against_none": _against_none(cells, student, teacher, cols),
             "student_tokens_per_second": round(statistics.fmean(tps), 2) if tps else None,
         }
     per_teacher: dict[str, dict[str, Any]] = {}
@@ -155,6 +157,28 @@ def summarise(
             ),
         }
     return {"rows": table, "columns": [column_name(m, k) for m, k in cols], "teachers": per_teacher}
+
+
+def _against_none(
+    cells: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+    student: str,
+    teacher: str,
+    cols: Sequence[tuple[str, int]],
+) -> dict[str, dict[str, float | int]]:
+    """Each column against the student alone, on the questions both answered: the
+    discordant pairs and the exact McNemar p (assistant.bench.stats)."""
+    alone = {a["id"]: bool(a["correct"]) for a in cells.get((student, teacher, "none", 0), [])}
+    out: dict[str, dict[str, float | int]] = {}
+    for mode, k in cols:
+        if mode == "none" or not alone:
+            continue
+        got = {a["id"]: bool(a["correct"]) for a in cells.get((student, teacher, mode, k), [])}
+        both = [qid for qid in alone if qid in got]
+        if both:
+            out[column_name(mode, k)] = paired(
+                [alone[q] for q in both], [got[q] for q in both]
+            ).to_dict()
+    return out
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -183,6 +207,20 @@ def render(summary: dict[str, Any], title: str) -> str:
             lo, hi = c["ci95"]
             cells.append(f"{_pct(c['accuracy'])} [{_pct(lo)}–{_pct(hi)}]" if c["total"] else "–")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if any(row.get("against_none") for row in summary["rows"].values()):
+        lines += [
+            "",
+            "Against the student alone, on the same questions (exact McNemar test):",
+            "",
+            "| student | column | wrong→right | right→wrong | p |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for name, row in summary["rows"].items():
+            for col, t in row.get("against_none", {}).items():
+                lines.append(
+                    f"| {name} | {col} | {t['wrong_to_right']} | {t['right_to_wrong']} "
+                    f"| {t['mcnemar_p']:.3g} |"
+                )
     lines += ["", "| student | answers | unparsed | decode tok/s |", "|---|---:|---:|---:|"]
     for name, row in summary["rows"].items():
         total = sum(c["total"] for c in row["cells"].values())
