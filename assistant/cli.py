@@ -761,7 +761,7 @@ def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
             )
         ):
             raise click.exceptions.Abort()
-        removed = ledger.tombstone_older_than(store.db, cutoff, store.sealer.mac_key)
+        removed = store.remove_payloads(cutoff)
     echo(f"removed the payloads of {removed} uploads; the ledger still verifies")
 
 

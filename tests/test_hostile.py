@@ -56,6 +56,19 @@ def chat(content: str = "What is glutamine?") -> egress.ChatRequest:
     )
 
 
+def hostile_env(hostile: hostile_teacher.HostileTeacher) -> dict[str, str]:
+    """Settings for the whole pipeline (tiny student, every teacher call) against it."""
+    return {
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": hostile.url("hostile"),
+        "DRAG_TEACHER_MODEL": "hostile",
+        "DRAG_TEACHER_STRUCTURED": "json_object",
+        "DRAG_PIPELINE_MODE": "combined",
+        "DRAG_PIPELINE_N": "6",
+        "DRAG_PIPELINE_K": "6",
+    }
+
+
 def endpoint(url: str, timeout: float = 30.0) -> egress.Endpoint:
     return egress.Endpoint(base_url=url, timeout=timeout, max_retries=0)
 
@@ -207,16 +220,7 @@ def test_item_9_safetext_leaves_data_and_removes_control() -> None:
 def test_item_8_9_the_cli_with_a_hostile_teacher(
     hostile: hostile_teacher.HostileTeacher, allowed: SocketLog
 ) -> None:
-    env = {
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_TEACHER_ENDPOINT": hostile.url("hostile"),
-        "DRAG_TEACHER_MODEL": "hostile",
-        "DRAG_TEACHER_STRUCTURED": "json_object",
-        "DRAG_PIPELINE_MODE": "combined",
-        "DRAG_PIPELINE_N": "6",
-        "DRAG_PIPELINE_K": "6",
-        "DRAG_STUDENT_MAX_TOKENS": "24",
-    }
+    env = {**hostile_env(hostile), "DRAG_STUDENT_MAX_TOKENS": "24"}
     question = "My SSN is 536-22-8471 and I am Amelia Thompson. What is glutamine?"
     runner = CliRunner()
     asked = runner.invoke(cli, ["ask", "--yes", question], env=env)
@@ -332,16 +336,7 @@ async def test_item_10_the_app_with_a_hostile_teacher(
     shots = tmp_path / "shots"
     shots.mkdir()
     hostile.lines = hostile_teacher.hostile_lines(str(shots))
-    env = {
-        **os.environ,
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_TEACHER_ENDPOINT": hostile.url("hostile"),
-        "DRAG_TEACHER_MODEL": "hostile",
-        "DRAG_TEACHER_STRUCTURED": "json_object",
-        "DRAG_PIPELINE_MODE": "combined",
-        "DRAG_PIPELINE_N": "6",
-        "DRAG_PIPELINE_K": "6",
-    }
+    env = {**os.environ, **hostile_env(hostile)}
     app = DragApp(config.load(env=env), warm=False)
     async with app.run_test(size=(160, 50)) as pilot:
         chat = app.screen
@@ -373,3 +368,14 @@ async def test_item_10_the_app_with_a_hostile_teacher(
     sent = allowed.sent_text()
     assert "536-22-8471" not in sent and "Thompson" not in sent
     hostile.lines = hostile_teacher.hostile_lines()
+
+
+def test_item_10_the_review_marks_values_on_plain_text() -> None:
+    from assistant.tui.widgets import highlighted
+
+    text = "Ask \x1b]52;c;ZXZpbA==\x07Amelia Thompson [red]now[/red]"
+    start = text.index("Amelia")
+    shown = highlighted(text, [(start, start + len("Amelia Thompson"))], "bold")
+    assert shown.plain == "Ask Amelia Thompson [red]now[/red]"
+    (span,) = shown.spans
+    assert shown.plain[span.start : span.end] == "Amelia Thompson" and span.style == "bold"

@@ -29,10 +29,16 @@ from dataclasses import dataclass
 from assistant import egress
 from assistant.errors import GuardBlocked
 from assistant.privacy.detect import Scanner
-from assistant.privacy.placeholders import DIGIT_TYPES, PLACEHOLDER, cased, parts
+from assistant.privacy.placeholders import (
+    DATE_TYPES,
+    DIGIT_TYPES,
+    PLACEHOLDER,
+    as_written,
+    cased,
+    parts,
+)
 from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
 
-_DATE_TYPES = {"DATE_OF_BIRTH", "DATE_TIME"}
 _MIN_PART = 3
 
 
@@ -93,8 +99,9 @@ def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
     return tuple(out), json.dumps(rest, ensure_ascii=False)
 
 
-def _alnum(text: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", normalise(text))
+def _alnum(flat: str) -> str:
+    """Normalised text with everything but ASCII letters and digits dropped."""
+    return re.sub(r"[^0-9a-z]", "", flat)
 
 
 def _a(entity: str) -> str:
@@ -119,18 +126,17 @@ def leak(
     if norm and re.search(bounded(norm), flat):
         return "normalised"
     if entity in DIGIT_TYPES:
-        digits = re.sub(r"\D", "", normalise(value))
+        digits = re.sub(r"\D", "", norm)
         if len(digits) >= 6 and any(digits in run for run in digit_runs(flat)):
             return "digits"
-        squashed = _alnum(value)
+        squashed = _alnum(norm)
         if len(squashed) >= 8 and squashed.isalnum() and squashed in _alnum(flat):
             return "characters"
-    if entity in _DATE_TYPES and (dates_in(value) & dates_in(flat)):
+    if entity in DATE_TYPES and (dates_in(value) & dates_in(flat)):
         return "date in another format"
     for part in parts(entity, value):
         if cased(part):  # May, Will, Name: only as a name is written
-            forms = {part, part.upper(), part[:1].upper() + part[1:]}
-            if any(re.search(bounded(form), text) for form in forms):
+            if re.search(as_written(part), text):
                 return f"part {part!r}"
         elif re.search(bounded(normalise(part)), flat):
             return f"part {part!r}"

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.privacy.detect import Finding
-from assistant.privacy.textform import date_spans, dates_in, digit_spans, find_folded, normalise
+from assistant.privacy.textform import (
+    bounded,
+    date_spans,
+    dates_in,
+    digit_spans,
+    find_folded,
+    folded,
+    normalise,
+)
 from assistant.safetext import link_spans
 
 PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
@@ -109,6 +117,13 @@ def _stop_words() -> frozenset[str]:
     return frozenset(STOP_WORDS)
 
 
+def as_written(part: str) -> str:
+    """A pattern for a name part only as a name is written: as typed, in capitals, or
+    capitalised ("Will", "WILL"; not "will")."""
+    forms = sorted({part, part.upper(), part[:1].upper() + part[1:]})
+    return "|".join(bounded(form) for form in forms)
+
+
 def cased(part: str) -> bool:
     """Whether a name part is also an everyday word ("Will", "May", "Name", "Rich" as
     spaCy's stop words have them): then it is protected only as a name is written
@@ -154,7 +169,8 @@ def street_names(value: str) -> list[str]:
     return [m.group(0).strip() for m in _STREET.finditer(value)]
 
 
-_DATE_ENTITIES = frozenset({"DATE_OF_BIRTH", "DOB", "DATE_TIME"})
+# Entity types whose value is a date, compared in any format.
+DATE_TYPES = frozenset({"DATE_OF_BIRTH", "DATE_TIME"})
 # Entity types whose digits identify them whatever the separators.
 DIGIT_TYPES = frozenset(
     {
@@ -169,7 +185,7 @@ def parts(entity: str, value: str) -> list[str]:
     street of an address.  (Digits and dates are compared by :mod:`textform`.)"""
     if entity in ("PERSON", "NAME"):
         return name_parts(value)
-    if entity in ("STREET_ADDRESS", "ADDRESS"):
+    if entity == "STREET_ADDRESS":
         return street_names(value)
     return []
 
@@ -178,20 +194,20 @@ def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
     """Where ``value`` or one of its identifying parts shows in ``text``, in any of the
     forms the normal form equates (case, accents composed or not, invisible characters,
     line breaks), a date in any format; a cased part only as a name is written."""
+    flat = folded(text)  # made once for every comparison below
     spans: list[tuple[int, int]] = []
     if len(value.strip()) >= 3:
-        spans += find_folded(text, value)
+        spans += find_folded(flat, value)
     for part in parts(entity, value):
         if cased(part):
-            for form in {part, part.upper(), part[:1].upper() + part[1:]}:
-                spans += [m.span() for m in re.finditer(rf"(?<!\w){re.escape(form)}(?!\w)", text)]
+            spans += [m.span() for m in re.finditer(as_written(part), text)]
         else:
-            spans += find_folded(text, part)
-    if entity in _DATE_ENTITIES and (dates := dates_in(value)):
-        spans += [(s, e) for s, e, found in date_spans(text) if found & dates]
+            spans += find_folded(flat, part)
+    if entity in DATE_TYPES and (dates := dates_in(value)):
+        spans += [(s, e) for s, e, found in date_spans(flat) if found & dates]
     digits = re.sub(r"\D", "", normalise(value))
     if entity in DIGIT_TYPES and len(digits) >= 6:
-        spans += [(s, e) for s, e, run in digit_spans(text) if digits in run]
+        spans += [(s, e) for s, e, run in digit_spans(flat) if digits in run]
     return spans
 
 

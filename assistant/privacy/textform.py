@@ -70,10 +70,14 @@ def view(text: str, *, fold: bool = False, join_lines: bool = False) -> View:
     """``text`` in NFKC with invisible characters removed; ``fold``: also case-folded with
     whitespace collapsed (the form of :func:`normalise`); ``join_lines``: a line break
     inside a number or an e-mail address joined (for detection)."""
+    n = len(text)
+    if not fold and text.isascii() and not (join_lines and _SPLIT_VALUE.search(text)):
+        # ASCII is its own NFKC and holds no invisible character: the view is the text.
+        return View(text, tuple(range(n)), tuple(range(1, n + 1)))
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    i, n = 0, len(text)
+    i = 0
     while i < n:
         j = i + 1
         while j < n and unicodedata.combining(text[j]):
@@ -119,26 +123,32 @@ def bounded(needle: str) -> str:
     return left + re.escape(needle) + right
 
 
-def find_folded(text: str, value: str) -> list[tuple[int, int]]:
+def folded(text: str | View) -> View:
+    """``text``'s view in the normal form (a view already made is used as it is)."""
+    return text if isinstance(text, View) else view(text, fold=True)
+
+
+def find_folded(text: str | View, value: str) -> list[tuple[int, int]]:
     """Spans of ``text`` that read as ``value`` in the normal form (whole words)."""
     needle = normalise(value)
     if not needle:
         return []
-    v = view(text, fold=True)
+    v = folded(text)
     return [v.span(*m.span()) for m in re.finditer(bounded(needle), v.text)]
 
 
 _DIGIT_RUN = re.compile(r"\d(?:[\d\s().+/-]*\d)?")
 
 
-def digit_runs(text: str) -> list[str]:
-    """Digit sequences, joined across the separators numbers are written with."""
-    return [re.sub(r"\D", "", m.group(0)) for m in _DIGIT_RUN.finditer(normalise(text))]
+def digit_runs(flat: str) -> list[str]:
+    """Digit sequences of normalised text, joined across the separators numbers are
+    written with."""
+    return [re.sub(r"\D", "", m.group(0)) for m in _DIGIT_RUN.finditer(flat)]
 
 
-def digit_spans(text: str) -> list[tuple[int, int, str]]:
+def digit_spans(text: str | View) -> list[tuple[int, int, str]]:
     """(start, end, digits) of each digit run of ``text`` (see :func:`digit_runs`)."""
-    v = view(text, fold=True)
+    v = folded(text)
     return [
         (*v.span(*m.span()), re.sub(r"\D", "", m.group(0))) for m in _DIGIT_RUN.finditer(v.text)
     ]
@@ -163,10 +173,10 @@ def _date(year: str, month: int, day: int) -> set[Date]:
     return {(y % 100, month, day)} if 1 <= month <= 12 and 1 <= day <= 31 else set()
 
 
-def date_spans(text: str) -> list[tuple[int, int, set[Date]]]:
+def date_spans(text: str | View) -> list[tuple[int, int, set[Date]]]:
     """(start, end, the dates it may mean) of each date written in ``text``; a numeric
     date whose order is unclear (03/04/1985) may mean two."""
-    v = view(text, fold=True)
+    v = folded(text)
     out = []
     for m in _DATES[0].finditer(v.text):
         a, _, b, c = m.groups()

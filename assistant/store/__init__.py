@@ -88,12 +88,16 @@ class Store:
         """The chain, each row's MAC and the recorded head (see assistant.store.ledger)."""
         return ledger.verify(self.db, self.sealer.mac_key, noted=noted)
 
+    def remove_payloads(self, cutoff: dt.datetime) -> int:
+        """Blank ledger payloads older than ``cutoff``, each tombstone MAC'd anew; returns
+        rows blanked."""
+        return ledger.tombstone_older_than(self.db, cutoff, self.sealer.mac_key)
+
     def apply_retention(self, days: int) -> int:
         """Blank ledger payloads older than ``days`` (0 = keep all); returns rows blanked."""
         if days <= 0:
             return 0
-        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
-        return ledger.tombstone_older_than(self.db, cutoff, self.sealer.mac_key)
+        return self.remove_payloads(dt.datetime.now(dt.UTC) - dt.timedelta(days=days))
 
     # -- cache ----------------------------------------------------------------------------
 

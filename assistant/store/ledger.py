@@ -128,9 +128,9 @@ def append(db: sqlite_utils.Database, upload: Upload, key: bytes | None = None) 
     """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
     (the app always gives it; without it the row has a chain hash only)."""
     with transaction(db):
-        last = db.execute("SELECT id, hash FROM uploads ORDER BY id DESC LIMIT 1").fetchone()
+        last = head(db)
         row: dict[str, Any] = {
-            "id": (last[0] + 1) if last else 1,
+            "id": last["id"] + 1,
             "created": now(),
             "endpoint": upload.endpoint,
             "model": upload.model,
@@ -144,7 +144,7 @@ def append(db: sqlite_utils.Database, upload: Upload, key: bytes | None = None) 
             "seconds": round(float(upload.seconds), 4),
             "attempts": int(upload.attempts),
             "content_hash": content_hash(upload.request, upload.reply),
-            "prev_hash": last[1] if last else GENESIS,
+            "prev_hash": last["hash"],
         }
         row["hash"] = row_hash(row)
         if key is not None:

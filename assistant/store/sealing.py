@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from assistant import paths
 from assistant.errors import StoreError
+from assistant.secrets import no_keyring_here
 
 SERVICE = "drag-assistant"
 USERNAME = "store-key"
@@ -89,16 +90,6 @@ class KeyInfo:
         return "keyring" if self.where == "system keyring" else "file"
 
 
-def _no_keyring_here(exc: Exception) -> bool:
-    """The machine has no keyring at all (a headless box), as opposed to one that is
-    locked or failing now."""
-    try:
-        from keyring.errors import NoKeyringError
-    except ImportError:  # pragma: no cover - keyring is a dependency
-        return True
-    return isinstance(exc, NoKeyringError)
-
-
 def load_key(storage: KeyStorage = "auto", *, create: bool = True) -> KeyInfo:
     """The at-rest key: from the keyring, else the key file; made on first use."""
     path = key_file()
@@ -119,7 +110,7 @@ def load_key(storage: KeyStorage = "auto", *, create: bool = True) -> KeyInfo:
     existing = _file_get(path)
     if existing is not None:
         return KeyInfo(existing, f"key file {path}")
-    if keyring_error is not None and not _no_keyring_here(keyring_error):
+    if keyring_error is not None and not no_keyring_here(keyring_error):
         # A keyring that exists but fails now may hold the key: never make a second one.
         raise StoreError(
             f"the system keyring cannot be read now ({type(keyring_error).__name__}); "

@@ -118,7 +118,7 @@ class AuditScreen(DragScreen):
         target = paths.data_dir() / "ledger-export.jsonl"
         rows = [ledger.detail(r) for r in ledger.select(self.drag.ui_store.db)]
         paths.write_private(target, ledger.jsonl(rows))
-        self.notify(f"exported {len(rows)} uploads to {target}", markup=False)
+        self.notify(f"exported {len(rows)} uploads to {target}")  # plain: DragApp.notify
 
     def action_focus_search(self) -> None:
         self.query_one("#audit-search", Input).focus()

@@ -15,22 +15,19 @@ from textual.widgets.selection_list import Selection
 
 from assistant.privacy.placeholders import PLACEHOLDER
 from assistant.privacy.sanitize import Sanitized
+from assistant.tui.widgets import highlighted
 
 
 def highlighted_original(sanitized: Sanitized) -> Text:
-    """The question with each detected value marked, labelled with its entity type."""
-    text = Text(sanitized.original)
-    for f in sanitized.findings:
-        text.stylize("bold reverse red", f.start, f.end)
-    return text
+    """The question with each detected value marked (plain text: no control sequence)."""
+    spans = [(f.start, f.end) for f in sanitized.findings]
+    return highlighted(sanitized.original, spans, "bold reverse red")
 
 
 def highlighted_sent(sanitized: Sanitized) -> Text:
     """The text to be sent with each placeholder marked."""
-    text = Text(sanitized.text)
-    for m in PLACEHOLDER.finditer(sanitized.text):
-        text.stylize("bold green", m.start(), m.end())
-    return text
+    spans = [m.span() for m in PLACEHOLDER.finditer(sanitized.text)]
+    return highlighted(sanitized.text, spans, "bold green")
 
 
 def entity_choices(sanitized: Sanitized) -> list[Selection[str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -19,6 +19,20 @@ if TYPE_CHECKING:
 def plain_text(text: str) -> Text:
     """A string as it is written: no markup, no control sequence (assistant.safetext)."""
     return Text(safetext.plain(text))
+
+
+def highlighted(text: str, spans: Iterable[tuple[int, int]], style: str) -> Text:
+    """:func:`plain_text` of ``text`` with ``spans`` (of the original) in ``style``: each
+    piece is cleaned on its own, so the marks stay on the characters they were for."""
+    out, cursor = Text(), 0
+    for start, end in sorted(spans):
+        if start < cursor:
+            continue
+        out.append(safetext.plain(text[cursor:start]))
+        out.append(safetext.plain(text[start:end]), style=style)
+        cursor = end
+    out.append(safetext.plain(text[cursor:]))
+    return out
 
 
 class Plain(Static):
