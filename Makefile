@@ -51,9 +51,9 @@ lint: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(BIN)/mypy
 
-# DRAG figures on ARC-Challenge (default student and local teacher): see README.
+# The DRAG accuracy benchmark (default student and local teacher): see README.
 bench: $(VENV)/.run
-	$(BIN)/python -m assistant.bench.pipeline $(ARGS)
+	$(BIN)/drag bench accuracy $(ARGS)
 
 wheel: $(VENV)/.test
 	$(BIN)/python -m build --wheel --outdir dist .

@@ -1,12 +1,14 @@
 """DRAG stage 4: the student answers with the top-K evidence and/or triples.
 
 Prompt shape as in the paper and its reference code: the question, then
-"Evidences:", then "Relationships between entities:".
+"Evidences:", then "Relationships between entities:" (``order="question-first"``);
+``"context-first"`` puts the question last.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from assistant.config import Mode
 
@@ -37,12 +39,41 @@ def build_messages(
     mode: Mode,
     *,
     system: str = SYSTEM,
+    order: Literal["question-first", "context-first"] = "question-first",
 ) -> list[dict[str, str]]:
-    parts = [f"Question: {question}"]
+    context = []
     if uses_evidence(mode) and evidences:
-        parts.append("Evidences:\n" + "\n".join(f"- {e}" for e in evidences))
+        context.append("Evidences:\n" + "\n".join(f"- {e}" for e in evidences))
     if uses_graph(mode) and relationships:
-        parts.append(
+        context.append(
             "Relationships between entities:\n" + "\n".join(f"- {r}" for r in relationships)
         )
+    asked = f"Question: {question}"
+    parts = [asked, *context] if order == "question-first" else [*context, asked]
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def within_budget(
+    evidences: Sequence[str],
+    relationships: Sequence[str],
+    budget: int,
+    count: Callable[[str], int],
+) -> tuple[list[str], list[str]]:
+    """The best-ranked context that fits ``budget`` tokens: evidence and relationships
+    taken in turn, best first, until the next one would not fit (a prefix of each)."""
+    kept: tuple[list[str], list[str]] = ([], [])
+    used = 0
+    queues = (list(evidences), list(relationships))
+    turn = 0
+    while queues[0] or queues[1]:
+        if not queues[turn % 2]:
+            turn += 1
+            continue
+        text = queues[turn % 2][0]
+        cost = count(text) + 2  # the "- " and the line break
+        if used + cost > budget:
+            break
+        used += cost
+        kept[turn % 2].append(queues[turn % 2].pop(0))
+        turn += 1
+    return kept

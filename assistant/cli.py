@@ -271,12 +271,13 @@ def ask(
 ) -> None:
     """Ask one QUESTION (or read it from standard input; "-" forces that)."""
     from assistant import pipeline
+    from assistant.runtime import Runtime
 
     settings = _settings(ctx, _flags(**kw))
     text = read_stdin_question() if not question or question == ("-",) else " ".join(question)
     stream = not as_json and sys.stdout.isatty()
     try:
-        with pipeline.Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
+        with Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
             on_text = (lambda piece: echo(piece, nl=False)) if stream else None
             result = pipeline.ask(rt, text, on_text=on_text, **_review_options(review, yes))
     except (errors.DragError, KeyboardInterrupt) as exc:
@@ -300,6 +301,7 @@ def ask(
 def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     """The app (in a terminal), or questions line by line (--plain, or input piped)."""
     from assistant import pipeline
+    from assistant.runtime import Runtime
 
     settings = _settings(ctx, _flags(**kw))
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -309,7 +311,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
         run(settings)
         return
     status = _status_printer(True)
-    with pipeline.Runtime(settings, status=status) as rt:
+    with Runtime(settings, status=status) as rt:
         if interactive:
             secho(
                 f"drag · student {settings.student.model} · teacher {settings.teacher.endpoint}"
@@ -402,14 +404,12 @@ def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
     """Check each part (model file, GPU, embedder, teacher) and print fixes."""
     from dataclasses import asdict
 
-    from assistant import pipeline
     from assistant.doctor import checks
+    from assistant.runtime import Runtime
 
     settings = _settings(ctx, _flags(**kw))
     results = []
-    with pipeline.Runtime(
-        settings, status=_status_printer(_interactive_stderr() and not as_json)
-    ) as rt:
+    with Runtime(settings, status=_status_printer(_interactive_stderr() and not as_json)) as rt:
         for check in checks(rt):
             results.append(check)
             if not as_json:
@@ -471,9 +471,9 @@ _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help
 @click.pass_context
 def bench_privacy(ctx: click.Context) -> None:
     """What leaves the machine: leakage per entity type, with baselines (--help for options)."""
-    from assistant.bench import privacy
+    from assistant.bench import leakage
 
-    ctx.exit(privacy.main(list(ctx.args)))
+    ctx.exit(leakage.main(list(ctx.args)))
 
 
 @bench_group.command("accuracy", context_settings=_PASS_THROUGH)
@@ -485,6 +485,15 @@ def bench_accuracy(ctx: click.Context) -> None:
     ctx.exit(accuracy.main(list(ctx.args)))
 
 
+@bench_group.command("speed", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_speed(ctx: click.Context) -> None:
+    """Students side by side: load, prefill, first token, decode (--help for options)."""
+    from assistant.bench import speed
+
+    ctx.exit(speed.main(list(ctx.args)))
+
+
 @bench_group.command("startup", context_settings=_PASS_THROUGH)
 @click.pass_context
 def bench_startup(ctx: click.Context) -> None:
@@ -492,15 +501,6 @@ def bench_startup(ctx: click.Context) -> None:
     from assistant.bench import startup
 
     ctx.exit(startup.main(list(ctx.args)))
-
-
-@bench_group.command("pipeline", context_settings=_PASS_THROUGH)
-@click.pass_context
-def bench_pipeline(ctx: click.Context) -> None:
-    """DRAG on ARC-Challenge: latency, teacher cost, accuracy by mode (--help for options)."""
-    from assistant.bench import pipeline as bench
-
-    ctx.exit(bench.main(list(ctx.args)))
 
 
 def _open_store(ctx: click.Context) -> Any:
@@ -865,7 +865,7 @@ def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
 @click.pass_context
 def bench_store(ctx: click.Context) -> None:
     """Offline answers vs the teacher, cache hits, retrieval at scale (--help for options)."""
-    from assistant.bench import store as bench
+    from assistant.bench import offline as bench
 
     ctx.exit(bench.main(list(ctx.args)))
 

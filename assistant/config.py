@@ -85,6 +85,30 @@ class PipelineSettings:
     max_question_chars: int = field(
         default=8000, metadata={"help": "longer questions are refused", "min": 1}
     )
+    repeat_threshold: float = field(
+        default=1.0,
+        metadata={
+            "help": "cosine at which a statement repeats one ranked above it and moves behind "
+            "the others (1 = off)",
+            "min": 0.5,
+            "max": 1.0,
+        },
+    )
+    context_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "most tokens of evidence and triples the student gets, best first "
+            "(0 = K alone decides)",
+            "min": 0,
+        },
+    )
+    order: Literal["question-first", "context-first"] = field(
+        default="question-first",
+        metadata={
+            "help": "the student's prompt: the question, then the context (the paper's order), "
+            "or the context first"
+        },
+    )
 
 
 @dataclass(frozen=True)

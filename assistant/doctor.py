@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from assistant import modelfiles, secrets
 from assistant.errors import DragError
-from assistant.pipeline import Runtime
 from assistant.privacy.detect import load_policy
+from assistant.runtime import Runtime
 from assistant.store import db
 from assistant.student import gpu_offload_supported
 

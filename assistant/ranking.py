@@ -87,15 +87,41 @@ def fuse(
     return sorted(items, key=lambda r: (-r.score, r.similarity_rank))
 
 
+def demote_repeats(
+    ranked: Sequence[Ranked], vectors: NDArray[np.float32], threshold: float
+) -> list[Ranked]:
+    """The same items, a repeat moved behind all the others: an item whose cosine with
+    an item already placed above it reaches ``threshold`` (the same statement with a
+    word changed) would spend a place of the top K saying nothing new.  Repeats keep
+    their order among themselves; ``threshold >= 1`` changes nothing."""
+    if threshold >= 1.0 or len(ranked) < 2:
+        return list(ranked)
+    m = np.asarray(vectors, dtype=np.float64)
+    m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    kept: list[Ranked] = []
+    repeats: list[Ranked] = []
+    for item in ranked:
+        above = [k.index for k in kept]
+        if above and float(np.max(m[above] @ m[item.index])) >= threshold:
+            repeats.append(item)
+        else:
+            kept.append(item)
+    return kept + repeats
+
+
 def rank_texts(
     question: str,
     texts: Sequence[str],
     embedder: Embedder,
     teacher_ranks: Sequence[int] | None = None,
+    *,
+    repeat_threshold: float = 1.0,
 ) -> list[Ranked]:
+    """Best first: similarity to the question fused with the teacher's order, then
+    near-repeats moved behind the rest (:func:`demote_repeats`)."""
     if not texts:
         return []
     vectors = embedder.embed([question, *texts])
     sims = cosine(vectors[0], vectors[1:])
     ranks = list(teacher_ranks) if teacher_ranks is not None else list(range(1, len(texts) + 1))
-    return fuse([float(s) for s in sims], ranks)
+    return demote_repeats(fuse([float(s) for s in sims], ranks), vectors[1:], repeat_threshold)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import threading
 import time
@@ -100,6 +101,25 @@ class Student:
     def on_gpu(self) -> bool:
         return self.gpu_layers != 0
 
+    def _grammar(self, choices: tuple[str, ...]) -> Any:
+        """A GBNF grammar whose only sentences are ``choices`` (built once per set)."""
+        cache: dict[tuple[str, ...], Any] = self.__dict__.setdefault("_grammars", {})
+        if choices not in cache:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            rule = " | ".join(json.dumps(c) for c in choices)  # GBNF literals: JSON escapes
+            cache[choices] = LlamaGrammar.from_string(f"root ::= {rule}", verbose=False)
+        return cache[choices]
+
+    def forget(self) -> None:
+        """Evaluate the next prompt from its first token.  llama.cpp reuses the part of a
+        prompt it has just seen (a K sweep pays only for the new statements), but a prompt
+        split differently into batches can round differently and flip a close answer: a
+        benchmark forgets before each question, so a question's first answer does not
+        depend on the question before it."""
+        with self._lock:
+            self._llm.reset()  # type: ignore[no-untyped-call]
+
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
@@ -110,10 +130,13 @@ class Student:
         max_tokens: int = 384,
         temperature: float = 0.0,
         on_text: Callable[[str], None] | None = None,
+        choices: Sequence[str] = (),
     ) -> Generation:
-        """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time)."""
+        """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time).
+
+        ``choices``: the reply is exactly one of these strings (a grammar enforces it)."""
         with self._lock:
-            return self._chat(messages, max_tokens, temperature, on_text)
+            return self._chat(messages, max_tokens, temperature, on_text, tuple(choices))
 
     def _chat(
         self,
@@ -121,6 +144,7 @@ class Student:
         max_tokens: int,
         temperature: float,
         on_text: Callable[[str], None] | None,
+        choices: tuple[str, ...] = (),
     ) -> Generation:
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         if prompt_tokens + 16 >= self.n_ctx:
@@ -138,6 +162,7 @@ class Student:
             max_tokens=max_tokens,
             temperature=temperature,
             stream=True,
+            grammar=self._grammar(choices) if choices else None,
         )
         for chunk in stream:
             choice: Any = chunk["choices"][0]  # type: ignore[index]

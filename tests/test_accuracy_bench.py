@@ -14,6 +14,7 @@ import pytest
 
 from assistant.bench import accuracy, make_mc_sets
 from assistant.errors import InputError
+from assistant.runtime import Runtime
 from assistant.store import Store, ledger
 from tests.conftest import SocketLog, use_teacher
 
@@ -133,7 +134,7 @@ def test_a_question_the_teacher_failed_on_is_tried_again(tmp_path: Path) -> None
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the verbatim copies)")
 def test_the_generator_rebuilds_the_bundled_subsets_byte_for_byte(tmp_path: Path) -> None:
     make_mc_sets.main(["--shared", str(SHARED), "--out", str(tmp_path)])
-    for name in ("mmlu_sample.jsonl", "medmcqa_sample.jsonl"):
+    for name in ("mmlu_sample.jsonl", "medmcqa_sample.jsonl", "arc_challenge_dev200.jsonl"):
         assert (tmp_path / name).read_bytes() == (make_mc_sets.DATA / name).read_bytes()
 
 
@@ -197,14 +198,68 @@ def test_tiny_run_produces_agreeing_outputs_and_resumes(
     assert re.search(r"other settings \(n\)", capsys.readouterr().err)
 
 
+@pytest.mark.integration
+def test_two_students_share_one_teacher_pass_and_make_the_two_row_table(
+    teacher_env: dict[str, str],
+    teacher_server: str,
+    test_model_path: Path,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The issue-15 table in small: the teacher's work first and alone (--teacher-only),
+    then two real llama.cpp students (the manifest's SmolLM2 by name, and the same file
+    by its path) answer from it with no new upload; a row each, paired against none."""
+    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
+    students = f"smollm2-135m-instruct,{test_model_path}"
+    common = ["--n", "3", "--modes", "none,evidence", "--k", "2", "--evidence-n", "3"]
+    first = tmp_path / "teacher"
+    assert accuracy.main([*common, "--teacher-only", "--out", str(first)]) == 0
+    taught = [json.loads(line) for line in (first / "answers.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in taught] == ["teacher"] * 3
+    assert all(r["served"] == "teacher" and "evidence" in r["timings"] for r in taught)
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        uploads = len(ledger.select(store.db))
+    capsys.readouterr()
+
+    out = tmp_path / "two"
+    assert accuracy.main([*common, "--student", students, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        assert len(ledger.select(store.db)) == uploads  # the teacher's work came from the cache
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    assert list(summary["rows"]) == ["smollm2-135m-instruct", str(test_model_path)]
+    records = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    answers = [r for r in records if r["kind"] == "answer"]
+    assert len(answers) == 2 * 3 * 2  # students x questions x (none, evidence K=2)
+    assert {r["served"] for r in records if r["kind"] == "teacher"} == {"cache"}
+    for name, row in summary["rows"].items():
+        mine = {(a["id"], a["mode"]): a["correct"] for a in answers if a["student"] == name}
+        alone = {q: c for (q, m), c in mine.items() if m == "none"}
+        helped = {q: c for (q, m), c in mine.items() if m == "evidence"}
+        paired = row["against_none"]["evidence K=2"]
+        assert paired["questions"] == 3
+        assert paired["wrong_to_right"] == sum(helped[q] and not alone[q] for q in alone)
+        assert paired["right_to_wrong"] == sum(alone[q] and not helped[q] for q in alone)
+        assert f"| {name} | evidence K=2 | {paired['wrong_to_right']} |" in printed
+        assert row["answer_seconds"]["count"] == 6
+    assert printed.strip() == (out / "summary.md").read_text("utf-8").strip()
+
+    # Replies read again with the extractor: the same figures when nothing changed.
+    capsys.readouterr()
+    assert accuracy.main([*common, "--student", students, "--out", str(out), "--rescore"]) == 0
+    assert json.loads((out / "summary.json").read_text("utf-8"))["rows"] == summary["rows"]
+
+
 def test_each_benchmark_question_has_placeholders_of_its_own() -> None:
     """A value detected in one question must be neither protected nor replaced in
     another (ARC: a false ORGANIZATION in one question blocked a later one)."""
     import threading
 
-    from assistant import config, pipeline
+    from assistant import config
 
-    rt = pipeline.Runtime(config.load())
+    rt = Runtime(config.load())
     conversation = rt.vault
     conversation.placeholder("ORGANIZATION", "Sun")
     seen: dict[str, object] = {}

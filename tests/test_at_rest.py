@@ -18,10 +18,11 @@ import keyring.errors
 import pytest
 from click.testing import CliRunner
 
-from assistant import drafts, paths, pipeline, secrets
+from assistant import drafts, paths, secrets
 from assistant.cli import cli
 from assistant.config import load
 from assistant.errors import ConfigError, StoreError
+from assistant.runtime import Runtime
 from assistant.store import Store, ledger, sealing
 
 
@@ -84,7 +85,7 @@ def test_item_12_the_runtime_purges_drafts_at_start(monkeypatch: pytest.MonkeyPa
     old = drafts.keep("an old question", "failed")
     past = time.time() - 400 * 86400
     os.utime(old, (past, past))
-    with pipeline.Runtime(load()) as rt:
+    with Runtime(load()) as rt:
         _ = rt.store
     assert not old.exists()
 

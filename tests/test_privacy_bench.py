@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from assistant.bench import privacy
+from assistant.bench import leakage
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, generate
 from tests.conftest import SocketLog, loopback_address
 
 
 def test_bundled_set_shape() -> None:
-    items = privacy.load_bundled()
+    items = leakage.load_bundled()
     assert len(items) == 1200
     assert sum(i.control for i in items) == 200
     kinds = Counter(t for i in items for t, _v in i.pii)
@@ -40,17 +40,17 @@ def test_bundled_set_shape() -> None:
 @pytest.mark.skipif(not (DEFAULT_MMLU / "test").is_dir(), reason="needs ../shared/data/mmlu")
 def test_generator_regenerates_the_bundled_file() -> None:
     fresh = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in generate(DEFAULT_MMLU))
-    assert fresh == privacy.bundled_path().read_text("utf-8")
+    assert fresh == leakage.bundled_path().read_text("utf-8")
 
 
 def test_scoring_forms() -> None:
-    item = privacy.Item(
+    item = leakage.Item(
         "x",
         "Amelia Thompson, (555) 201-7734",
         (("PERSON", "Amelia Thompson"), ("PHONE_NUMBER", "(555) 201-7734")),
     )
-    body = privacy.evidence_body("Does THOMPSON know 555.201.7734?").decode()
-    scored = privacy.score(item, privacy.Outcome(body))
+    body = leakage.evidence_body("Does THOMPSON know 555.201.7734?").decode()
+    scored = leakage.score(item, leakage.Outcome(body))
     person, phone = scored["values"]
     old = ("type", "exact", "normalised", "partial")
     assert {k: person[k] for k in old} == {
@@ -62,17 +62,17 @@ def test_scoring_forms() -> None:
     # The unit scorer's verdicts, beside the guard's forms.
     assert (person["unit"], phone["unit"]) == ("token", "digits")
     assert person["category"] == "PERSON" and phone["category"] == "NUMBER"
-    refused = privacy.score(item, privacy.Outcome(None))
+    refused = leakage.score(item, leakage.Outcome(None))
     assert refused["blocked"] and not any(v["partial"] for v in refused["values"])
 
 
 def test_scoring_ignores_the_prompts_own_words() -> None:
     # "Vide" is inside the prompt's "evidence": a leak only where the question has it.
-    item = privacy.Item("x", "", (("PERSON", "Vide"),))
-    clean = privacy.evidence_body("<PERSON_1>, can I speak to your boss?").decode()
-    assert not privacy.score(item, privacy.Outcome(clean))["values"][0]["exact"]
-    leaky = privacy.evidence_body("Vide, can I speak to your boss?").decode()
-    assert privacy.score(item, privacy.Outcome(leaky))["values"][0]["exact"]
+    item = leakage.Item("x", "", (("PERSON", "Vide"),))
+    clean = leakage.evidence_body("<PERSON_1>, can I speak to your boss?").decode()
+    assert not leakage.score(item, leakage.Outcome(clean))["values"][0]["exact"]
+    leaky = leakage.evidence_body("Vide, can I speak to your boss?").decode()
+    assert leakage.score(item, leakage.Outcome(leaky))["values"][0]["exact"]
 
 
 def test_other_dataset_formats(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_other_dataset_formats(tmp_path: Path) -> None:
     generic.write_text(
         '{"text": "Mail bob@example.org", "pii": ["bob@example.org"]}\n{"text": "hi"}\n'
     )
-    items = privacy.load_dataset(str(generic))
+    items = leakage.load_dataset(str(generic))
     assert items[0].pii == (("UNKNOWN", "bob@example.org"),) and items[1].control
     research = tmp_path / "r.json"
     research.write_text(
@@ -96,14 +96,14 @@ def test_other_dataset_formats(tmp_path: Path) -> None:
             ]
         )
     )
-    (item,) = privacy.load_dataset(str(research))
+    (item,) = leakage.load_dataset(str(research))
     assert item.pii == (("PERSON", "Ann Lee"),)  # places are out of scope by policy
 
 
 def test_whole_run_without_teacher_opens_no_connection(
     tmp_path: Path, socket_guard: SocketLog
 ) -> None:
-    code = privacy.main(["--limit", "8", "--no-teacher", "--out", str(tmp_path)])
+    code = leakage.main(["--limit", "8", "--no-teacher", "--out", str(tmp_path)])
     assert code == 0
     summary = json.loads((tmp_path / "privacy-summary.json").read_text())
     assert set(summary) == {"full", "presidio-default"}
@@ -115,7 +115,7 @@ def test_whole_run_without_teacher_opens_no_connection(
     assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
     assert socket_guard.seen == []  # a whole benchmark run: no traffic at all
     # --resume picks up the finished items instead of redoing them.
-    assert privacy.main(["--limit", "8", "--no-teacher", "--out", str(tmp_path), "--resume"]) == 0
+    assert leakage.main(["--limit", "8", "--no-teacher", "--out", str(tmp_path), "--resume"]) == 0
     assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
 
 
@@ -132,12 +132,12 @@ def test_whole_run_through_the_real_teacher(
     socket_guard.allowed.add(loopback_address(teacher_server))
     for key, value in teacher_env.items():
         monkeypatch.setenv(key, value)
-    assert privacy.main(["--limit", "4", "--methods", "full", "--out", str(tmp_path)]) == 0
+    assert leakage.main(["--limit", "4", "--methods", "full", "--out", str(tmp_path)]) == 0
     records = [json.loads(x) for x in (tmp_path / "privacy-items.jsonl").read_text().splitlines()]
     assert len(records) == 5 and socket_guard.seen
     sent = socket_guard.sent_text()
     assert sent.count("POST /v1/chat/completions") == sum(not r["blocked"] for r in records)
-    items = {i.id: i for i in privacy.load_bundled()}
+    items = {i.id: i for i in leakage.load_bundled()}
     for record in records:
         for _type, value in items[record["id"]].pii:
             assert value not in sent
@@ -161,13 +161,13 @@ def test_utility_with_and_without_pii(
     socket_guard.allowed.add(loopback_address(teacher_server))
     for key, value in teacher_env.items():
         monkeypatch.setenv(key, value)
-    assert privacy.main(["--utility", "2", "--out", str(tmp_path)]) == 0
+    assert leakage.main(["--utility", "2", "--out", str(tmp_path)]) == 0
     rows = [json.loads(x) for x in (tmp_path / "privacy-utility.jsonl").read_text().splitlines()]
     summary = json.loads((tmp_path / "privacy-utility.json").read_text())
     assert len(rows) == summary["questions"] == 2
     assert summary["accuracy_clean"] == sum(r["clean"]["correct"] for r in rows) / 2
     flips = sum(r["clean"]["correct"] and not r["pii"]["correct"] for r in rows)
     assert summary["right_to_wrong"] == flips and 0 < summary["mcnemar_p"] <= 1
-    items = {i.id: i for i in privacy.load_bundled()}
+    items = {i.id: i for i in leakage.load_bundled()}
     for row in rows:  # the teacher got the sanitized text: no injected value in it
         assert row["sent"] and all(v not in row["sent"] for _t, v in items[row["id"]].pii)

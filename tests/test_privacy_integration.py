@@ -14,6 +14,7 @@ from assistant import pipeline
 from assistant.cli import cli
 from assistant.errors import PrivacyError
 from assistant.privacy.detect import Detector, Finding
+from assistant.runtime import Runtime
 from tests.conftest import SocketLog, loopback_address, use_teacher
 
 pytestmark = pytest.mark.integration
@@ -85,7 +86,7 @@ def test_detector_exception_sends_nothing(
 ) -> None:
     """good=0: detection of the question fails; good=2: the egress guard's re-check fails."""
     socket_guard.allowed.add(address(teacher_server))
-    monkeypatch.setattr(pipeline.Runtime, "detector", property(lambda self: faulty))
+    monkeypatch.setattr(Runtime, "detector", property(lambda self: faulty))
     faulty = FailAfter(good)
     result = invoke(env, "--yes", "--mode", "evidence", "What is glutamine?")
     assert isinstance(result.exception, PrivacyError), result.output
@@ -112,7 +113,7 @@ def test_review_is_asked_once_right_before_the_upload(
     from assistant import config
 
     use_teacher(env, monkeypatch, socket_guard, teacher_server)
-    runtime = pipeline.Runtime(config.load())
+    runtime = Runtime(config.load())
     asked: list[str] = []
 
     def review(sanitized: Any) -> bool:
@@ -135,7 +136,7 @@ def test_a_value_kept_at_review_is_the_only_one_that_leaves(
     from assistant.store import ledger
 
     use_teacher({**env, "DRAG_PRIVACY_REWRITE": "never"}, monkeypatch, socket_guard, teacher_server)
-    runtime = pipeline.Runtime(config.load())
+    runtime = Runtime(config.load())
     ssn = "536-22-8471"
     result = pipeline.gather(runtime, QUESTION, mode="evidence", review=lambda s: s.keeping([ssn]))
     sent = socket_guard.sent_text()

@@ -66,3 +66,25 @@ def test_cosine() -> None:
         np.array([1.0, 0.0], dtype=np.float32), np.array([[2, 0], [0, 3], [0, 0]], dtype=np.float32)
     )
     assert got.tolist() == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_a_near_repeat_moves_behind_the_others_and_nothing_is_lost() -> None:
+    # "a2" says what "a" says (cosine 0.995); "b" and "c" say other things.
+    fake = FakeEmbedder(
+        {
+            "q": [1, 0, 0],
+            "a": [1, 0.1, 0],
+            "a2": [1, 0.2, 0],
+            "b": [0.7, 0.7, 0],
+            "c": [0.5, 0, 0.8],
+        }
+    )
+    texts = ["a", "a2", "b", "c"]
+    plain = [r.index for r in rank_texts("q", texts, fake)]
+    assert plain[:2] == [0, 1]  # without the rule the repeat takes the second place
+    ranked = rank_texts("q", texts, fake, repeat_threshold=0.95)
+    assert [r.index for r in ranked] == [0, 2, 3, 1]
+    assert sorted(r.index for r in ranked) == [0, 1, 2, 3]
+    # At 1.0 (the default: off) or with a looser notion of "the same", it differs as stated.
+    assert [r.index for r in rank_texts("q", texts, fake, repeat_threshold=1.0)] == plain
+    assert [r.index for r in rank_texts("q", texts, fake, repeat_threshold=0.5)][:1] == [0]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.bench import leakscore, privacy
+from assistant.bench import leakage, leakscore
 from assistant.errors import GuardBlocked, PrivacyError
 from assistant.privacy.detect import Detector, Finding, category_modes, load_policy
 from assistant.privacy.generalise import Generaliser, annotate, coarser, describe_place, place
@@ -309,7 +309,7 @@ def test_the_csv_reader_takes_pupa_columns(tmp_path: Path) -> None:
         "h1,What is 2+2?,,What is 2+2?\n",
         "utf-8",
     )
-    items = privacy.load_dataset(str(path))
+    items = leakage.load_dataset(str(path))
     assert [i.id for i in items] == ["pupa/0", "pupa/1"]  # hashes repeat; ids do not
     assert items[0].pii == (("UNIT", "ada"), ("UNIT", "nordlys"))  # an anonymised unit: none
     assert items[0].reference == "I am [REDACTED] at [REDACTED]"
@@ -320,7 +320,7 @@ def test_the_csv_reader_names_a_missing_column(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("text,units\na,b\n", "utf-8")
     with pytest.raises(ValueError, match="no column pii_units, user_query"):
-        privacy.load_csv(path)
+        leakage.load_csv(path)
 
 
 def test_a_pupa_run_reports_both_scorers_per_category(tmp_path: Path) -> None:
@@ -332,7 +332,7 @@ def test_a_pupa_run_reports_both_scorers_per_category(tmp_path: Path) -> None:
         "utf-8",
     )
     out = tmp_path / "out"
-    assert privacy.main(["--dataset", str(path), "--no-teacher", "--methods", "full",
+    assert leakage.main(["--dataset", str(path), "--no-teacher", "--methods", "full",
                          "--out", str(out)]) == 0  # fmt: skip
     summary = json.loads((out / "privacy-summary.json").read_text("utf-8"))["full"]
     assert summary["units"] == 2 and summary["unit_leaked"] == 0
@@ -345,16 +345,16 @@ def test_a_pupa_run_reports_both_scorers_per_category(tmp_path: Path) -> None:
 def test_presidio_research_splits_by_template(tmp_path: Path) -> None:
     rows = [
         {"full_text": "t", "spans": [], "template_id": n % 3}
-        for n in range(privacy.PRESIDIO_LOOKED_AT)
+        for n in range(leakage.PRESIDIO_LOOKED_AT)
     ]
     rows += [{"full_text": "t", "spans": [], "template_id": 1}]  # late, seen template
     rows += [{"full_text": "t", "spans": [], "template_id": 99}]  # late, new template
     path = tmp_path / "synth.json"
     path.write_text(json.dumps(rows), "utf-8")
-    items = privacy.load_dataset(str(path))
-    last = f"presidio-research/{privacy.PRESIDIO_LOOKED_AT + 1}"
-    assert [i.id for i in privacy.split_items(items, "unseen")] == [last]
-    assert len(privacy.split_items(items, "seen")) == privacy.PRESIDIO_LOOKED_AT + 1
+    items = leakage.load_dataset(str(path))
+    last = f"presidio-research/{leakage.PRESIDIO_LOOKED_AT + 1}"
+    assert [i.id for i in leakage.split_items(items, "unseen")] == [last]
+    assert len(leakage.split_items(items, "seen")) == leakage.PRESIDIO_LOOKED_AT + 1
 
 
 def test_pupa_splits_by_conversation_hash(tmp_path: Path) -> None:
@@ -362,8 +362,8 @@ def test_pupa_splits_by_conversation_hash(tmp_path: Path) -> None:
     path.write_text(
         "conversation_hash,user_query,pii_units\n7abc,I am Ada,ada\n8abc,I am Bo,bo\n", "utf-8"
     )
-    items = privacy.load_csv(path)
-    assert [i.id for i in privacy.split_items(items, "seen")] == ["pupa/0"]
-    assert [i.id for i in privacy.split_items(items, "unseen")] == ["pupa/1"]
+    items = leakage.load_csv(path)
+    assert [i.id for i in leakage.split_items(items, "seen")] == ["pupa/0"]
+    assert [i.id for i in leakage.split_items(items, "unseen")] == ["pupa/1"]
     with pytest.raises(ValueError, match="no seen/unseen split"):
-        privacy.split_items(privacy.load_bundled()[:3], "seen")
+        leakage.split_items(leakage.load_bundled()[:3], "seen")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from assistant import config, drafts, pipeline, secrets
+from assistant import config, drafts, secrets
 from assistant.privacy.guard import EgressGuard
+from assistant.runtime import Runtime
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
 from assistant.tui.chat import ChatScreen, NotSent, Turn
@@ -201,8 +202,8 @@ async def test_declined_and_blocked_uploads_keep_the_question(
         # The guard's own re-check fails: nothing is sent, the app says why.
         faulty = FailAfter(2)
         guard = EgressGuard(faulty, timeout=10.0)
-        monkeypatch.setattr(pipeline.Runtime, "detector", property(lambda self: faulty))
-        monkeypatch.setattr(pipeline.Runtime, "guard", property(lambda self: guard))
+        monkeypatch.setattr(Runtime, "detector", property(lambda self: faulty))
+        monkeypatch.setattr(Runtime, "guard", property(lambda self: guard))
         chat.query_one("#question", Input).value = "What is glutamine?"
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.pending is None)

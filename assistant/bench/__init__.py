@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+
+
+def arguments(name: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of ``drag bench NAME``: its module's docstring is its help."""
+    return argparse.ArgumentParser(
+        prog=f"drag bench {name}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def split_choices(text: str, allowed: Sequence[str], what: str) -> list[str]:

@@ -35,21 +35,33 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant import config, pipeline
-from assistant.bench import split_choices
+from assistant import answer, config, pipeline
+from assistant.bench import arguments, split_choices
 from assistant.bench.mc import MCQuestion, bundled, extract_choice, load_arc
-from assistant.bench.stats import paired
+from assistant.bench.stats import paired, percentile
 from assistant.config import MODES
 from assistant.errors import DragError, InputError
+from assistant.results import AskResult
+from assistant.runtime import Runtime
 from assistant.store import ledger
 
 DATASETS = {
     "arc-c": "arc_challenge_first200.jsonl",
+    # ARC-Challenge test items 201-400: where student-side choices are tried, never reported.
+    "arc-c-dev": "arc_challenge_dev200.jsonl",
     "mmlu": "mmlu_sample.jsonl",
     "medmcqa": "medmcqa_sample.jsonl",
 }
-DATASET_NAMES = {"arc-c": "ARC-Challenge", "mmlu": "MMLU", "medmcqa": "MedMCQA"}
+DATASET_NAMES = {
+    "arc-c": "ARC-Challenge",
+    "arc-c-dev": "ARC-Challenge dev (items 201-400)",
+    "mmlu": "MMLU",
+    "medmcqa": "MedMCQA",
+}
 Z95 = 1.959964
+ANSWER_FORMATS = ("reason", "letter")
+# The teacher's stages as AskResult.timings names them, in the order they run.
+STAGES = ("sanitize", "recall", "evidence", "rank_evidence", "graph", "rank_triples")
 
 
 # -- questions -------------------------------------------------------------------------------
@@ -141,9 +153,17 @@ def summarise(
             "cells": line,
             "against_none": _against_none(cells, student, teacher, cols),
             "student_tokens_per_second": round(statistics.fmean(tps), 2) if tps else None,
+            "answer_seconds": _spread(
+                a["seconds"]
+                for (s, t, _, _), got in cells.items()
+                if (s, t) == (student, teacher)
+                for a in got
+                if "seconds" in a
+            ),
         }
     per_teacher: dict[str, dict[str, Any]] = {}
-    for teacher in dict.fromkeys(t for _, t in rows):
+    # The teachers of the rows; with no rows (--teacher-only), those of the records.
+    for teacher in dict.fromkeys([t for _, t in rows] or [r["teacher"] for r in teachers]):
         every = [r for r in teachers if r["teacher"] == teacher and r["id"] in wanted]
         got = [r for r in every if not r.get("error")]  # the means: where it answered
         per_teacher[teacher] = {
@@ -155,6 +175,18 @@ def summarise(
             "seconds_per_question": _mean(
                 r["seconds"] for r in got if r.get("served") == "teacher"
             ),
+            # Stage latencies where the teacher itself worked (a cache hit has no teacher stages).
+            "stages": {
+                stage: spread
+                for stage in STAGES
+                if (
+                    spread := _spread(
+                        r["timings"][stage]
+                        for r in got
+                        if r.get("served") == "teacher" and stage in r.get("timings", {})
+                    )
+                )
+            },
         }
     return {"rows": table, "columns": [column_name(m, k) for m, k in cols], "teachers": per_teacher}
 
@@ -179,6 +211,19 @@ def _against_none(
                 [alone[q] for q in both], [got[q] for q in both]
             ).to_dict()
     return out
+
+
+def _spread(values: Iterable[float]) -> dict[str, float] | None:
+    """Mean, median and 95th percentile, in seconds; None for no values."""
+    got = list(values)
+    if not got:
+        return None
+    return {
+        "mean": round(statistics.fmean(got), 3),
+        "p50": round(percentile(got, 0.5), 3),
+        "p95": round(percentile(got, 0.95), 3),
+        "count": len(got),
+    }
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -221,12 +266,20 @@ def render(summary: dict[str, Any], title: str) -> str:
                     f"| {name} | {col} | {t['wrong_to_right']} | {t['right_to_wrong']} "
                     f"| {t['mcnemar_p']:.3g} |"
                 )
-    lines += ["", "| student | answers | unparsed | decode tok/s |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "| student | answers | unparsed | decode tok/s | answer s p50 | answer s p95 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, row in summary["rows"].items():
         total = sum(c["total"] for c in row["cells"].values())
         unparsed = sum(c["unparsed"] for c in row["cells"].values())
         tps = row["student_tokens_per_second"]
-        lines.append(f"| {name} | {total} | {unparsed} | {tps if tps is not None else '–'} |")
+        spread = row.get("answer_seconds") or {}
+        lines.append(
+            f"| {name} | {total} | {unparsed} | {tps if tps is not None else '–'} "
+            f"| {_seconds(spread.get('p50'))} | {_seconds(spread.get('p95'))} |"
+        )
     lines += [
         "",
         "| teacher | questions | failed | calls/q | prompt tok/q | completion tok/q | s/q |",
@@ -241,7 +294,25 @@ def render(summary: dict[str, Any], title: str) -> str:
         ]
         shown = " | ".join("–" if v is None else f"{v:g}" for v in values)
         lines.append(f"| {teacher} | {t['questions']} | {t['failed']} | {shown} |")
+    stages = [(teacher, t["stages"]) for teacher, t in summary["teachers"].items() if t["stages"]]
+    if stages:
+        lines += [
+            "",
+            "Where the teacher's time goes, per question it answered (seconds):",
+            "",
+            "| teacher | stage | mean | p50 | p95 |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for teacher, spreads in stages:
+            for stage, v in spreads.items():
+                lines.append(
+                    f"| {teacher} | {stage} | {v['mean']:.2f} | {v['p50']:.2f} | {v['p95']:.2f} |"
+                )
     return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def plot(summary: dict[str, Any], path: Path, title: str) -> Path:
@@ -354,7 +425,7 @@ class Records:
 
 
 def teacher_record(
-    rt: pipeline.Runtime, teacher: str, q: MCQuestion, result: pipeline.AskResult, seconds: float
+    rt: Runtime, teacher: str, q: MCQuestion, result: AskResult, seconds: float
 ) -> dict[str, Any]:
     """Calls and tokens of this question's teacher work, also when the cache served it
     (then read from the ledger rows of the uploads it came from)."""
@@ -380,12 +451,13 @@ def teacher_record(
         "seconds": round(seconds, 3),
         "evidence": len(result.evidence),
         "triples": len(result.triples),
+        "timings": dict(result.timings),
         "warnings": result.warnings,
     }
 
 
 def gather_all(
-    rt: pipeline.Runtime,
+    rt: Runtime,
     teacher: str,
     questions: Sequence[MCQuestion],
     records: Records,
@@ -394,10 +466,10 @@ def gather_all(
     k: int,
     concurrency: int,
     log: Callable[[str], None],
-) -> dict[str, pipeline.AskResult | None]:
+) -> dict[str, AskResult | None]:
     """The teacher's work for every question (None where it failed), ``concurrency`` at once."""
 
-    def one(q: MCQuestion) -> tuple[MCQuestion, pipeline.AskResult | None, float, str]:
+    def one(q: MCQuestion) -> tuple[MCQuestion, AskResult | None, float, str]:
         started = time.perf_counter()
         try:
             with rt.own_placeholders():  # each question is a conversation of its own
@@ -408,7 +480,7 @@ def gather_all(
             return q, None, time.perf_counter() - started, str(exc)
         return q, result, time.perf_counter() - started, ""
 
-    out: dict[str, pipeline.AskResult | None] = {}
+    out: dict[str, AskResult | None] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for i, (q, result, seconds, error) in enumerate(pool.map(one, questions), start=1):
             out[q.id] = result
@@ -434,26 +506,34 @@ def gather_all(
 
 
 def answer_all(
-    rt: pipeline.Runtime,
+    rt: Runtime,
     student: str,
     teacher: str,
     questions: Sequence[MCQuestion],
-    gathered: dict[str, pipeline.AskResult | None],
+    gathered: dict[str, AskResult | None],
     cols: Sequence[tuple[str, int]],
     records: Records,
     log: Callable[[str], None],
+    answer_format: str = "reason",
 ) -> None:
     for i, q in enumerate(questions, start=1):
         base = gathered.get(q.id)
-        marks = []
+        marks: list[str] = []
         for mode, k in cols:
             if records.answered(student, teacher, q.id, mode, k):
                 continue
             if base is None:  # no teacher work: what the user would get, the student alone
-                base = pipeline.AskResult(question=q.text(), mode="none", n=0, k=0)
+                base = AskResult(question=q.text(), mode="none", n=0, k=0)
                 gathered[q.id] = base
+            if not marks:  # the question's first answer never rides on the last question's
+                rt.student.forget()
             attempt = dataclasses.replace(base, mode=mode, k=k or base.k, timings={})  # type: ignore[arg-type]
-            pipeline.respond(rt, attempt, prompt=q.student_prompt())
+            pipeline.respond(
+                rt,
+                attempt,
+                prompt=q.student_prompt(answer_format),
+                choices=q.labels if answer_format == "letter" else (),
+            )
             choice = extract_choice(attempt.answer, q)
             records.add(
                 {
@@ -482,6 +562,17 @@ def answer_all(
             log(f"student {student} [{i}/{len(questions)}] {q.id} " + " ".join(marks))
 
 
+def rescore(answers: Iterable[dict[str, Any]], questions: Sequence[MCQuestion]) -> None:
+    """Read each stored reply again with the current extractor (answers.jsonl is kept as
+    it was measured; the summary is what changes)."""
+    by_id = {q.id: q for q in questions}
+    for a in answers:
+        q = by_id.get(a["id"])
+        if q is not None:
+            a["choice"] = extract_choice(a["reply"], q)
+            a["correct"] = a["choice"] == q.answer
+
+
 def _ints(text: str, what: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -497,11 +588,7 @@ def _names(text: str | None) -> list[str]:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="drag bench accuracy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = arguments("accuracy", __doc__)
     parser.add_argument("--dataset", choices=sorted(DATASETS), default="arc-c")
     parser.add_argument("--data", type=Path, help="another file in the bundled JSONL form")
     parser.add_argument("--subjects", default="", help="MMLU subjects, comma-separated")
@@ -520,8 +607,43 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--teacher-endpoint", help='"local" or an OpenAI-compatible base URL')
     parser.add_argument("--concurrency", type=int, default=4, help="questions at the teacher")
     parser.add_argument("--student-max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--answer-format",
+        choices=ANSWER_FORMATS,
+        default="reason",
+        help="reason: the letter, then a sentence, read back by the extractor; "
+        "letter: the letter alone, enforced by a grammar",
+    )
+    parser.add_argument(
+        "--order",
+        choices=("question-first", "context-first"),
+        default=None,
+        help="the student's prompt order (default: pipeline.order)",
+    )
+    parser.add_argument(
+        "--repeat-threshold",
+        type=float,
+        default=None,
+        help="cosine at which a statement counts as a repeat (default: pipeline.repeat_threshold)",
+    )
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        default=None,
+        help="token budget of the student's context (default: pipeline.context_tokens)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="run folder (resumes if it exists)")
     parser.add_argument("--fresh", action="store_true", help="start the run folder afresh")
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="run nothing: read the run's stored replies again with the current extractor",
+    )
+    parser.add_argument(
+        "--teacher-only",
+        action="store_true",
+        help="only the teacher's work (cached for later runs); no student answers",
+    )
     return parser.parse_args(argv)
 
 
@@ -553,9 +675,16 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
     subjects = _names(args.subjects)
     questions = load_questions(args.dataset, args.data, args.n, args.seed, subjects)
     flags: dict[str, Any] = {
-        "student.max_tokens": args.student_max_tokens,
+        "student.max_tokens": 2 if args.answer_format == "letter" else args.student_max_tokens,
         "privacy.review": "never",  # public questions; a false detection would stop the run
     }
+    for key, value in (
+        ("pipeline.order", args.order),
+        ("pipeline.repeat_threshold", args.repeat_threshold),
+        ("pipeline.context_tokens", args.context_tokens),
+    ):
+        if value is not None:
+            flags[key] = value
     if args.teacher_endpoint:
         flags["teacher.endpoint"] = args.teacher_endpoint
     base = config.load(flags)
@@ -579,6 +708,12 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
         "evidence_n": evidence_n,
         "student_max_tokens": args.student_max_tokens,
         "endpoint": base.teacher.endpoint,
+        # The student's side: a change here makes other answers, in another folder.
+        "answer_format": args.answer_format,
+        "order": base.pipeline.order,
+        "repeat_threshold": base.pipeline.repeat_threshold,
+        "context_tokens": base.pipeline.context_tokens,
+        "answer_prompt": answer.PROMPT_VERSION,
     }
     out.mkdir(parents=True, exist_ok=True)
     run_file = out / "run.json"
@@ -600,10 +735,13 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
 
     cols = columns(modes, ks)
     rows: list[tuple[str, str]] = []
-    for teacher in teachers:
+    if args.rescore:
+        rows = [(s, t) for t in teachers for s in students]
+        rescore(records.answers, questions)
+    for teacher in teachers if not args.rescore else ():
         settings = base.with_flags({"teacher.model": teacher, "student.model": students[0]})
-        with pipeline.Runtime(settings) as rt:
-            gathered: dict[str, pipeline.AskResult | None] = {}
+        with Runtime(settings) as rt:
+            gathered: dict[str, AskResult | None] = {}
             pending = [  # questions some answer of this teacher's row is still missing for
                 q
                 for q in questions
@@ -625,11 +763,23 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                     concurrency=args.concurrency,
                     log=log,
                 )
+            if args.teacher_only:
+                continue
             for student in students:
                 if student != rt.settings.student.model:
                     rt.switch_student(student)
                 rows.append((student, teacher))
-                answer_all(rt, student, teacher, questions, gathered, cols, records, log)
+                answer_all(
+                    rt,
+                    student,
+                    teacher,
+                    questions,
+                    gathered,
+                    cols,
+                    records,
+                    log,
+                    answer_format=args.answer_format,
+                )
 
     ids = [q.id for q in questions]
     summary = summarise(records.answers, records.teachers, rows, cols, ids)
@@ -642,7 +792,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
     (out / "summary.json").write_text(json.dumps(summary, indent=2), "utf-8")
     table = render(summary, title)
     (out / "summary.md").write_text(table + "\n", "utf-8")
-    plot(summary, out / "accuracy.png", title)
+    if rows:
+        plot(summary, out / "accuracy.png", title)
     return out
 
 

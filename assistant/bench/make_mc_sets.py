@@ -1,5 +1,5 @@
-"""Regenerate the bundled MMLU and MedMCQA subsets from the verbatim copies in
-``../shared/data`` (seeded: the same files every time).
+"""Regenerate the bundled MMLU and MedMCQA subsets and the ARC-Challenge dev split
+from the verbatim copies in ``../shared/data`` (seeded: the same files every time).
 
     python -m assistant.bench.make_mc_sets --shared ../shared/data
 
@@ -23,6 +23,8 @@ DATA = Path(__file__).with_name("data")
 SEED = 2506  # the DRAG paper's arXiv number, 2506.01954
 MMLU_PER_SUBJECT = 6
 MEDMCQA_ITEMS = 300
+ARC_TEST = 200  # arc_challenge_first200.jsonl: the reported split
+ARC_DEV = 200
 LABELS = "ABCD"
 
 
@@ -71,6 +73,13 @@ def medmcqa(shared: Path) -> list[dict[str, Any]]:
     return out
 
 
+def arc_dev(shared: Path) -> list[dict[str, Any]]:
+    """ARC-Challenge test items 201-400, unchanged: the development split on which the
+    student-side choices are tried (the reported table uses the first 200)."""
+    lines = (shared / "arc" / "arc_challenge_test.jsonl").read_text("utf-8").splitlines()
+    return [json.loads(line) for line in lines[ARC_TEST : ARC_TEST + ARC_DEV]]
+
+
 def write(path: Path, items: list[dict[str, Any]]) -> None:
     text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
     path.write_text(text, "utf-8")
@@ -84,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     write(args.out / "mmlu_sample.jsonl", mmlu(args.shared))
     write(args.out / "medmcqa_sample.jsonl", medmcqa(args.shared))
+    write(args.out / "arc_challenge_dev200.jsonl", arc_dev(args.shared))
     return 0
 
 

@@ -28,8 +28,12 @@ class MCQuestion:
         lines = [self.question.strip(), *(f"{label}. {text}" for label, text in self.options)]
         return "\n".join(lines)
 
-    def student_prompt(self) -> str:
+    def student_prompt(self, answer_format: str = "reason") -> str:
+        """The question, its options, and how to answer: ``"reason"`` (the letter, then a
+        sentence) or ``"letter"`` (the letter alone; the caller enforces it)."""
         labels = ", ".join(self.labels)
+        if answer_format == "letter":
+            return f"{self.text()}\nReply with the letter of the correct option ({labels}) only."
         return (
             f"{self.text()}\n"
             f"Reply with the letter of the correct option ({labels}) first, "

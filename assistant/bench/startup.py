@@ -13,7 +13,6 @@ Needs tmux.  The target is a first paint within 1.5 s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -24,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from assistant.bench import arguments
 
 APP_MARK = "Ask a question"
 BARE_MARK = "bare textual ready"
@@ -60,11 +61,7 @@ def first_paint(command: list[str], mark: str, *, timeout: float = 60) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="drag bench startup",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = arguments("startup", __doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

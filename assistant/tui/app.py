@@ -20,9 +20,10 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from assistant import config, pipeline, safetext
+from assistant import config, safetext
 from assistant.config import Settings
 from assistant.errors import DragError
+from assistant.runtime import Runtime
 from assistant.store import Store
 from assistant.tui.audit import AuditScreen
 from assistant.tui.bench import BenchScreen
@@ -75,7 +76,7 @@ class DragApp(App[None]):
         self.settings = settings
         self.warm = warm
         self.runtime_lock = threading.RLock()
-        self.runtime = pipeline.Runtime(settings, status=self.report)
+        self.runtime = Runtime(settings, status=self.report)
         s = settings.store
         self.ui_store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
 
@@ -138,7 +139,7 @@ class DragApp(App[None]):
         with self.runtime_lock:
             self.runtime.close()
             self.settings = new
-            self.runtime = pipeline.Runtime(new, status=self.report)
+            self.runtime = Runtime(new, status=self.report)
         self.report("settings changed: loading the models again…")
         self.warm_up()
 

@@ -24,7 +24,7 @@ from textual.widgets import (
 )
 
 from assistant import paths
-from assistant.bench import accuracy, privacy
+from assistant.bench import accuracy, leakage
 from assistant.errors import DragError
 from assistant.privacy.detect import Detector
 from assistant.tui.widgets import DragScreen, StatusBar, bar_chart
@@ -123,12 +123,12 @@ class BenchScreen(DragScreen):
     @work(thread=True, exclusive=True, group="bench")
     def run_bench(self, limit: int) -> None:
         app = self.drag
-        items = privacy.load_dataset("bundled")
+        items = leakage.load_dataset("bundled")
         pii = [i for i in items if not i.control][:limit]
         items = pii + [i for i in items if i.control][: max(1, limit // 5)]
         methods = {
-            "full": privacy.make_full(Detector(), None, None),  # its own: the chat may run
-            "presidio-default": privacy.make_presidio_default(),
+            "full": leakage.make_full(Detector(), None, None),  # its own: the chat may run
+            "presidio-default": leakage.make_presidio_default(),
         }
         app.call_from_thread(self._start, len(items) * len(methods))
 
@@ -138,7 +138,7 @@ class BenchScreen(DragScreen):
 
         out = Path(paths.data_dir()) / "bench"
         try:
-            summaries = privacy.run(
+            summaries = leakage.run(
                 items, methods, out, resume=False, progress=False, on_item=progress
             )
         except (DragError, OSError) as exc:
@@ -183,7 +183,7 @@ class BenchScreen(DragScreen):
 
     def _show_privacy(self, summaries: dict[str, dict[str, Any]], count: int) -> None:
         title = f"Privacy leakage · bundled · {count} items"
-        self.query_one("#bench-table", Markdown).update(privacy.render(summaries, title))
+        self.query_one("#bench-table", Markdown).update(leakage.render(summaries, title))
         self.query_one("#bench-plot", Static).update(
             "Values leaked (partial form), by type:\n\n" + bar_chart(leakage_groups(summaries))
         )

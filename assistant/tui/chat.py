@@ -25,6 +25,7 @@ from textual.widgets import (
 
 from assistant import drafts, pipeline
 from assistant.errors import Declined, DragError, Interrupted, PrivacyError
+from assistant.results import AskResult
 from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from assistant.privacy.sanitize import Sanitized
 
 
-def badge(result: pipeline.AskResult) -> str:
+def badge(result: AskResult) -> str:
     """Where the answer's context came from, in a few words."""
     p = result.provenance
     uploads = " ".join(f"#{u}" for u in p.get("uploads") or [])
@@ -44,7 +45,7 @@ def badge(result: pipeline.AskResult) -> str:
     return "● student only · nothing sent"
 
 
-def context_text(result: pipeline.AskResult) -> str:
+def context_text(result: AskResult) -> str:
     lines = [badge(result), ""]
     if result.privacy:
         counts = result.privacy.get("entities") or {}
@@ -94,7 +95,7 @@ class Turn(Vertical):
         self.question = question
         self.answer = answer
         self.note = note
-        self.result: pipeline.AskResult | None = None
+        self.result: AskResult | None = None
 
     def compose(self) -> ComposeResult:
         # Plain text, never Markdown or markup: a model's reply is data (a link in it is
@@ -113,7 +114,7 @@ class Turn(Vertical):
         self.answer += piece
         self.query_one(".answer", Plain).update(self.answer)
 
-    def finish(self, result: pipeline.AskResult) -> None:
+    def finish(self, result: AskResult) -> None:
         self.result = result
         self.answer = result.answer  # placeholders restored
         self.query_one(".answer", Plain).update(result.answer)
@@ -373,15 +374,23 @@ class ChatScreen(DragScreen):
                 last[0] = time.monotonic()
                 flush()
 
+        def progress(stage: str, result: AskResult) -> None:
+            if stage == "context":
+                app.call_from_thread(turn.set_note, badge(result) + " · answering…")
+            else:  # answered: the last words before the result replaces the stream
+                flush()
+
         try:
             with app.runtime_lock:
                 rt = app.runtime
                 app.call_from_thread(turn.set_note, "… checking for personal data")
-                result = pipeline.gather(rt, question, review=self.review_from_worker)
-                app.call_from_thread(turn.set_note, badge(result) + " · answering…")
-                pipeline.respond(rt, result, on_text=on_text)
-                flush()
-                result = pipeline.remember_answer(rt, result)
+                result = pipeline.ask(
+                    rt,
+                    question,
+                    review=self.review_from_worker,
+                    on_text=on_text,
+                    progress=progress,
+                )
         except (DragError, KeyboardInterrupt) as exc:
             error = drafts.kept_error(question, exc) if not self._cancel.is_set() else exc
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
@@ -392,7 +401,7 @@ class ChatScreen(DragScreen):
         finally:
             app.call_from_thread(self._done)
 
-    def show_result(self, turn: Turn, result: pipeline.AskResult) -> None:
+    def show_result(self, turn: Turn, result: AskResult) -> None:
         turn.finish(result)
         self.query_one("#context-body", Plain).update(context_text(result))
         self.refresh_conversations(self.query_one("#search", Input).value.strip())

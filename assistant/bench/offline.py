@@ -25,7 +25,6 @@ Two parts, both printed as Markdown and written as JSON (per-question JSONL too)
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -37,10 +36,13 @@ from typing import Any
 import numpy as np
 
 from assistant import config, pipeline, recall
+from assistant.bench import arguments
 from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
 from assistant.bench.stats import percentile
 from assistant.errors import DragError, NotCovered
 from assistant.parsing import parse_objects
+from assistant.results import AskResult
+from assistant.runtime import Runtime
 from assistant.store import Store, cache
 
 PARAPHRASE_VERSION = "paraphrase-v1"
@@ -68,7 +70,7 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
-def paraphrase(rt: pipeline.Runtime, q: MCQuestion) -> MCQuestion:
+def paraphrase(rt: Runtime, q: MCQuestion) -> MCQuestion:
     """The teacher's rewording of the stem; the options are kept as they are."""
     teacher = rt.teacher
     request = teacher.request(
@@ -89,7 +91,7 @@ def paraphrase(rt: pipeline.Runtime, q: MCQuestion) -> MCQuestion:
     return dataclasses.replace(q, question=stems[0] if stems else q.question)
 
 
-def _answer(rt: pipeline.Runtime, result: pipeline.AskResult, q: MCQuestion) -> dict[str, Any]:
+def _answer(rt: Runtime, result: AskResult, q: MCQuestion) -> dict[str, Any]:
     pipeline.respond(rt, result, prompt=q.student_prompt())
     choice = extract_choice(result.answer, q)
     return {
@@ -100,12 +102,12 @@ def _answer(rt: pipeline.Runtime, result: pipeline.AskResult, q: MCQuestion) -> 
     }
 
 
-def run_question(rt: pipeline.Runtime, q: MCQuestion) -> dict[str, Any]:
+def run_question(rt: Runtime, q: MCQuestion) -> dict[str, Any]:
     with rt.own_placeholders():  # each question (and its paraphrase) a conversation of its own
         return _run_question(rt, q)
 
 
-def _run_question(rt: pipeline.Runtime, q: MCQuestion) -> dict[str, Any]:
+def _run_question(rt: Runtime, q: MCQuestion) -> dict[str, Any]:
     online_settings = rt.settings
     started = time.perf_counter()
     online = pipeline.gather(rt, q.text())
@@ -199,7 +201,7 @@ def render_questions(s: dict[str, Any], header: str) -> str:
 # -- calibration --------------------------------------------------------------------------
 
 
-def probe(rt: pipeline.Runtime, text: str) -> tuple[str, float]:
+def probe(rt: Runtime, text: str) -> tuple[str, float]:
     """How the cache would recall ``text`` and with what score (no threshold applied)."""
     sent = rt.sanitize(text).text
     q = rt.embedder.embed([sent])[0]
@@ -230,7 +232,7 @@ def calibrate(jsonl: Path, controls: int) -> dict[str, Any]:
     asked = {r["id"] for r in records}
     unrelated = [q for q in questions if q.id not in asked][-controls:]
     settings = config.load({"store.database": str(jsonl.with_suffix(".db"))})
-    with pipeline.Runtime(settings) as rt:
+    with Runtime(settings) as rt:
         para = [
             probe(rt, dataclasses.replace(by_id[r["id"]], question=r["paraphrase"]).text())
             for r in records
@@ -442,11 +444,7 @@ def render_scale(rows: list[dict[str, Any]], embed_ms: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="drag bench store",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = arguments("store", __doc__)
     parser.add_argument("--questions", type=int, default=20, help="ARC questions (0: skip)")
     parser.add_argument("--scale", default="", help="triple counts, e.g. 10000,100000,1000000")
     parser.add_argument("--student-max-tokens", type=int, default=48)
@@ -495,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             per_q = args.out / f"store-{stamp}.jsonl"
             records = []
-            with pipeline.Runtime(settings) as rt, per_q.open("w", encoding="utf-8") as fh:
+            with Runtime(settings) as rt, per_q.open("w", encoding="utf-8") as fh:
                 for i, q in enumerate(questions[: args.questions], start=1):
                     try:
                         record = run_question(rt, q)

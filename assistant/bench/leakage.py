@@ -34,7 +34,6 @@ conversation hash starts with 0-7 (the half whose leaks were read), ``unseen`` =
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import dataclasses
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant import config, egress, evidence
-from assistant.bench import leakscore, split_choices
+from assistant.bench import arguments, leakscore, split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.bench.mc import MCQuestion, extract_choice
 from assistant.bench.stats import paired, percentile
@@ -67,6 +66,7 @@ from assistant.privacy.guard import EgressGuard, leak, template_fragments, witho
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
 from assistant.privacy.textform import normalise
+from assistant.runtime import Runtime
 
 METHODS = ("full", "presidio", "rewrite")
 # presidio-research labels that are personal data in this product's policy (GPE, dates,
@@ -625,9 +625,8 @@ def _student_rewriter() -> Callable[[str, str], str]:
 def _sender() -> Iterator[Sender]:
     """Send each request to the configured teacher (asking for one token: only the
     upload is measured), through egress.send and its HTTP hook."""
-    from assistant import pipeline
 
-    with pipeline.Runtime(config.load()) as rt:
+    with Runtime(config.load()) as rt:
         teacher = rt.teacher
 
         def to_ledger(sent: egress.Sent) -> None:
@@ -732,7 +731,7 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
     settings = config.load(
         {"store.cache": False, "privacy.review": "never", "student.max_tokens": 48}
     )
-    with pipeline.Runtime(settings) as rt, per_item.open("a" if resume else "w") as fh:
+    with Runtime(settings) as rt, per_item.open("a" if resume else "w") as fh:
         for i, record in enumerate(records, start=1):
             if record["id"] in done:
                 continue
@@ -800,11 +799,7 @@ def render_utility(u: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="drag bench privacy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = arguments("privacy", __doc__)
     parser.add_argument(
         "--dataset",
         default="bundled",

@@ -1,0 +1,127 @@
+"""Student speed, side by side: load time, prompt evaluation (prefill), time to the
+first token and decode speed of each named model, in one run on one machine.
+
+    drag bench speed --students qwen2.5-coder-0.5b-instruct,qwen2.5-coder-1.5b-instruct
+
+Each run sends the same prompt shape the DRAG student gets: a system prompt, a bundled
+ARC-Challenge question and 15 statements of context (about 450 tokens), with the run's
+number first so that no cached prefix is reused.  Prefill is timed on a reply held to one
+token; decode on a free reply of up to ``--decode-tokens``.  Figures are medians over
+``--runs``, and each model is compared with the first one named.  Nothing else should
+run on the machine meanwhile: two llama.cpp processes on the same cores slow each other
+far more than twice.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from assistant import answer, modelfiles
+from assistant.bench import arguments
+from assistant.bench.mc import bundled_arc, load_arc
+from assistant.errors import DragError
+from assistant.student import Student
+
+
+def prompt(run: int) -> list[dict[str, str]]:
+    """The student's prompt in the DRAG shape; its run number defeats prefix reuse."""
+    items = load_arc(bundled_arc())
+    question = items[0].student_prompt()
+    # Other questions' stems stand in for evidence: real sentences, about 15 tokens each.
+    statements = [q.question.split("?")[0][:160] + "." for q in items[1:16]]
+    messages = answer.build_messages(question, statements, [], "evidence")
+    messages[0]["content"] = f"Session {run}.\n" + messages[0]["content"]
+    return messages
+
+
+def measure(name: str, runs: int, decode_tokens: int, threads: int) -> dict[str, Any]:
+    path, _spec = modelfiles.resolve(name)
+    started = time.perf_counter()
+    student = Student(path, threads=threads)
+    load = time.perf_counter() - started
+    try:
+        first, prefill, prompt_tokens, decode = [], [], 0, []
+        for run in range(runs):
+            gen = student.chat(prompt(run), max_tokens=1)
+            first.append(gen.prompt_seconds)
+            prompt_tokens = student.count_tokens(
+                "".join(m["content"] for m in prompt(run))
+            )  # the content; the template adds a few more
+            prefill.append(prompt_tokens / gen.prompt_seconds if gen.prompt_seconds else 0.0)
+            free = prompt(1000 + run)
+            free[1]["content"] += "\nExplain your answer in detail."
+            long = student.chat(free, max_tokens=decode_tokens)
+            decode.append(long.tokens_per_second)
+    finally:
+        student.close()
+    return {
+        "model": name,
+        "file": path.name,
+        "size_mb": round(path.stat().st_size / 1e6),
+        "load_s": round(load, 2),
+        "prompt_tokens": prompt_tokens,
+        "first_token_s": round(statistics.median(first), 3),
+        "prefill_tok_s": round(statistics.median(prefill), 1),
+        "decode_tok_s": round(statistics.median(decode), 1),
+        "runs": runs,
+    }
+
+
+def render(rows: Sequence[dict[str, Any]]) -> str:
+    base = rows[0]
+    lines = [
+        "| model | file MB | load s | prompt tokens | first token s | prefill tok/s "
+        "| decode tok/s | prefill × | decode × |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        pre = r["prefill_tok_s"] / base["prefill_tok_s"] if base["prefill_tok_s"] else 0.0
+        dec = r["decode_tok_s"] / base["decode_tok_s"] if base["decode_tok_s"] else 0.0
+        lines.append(
+            f"| {r['model']} | {r['size_mb']} | {r['load_s']:.2f} | {r['prompt_tokens']} "
+            f"| {r['first_token_s']:.2f} | {r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.1f} "
+            f"| {pre:.2f} | {dec:.2f} |"
+        )
+    lines.append("")
+    lines.append(f"Medians of {base['runs']} runs; × = against {base['model']}.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = arguments("speed", __doc__)
+    parser.add_argument(
+        "--students",
+        default="qwen2.5-coder-0.5b-instruct,qwen2.5-coder-1.5b-instruct",
+        help="models (manifest names or .gguf paths), comma-separated",
+    )
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--decode-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=0, help="0 = every CPU")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.students.split(",") if n.strip()]
+    if not names or args.runs < 1 or args.decode_tokens < 2:
+        print(
+            "bench: error: one or more --students, --runs >= 1, --decode-tokens >= 2",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        rows = [measure(n, args.runs, args.decode_tokens, args.threads) for n in names]
+    except DragError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(render(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2), "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

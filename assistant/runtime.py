@@ -1,0 +1,247 @@
+"""The loaded parts of the assistant, for a series of questions.
+
+:class:`Runtime` owns the student, the embedder, the detector, the vault of
+placeholders, the teacher (and the embedded teacher server) and the store,
+loading each only when a stage of :mod:`assistant.pipeline` needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from pathlib import Path
+
+from assistant import drafts, evidence, graph, localserver, modelfiles, secrets
+from assistant.config import Settings
+from assistant.embedder import SentenceEmbedder
+from assistant.errors import ConfigError
+from assistant.privacy.detect import Detector, Scanner, category_modes, load_policy
+from assistant.privacy.generalise import Generaliser
+from assistant.privacy.guard import EgressGuard
+from assistant.privacy.placeholders import Vault
+from assistant.privacy.sanitize import Sanitized, sanitize
+from assistant.ranking import Embedder
+from assistant.store import Store, cache
+from assistant.store.ledger import Upload
+from assistant.student import Student
+from assistant.teacher import Teacher
+
+Status = Callable[[str], None]  # a line saying what is being done now
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+class Runtime:
+    """Lazily loaded parts for a series of questions; close() stops what it started."""
+
+    def __init__(self, settings: Settings, *, status: Status = _quiet) -> None:
+        self.settings = settings
+        self.status = status
+        self._stack = contextlib.ExitStack()
+        # Held for local work (detection, vault, ranking, the store) but not while the
+        # teacher is asked: several questions can wait on the teacher at once.
+        self.local = threading.RLock()
+
+    def _record_upload(self, upload: Upload) -> int:
+        with self.local:
+            return self.store.record_upload(upload)
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        student = self.__dict__.pop("student", None)
+        if student is not None:
+            student.close()
+        store = self.__dict__.pop("store", None)
+        if store is not None:
+            store.close()
+        self._stack.close()
+
+    @cached_property
+    def store(self) -> Store:
+        """The local database: ledger, cache, history."""
+        s = self.settings.store
+        store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
+        store.apply_retention(s.retention_days)
+        drafts.purge(s.draft_days)
+        return store
+
+    @property
+    def offline(self) -> bool:
+        return self.settings.store.offline
+
+    @cached_property
+    def teacher_identity(self) -> str:
+        """The teacher model as the cache knows it, found without starting or calling it."""
+        if self.teacher_is_local:
+            return f"local:{self.teacher_model_path.name}"
+        return self.settings.teacher.model
+
+    @property
+    def cache_space(self) -> str:
+        return cache.space_of(self.teacher_identity, TEACHER_PROMPTS)
+
+    @cached_property
+    def student_path(self) -> Path:
+        path, _spec = modelfiles.resolve(self.settings.student.model, self.status)
+        return path
+
+    @cached_property
+    def student(self) -> Student:
+        s = self.settings.student
+        path = self.student_path
+        self.status(f"loading the student model {path.name}…")
+        return Student(path, n_ctx=s.n_ctx, gpu=s.gpu, threads=s.threads)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        self.status("loading the embedding model…")
+        return SentenceEmbedder(self.settings.embedder.model)
+
+    @property
+    def teacher_is_local(self) -> bool:
+        return self.settings.teacher.endpoint.strip().lower() == "local"
+
+    @cached_property
+    def teacher_model_path(self) -> Path:
+        t = self.settings.teacher
+        path, _spec = modelfiles.resolve(t.model or self.settings.student.model, self.status)
+        return path
+
+    @cached_property
+    def detector(self) -> Scanner:
+        p = self.settings.privacy
+        self.status("loading the personal-data detector…")
+        return Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
+
+    @property
+    def vault(self) -> Vault:
+        """Placeholders for this conversation; never leaves the machine (sealed in the store).
+
+        Inside :meth:`own_placeholders`, the ones of that piece of work instead."""
+        own = _own_vault.get()
+        if own is not None:
+            return own
+        vault: Vault | None = self.__dict__.get("_vault")
+        if vault is None:
+            vault = self.__dict__["_vault"] = Vault(tag_of=load_policy().tag)
+        return vault
+
+    @contextlib.contextmanager
+    def own_placeholders(self) -> Iterator[Vault]:
+        """Fresh placeholders for the work done inside, in this thread only: the benchmarks
+        treat each question as a conversation of its own, so that a value detected in one
+        question is neither protected nor replaced in another."""
+        token = _own_vault.set(Vault(tag_of=load_policy().tag))
+        try:
+            yield self.vault
+        finally:
+            _own_vault.reset(token)
+
+    conversation_id: int | None = None
+
+    def switch_student(self, model: str) -> None:
+        """Answer with another student from now on (the benchmarks' model sweeps)."""
+        with self.local:
+            student = self.__dict__.pop("student", None)
+            if student is not None:
+                student.close()
+            self.__dict__.pop("student_path", None)
+            self.settings = self.settings.with_flags({"student.model": model})
+
+    def new_conversation(self) -> None:
+        """Forget the current conversation's placeholders; the next question starts a new one."""
+        self.__dict__["_vault"] = Vault(tag_of=load_policy().tag)
+        self.conversation_id = None
+
+    def resume(self, conversation_id: int) -> None:
+        """Continue a stored conversation: its placeholders keep their meaning."""
+        dumped = self.store.load_vault(conversation_id)
+        vault = Vault(tag_of=load_policy().tag)
+        if dumped:
+            vault.load(dumped)
+        self.__dict__["_vault"] = vault
+        self.conversation_id = conversation_id
+
+    @cached_property
+    def guard(self) -> EgressGuard:
+        return EgressGuard(self.detector, timeout=self.settings.privacy.guard_timeout)
+
+    def rewrite(self, system: str, text: str) -> str:
+        """The student's rewrite of a (placeholder) question."""
+        reply = self.student.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": text}],
+            max_tokens=max(64, len(text) // 2),
+            temperature=0.0,
+        )
+        return reply.text
+
+    def sanitize(self, question: str) -> Sanitized:
+        p = self.settings.privacy
+        self.status("checking the question for personal data…")
+        return sanitize(
+            question,
+            scanner=self.detector,
+            vault=self.vault,
+            guard=self.guard,
+            rewriter=self.rewrite if p.rewrite != "never" else None,
+            rewrite=p.rewrite,
+            generaliser=self.generaliser,
+        )
+
+    @cached_property
+    def generaliser(self) -> Generaliser:
+        return Generaliser.from_policy(load_policy().generalise)
+
+    @cached_property
+    def teacher(self) -> Teacher:
+        t = self.settings.teacher
+        # The ledger MACs every upload with the store key: a key problem is found now,
+        # before anything is sent, not after the teacher has answered.
+        _ = self.store.sealer
+        if self.teacher_is_local:
+            path = self.teacher_model_path
+            self.status(f"starting the local teacher ({path.name})…")
+            base_url = self._stack.enter_context(localserver.serving(path, n_ctx=t.n_ctx))
+            return Teacher.from_settings(
+                t,
+                base_url=base_url,
+                model=localserver.ALIAS,
+                api_key=None,
+                local=True,
+                guard=self.guard,
+                protected=lambda: self.vault.values(),
+                ledger=self._record_upload,
+            )
+        if not t.model:
+            raise ConfigError(
+                f"teacher.model is not set for the endpoint {t.endpoint}: "
+                "set DRAG_TEACHER_MODEL or teacher.model in the config file"
+            )
+        return Teacher.from_settings(
+            t,
+            base_url=t.endpoint,
+            model=t.model,
+            api_key=secrets.api_key(),
+            local=False,
+            guard=self.guard,
+            protected=lambda: self.vault.values(),
+            ledger=self._record_upload,
+        )
+
+
+# The placeholders of the work under way in this thread (Runtime.own_placeholders).
+_own_vault: contextvars.ContextVar[Vault | None] = contextvars.ContextVar(
+    "drag_own_vault", default=None
+)
+
+TEACHER_PROMPTS = {"evidence": evidence.PROMPT_VERSION, "graph": graph.PROMPT_VERSION}

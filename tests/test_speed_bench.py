@@ -1,0 +1,37 @@
+"""`drag bench speed` with the real llama.cpp student (the tiny test model twice: by its
+manifest name and by path, so the side-by-side ratio is checked on a real run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.bench import speed
+
+pytestmark = pytest.mark.integration
+
+
+def test_two_models_side_by_side(
+    test_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "speed.json"
+    names = f"smollm2-135m-instruct,{test_model_path}"
+    args = ["--students", names, "--runs", "2", "--decode-tokens", "8", "--json", str(out)]
+    assert speed.main(args) == 0
+    rows = json.loads(out.read_text("utf-8"))
+    assert [r["model"] for r in rows] == names.split(",")
+    for row in rows:
+        assert row["prompt_tokens"] > 300  # the DRAG prompt shape, not a toy prompt
+        assert row["first_token_s"] > 0 and row["prefill_tok_s"] > 0 and row["decode_tok_s"] > 0
+    printed = capsys.readouterr().out
+    assert "| smollm2-135m-instruct | 98 |" in printed
+    assert printed.count("| 1.00 |") >= 1  # the first model against itself
+
+
+def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert speed.main(["--students", "", "--runs", "1"]) == 2
+    assert speed.main(["--students", "no-such-model"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("bench: error: ") for line in err)
