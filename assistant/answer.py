@@ -7,10 +7,10 @@ Prompt shape as in the paper and its reference code: the question, then
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
-from typing import Literal
 
-from assistant.config import Mode
+from assistant.config import Mode, Order
 
 PROMPT_VERSION = "answer-v1"
 
@@ -39,7 +39,7 @@ def build_messages(
     mode: Mode,
     *,
     system: str = SYSTEM,
-    order: Literal["question-first", "context-first"] = "question-first",
+    order: Order = "question-first",
 ) -> list[dict[str, str]]:
     context = []
     if uses_evidence(mode) and evidences:
@@ -63,17 +63,12 @@ def within_budget(
     taken in turn, best first, until the next one would not fit (a prefix of each)."""
     kept: tuple[list[str], list[str]] = ([], [])
     used = 0
-    queues = (list(evidences), list(relationships))
-    turn = 0
-    while queues[0] or queues[1]:
-        if not queues[turn % 2]:
-            turn += 1
-            continue
-        text = queues[turn % 2][0]
-        cost = count(text) + 2  # the "- " and the line break
-        if used + cost > budget:
-            break
-        used += cost
-        kept[turn % 2].append(queues[turn % 2].pop(0))
-        turn += 1
+    for pair in itertools.zip_longest(evidences, relationships):
+        for side, text in enumerate(pair):
+            if text is None:  # the shorter list has ended: the other goes on alone
+                continue
+            used += count(text) + 2  # the "- " and the line break
+            if used > budget:
+                return kept
+            kept[side].append(text)
     return kept

@@ -26,6 +26,9 @@ from assistant.errors import ConfigError
 
 Mode = Literal["evidence", "graph", "combined", "none"]
 MODES: tuple[str, ...] = get_args(Mode)
+# The student's prompt: the question first (the paper's order) or the context first.
+Order = Literal["question-first", "context-first"]
+ORDERS: tuple[str, ...] = get_args(Order)
 Structured = Literal["auto", "json_schema", "json_object", "off"]
 Source = Literal["default", "file", "env", "flag"]
 
@@ -102,7 +105,7 @@ class PipelineSettings:
             "min": 0,
         },
     )
-    order: Literal["question-first", "context-first"] = field(
+    order: Order = field(
         default="question-first",
         metadata={
             "help": "the student's prompt: the question, then the context (the paper's order), "

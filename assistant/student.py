@@ -64,6 +64,7 @@ class Student:
             raise ModelError(f"llama-cpp-python is not installed: {exc}") from None
         self.path = path
         self._lock = threading.Lock()
+        self._grammars: dict[tuple[str, ...], Any] = {}  # per set of choices (see chat)
         self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
         kwargs: dict[str, Any] = {
             "model_path": str(path),
@@ -103,13 +104,12 @@ class Student:
 
     def _grammar(self, choices: tuple[str, ...]) -> Any:
         """A GBNF grammar whose only sentences are ``choices`` (built once per set)."""
-        cache: dict[tuple[str, ...], Any] = self.__dict__.setdefault("_grammars", {})
-        if choices not in cache:
+        if choices not in self._grammars:
             from llama_cpp.llama_grammar import LlamaGrammar
 
             rule = " | ".join(json.dumps(c) for c in choices)  # GBNF literals: JSON escapes
-            cache[choices] = LlamaGrammar.from_string(f"root ::= {rule}", verbose=False)
-        return cache[choices]
+            self._grammars[choices] = LlamaGrammar.from_string(f"root ::= {rule}", verbose=False)
+        return self._grammars[choices]
 
     def forget(self) -> None:
         """Evaluate the next prompt from its first token.  llama.cpp reuses the part of a

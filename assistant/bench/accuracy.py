@@ -39,7 +39,7 @@ from assistant import answer, config, pipeline
 from assistant.bench import arguments, split_choices
 from assistant.bench.mc import MCQuestion, bundled, extract_choice, load_arc
 from assistant.bench.stats import paired, percentile
-from assistant.config import MODES
+from assistant.config import MODES, ORDERS
 from assistant.errors import DragError, InputError
 from assistant.results import AskResult
 from assistant.runtime import Runtime
@@ -140,26 +140,17 @@ def summarise(
                 "ci95": [lo, hi],
                 "unparsed": sum(a["choice"] is None for a in got),
             }
-        tps = [
-            a["tokens_per_second"]
-            for (s, t, _, _), got in cells.items()
-            if (s, t) == (student, teacher)
-            for a in got
-            if a.get("tokens_per_second")
+        mine = [
+            a for (s, t, _, _), got in cells.items() if (s, t) == (student, teacher) for a in got
         ]
+        tps = [a["tokens_per_second"] for a in mine if a.get("tokens_per_second")]
         table[row_name(student, teacher, several)] = {
             "student": student,
             "teacher": teacher,
             "cells": line,
             "against_none": _against_none(cells, student, teacher, cols),
             "student_tokens_per_second": round(statistics.fmean(tps), 2) if tps else None,
-            "answer_seconds": _spread(
-                a["seconds"]
-                for (s, t, _, _), got in cells.items()
-                if (s, t) == (student, teacher)
-                for a in got
-                if "seconds" in a
-            ),
+            "answer_seconds": _spread(a["seconds"] for a in mine if "seconds" in a),
         }
     per_teacher: dict[str, dict[str, Any]] = {}
     # The teachers of the rows; with no rows (--teacher-only), those of the records.
@@ -616,7 +607,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--order",
-        choices=("question-first", "context-first"),
+        choices=ORDERS,
         default=None,
         help="the student's prompt order (default: pipeline.order)",
     )
@@ -734,52 +725,56 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
         log(f"resuming: {len(records.answers)} answers already in {out}")
 
     cols = columns(modes, ks)
-    rows: list[tuple[str, str]] = []
+    # A row per (student, teacher), teachers outermost: the order the work is done in.
+    rows = (
+        []
+        if args.teacher_only and not args.rescore
+        else [(s, t) for t in teachers for s in students]
+    )
     if args.rescore:
-        rows = [(s, t) for t in teachers for s in students]
         rescore(records.answers, questions)
-    for teacher in teachers if not args.rescore else ():
-        settings = base.with_flags({"teacher.model": teacher, "student.model": students[0]})
-        with Runtime(settings) as rt:
-            gathered: dict[str, AskResult | None] = {}
-            pending = [  # questions some answer of this teacher's row is still missing for
-                q
-                for q in questions
-                if any(
-                    not records.answered(s, teacher, q.id, m, k)
-                    for s in students
-                    for m, k in cols
-                    if m != "none"
-                )
-            ]
-            if needs_teacher and pending:
-                gathered = gather_all(
-                    rt,
-                    teacher,
-                    pending,
-                    records,
-                    n=evidence_n,
-                    k=max(ks),
-                    concurrency=args.concurrency,
-                    log=log,
-                )
-            if args.teacher_only:
-                continue
-            for student in students:
-                if student != rt.settings.student.model:
-                    rt.switch_student(student)
-                rows.append((student, teacher))
-                answer_all(
-                    rt,
-                    student,
-                    teacher,
-                    questions,
-                    gathered,
-                    cols,
-                    records,
-                    log,
-                    answer_format=args.answer_format,
-                )
+    else:
+        for teacher in teachers:
+            settings = base.with_flags({"teacher.model": teacher, "student.model": students[0]})
+            with Runtime(settings) as rt:
+                gathered: dict[str, AskResult | None] = {}
+                pending = [  # questions some answer of this teacher's row is still missing for
+                    q
+                    for q in questions
+                    if any(
+                        not records.answered(s, teacher, q.id, m, k)
+                        for s in students
+                        for m, k in cols
+                        if m != "none"
+                    )
+                ]
+                if needs_teacher and pending:
+                    gathered = gather_all(
+                        rt,
+                        teacher,
+                        pending,
+                        records,
+                        n=evidence_n,
+                        k=max(ks),
+                        concurrency=args.concurrency,
+                        log=log,
+                    )
+                if args.teacher_only:
+                    continue
+                for student in students:
+                    if student != rt.settings.student.model:
+                        rt.switch_student(student)
+                    answer_all(
+                        rt,
+                        student,
+                        teacher,
+                        questions,
+                        gathered,
+                        cols,
+                        records,
+                        log,
+                        answer_format=args.answer_format,
+                    )
 
     ids = [q.id for q in questions]
     summary = summarise(records.answers, records.teachers, rows, cols, ids)

@@ -14,6 +14,7 @@ far more than twice.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -29,12 +30,18 @@ from assistant.errors import DragError
 from assistant.student import Student
 
 
+@functools.cache
+def _drag_prompt() -> tuple[str, tuple[str, ...]]:
+    """A bundled ARC question, and 15 other questions' stems standing in for evidence:
+    real sentences, about 15 tokens each."""
+    items = load_arc(bundled_arc())
+    statements = tuple(q.question.split("?")[0][:160] + "." for q in items[1:16])
+    return items[0].student_prompt(), statements
+
+
 def prompt(run: int) -> list[dict[str, str]]:
     """The student's prompt in the DRAG shape; its run number defeats prefix reuse."""
-    items = load_arc(bundled_arc())
-    question = items[0].student_prompt()
-    # Other questions' stems stand in for evidence: real sentences, about 15 tokens each.
-    statements = [q.question.split("?")[0][:160] + "." for q in items[1:16]]
+    question, statements = _drag_prompt()
     messages = answer.build_messages(question, statements, [], "evidence")
     messages[0]["content"] = f"Session {run}.\n" + messages[0]["content"]
     return messages
@@ -48,11 +55,11 @@ def measure(name: str, runs: int, decode_tokens: int, threads: int) -> dict[str,
     try:
         first, prefill, prompt_tokens, decode = [], [], 0, []
         for run in range(runs):
-            gen = student.chat(prompt(run), max_tokens=1)
+            messages = prompt(run)
+            gen = student.chat(messages, max_tokens=1)
             first.append(gen.prompt_seconds)
-            prompt_tokens = student.count_tokens(
-                "".join(m["content"] for m in prompt(run))
-            )  # the content; the template adds a few more
+            # The content as one text; the template adds a few more.
+            prompt_tokens = student.count_tokens("".join(m["content"] for m in messages))
             prefill.append(prompt_tokens / gen.prompt_seconds if gen.prompt_seconds else 0.0)
             free = prompt(1000 + run)
             free[1]["content"] += "\nExplain your answer in detail."
