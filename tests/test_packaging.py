@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -26,3 +27,50 @@ def test_wheel_builds_with_manifest_and_data(tmp_path: Path) -> None:
     assert "assistant/bench/data/arc_challenge_first200.jsonl" in names
     assert "assistant/bench/data/PROVENANCE.md" in names
     assert not any(n.endswith(".gguf") for n in names)  # weights never ship in this wheel
+
+
+def test_the_wheelhouse_installs_into_an_empty_venv_with_no_index(tmp_path: Path) -> None:
+    """make wheelhouse's script, then its installer with no index reachable (the model
+    extra is left out to save time): the app's parts import, the embedder answers, and
+    torch is not among them."""
+    house, venv = tmp_path / "house", tmp_path / "venv"
+    env = {**os.environ, "PYTHON": sys.executable}
+    built = subprocess.run(
+        ["sh", str(ROOT / "packaging" / "wheelhouse.sh"), str(house), "cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert (house / "install.sh").is_file() and list(house.glob("drag_assistant-*.whl"))
+    # No index at all: pip's configuration is ignored and the index URL leads nowhere.
+    offline = {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/"}
+    installed = subprocess.run(
+        ["sh", str(house / "install.sh"), str(venv)],
+        env=offline,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    check = (
+        "import importlib.util, sys\n"
+        "from assistant.embedder import load\n"
+        "from assistant.privacy.detect import Detector\n"
+        "import llama_cpp, textual, presidio_analyzer\n"
+        "print(load().embed(['offline']).shape, importlib.util.find_spec('torch'))\n"
+    )
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", check],
+        env={**offline, "DRAG_HOME": str(tmp_path / "home")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == "(1, 384) None"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from assistant import recall
-from assistant.embedder import SentenceEmbedder
+from assistant.embedder import OnnxEmbedder
 from assistant.parsing import entity_key
 from assistant.store import Store, cache
 
@@ -47,14 +47,14 @@ def test_consistency_drops_the_entity_unrelated_to_question_and_others() -> None
 
 
 @pytest.fixture(scope="module")
-def embedder() -> SentenceEmbedder:
-    return SentenceEmbedder()
+def embedder() -> OnnxEmbedder:
+    return OnnxEmbedder()
 
 
 def remember(
     store: Store,
     space: str,
-    embedder: SentenceEmbedder,
+    embedder: OnnxEmbedder,
     question: str,
     evidence: list[str],
     triples: list[tuple[str, str, str]],
@@ -84,7 +84,7 @@ def remember(
 
 
 @pytest.fixture
-def filled(tmp_path: Path, embedder: SentenceEmbedder) -> tuple[Store, str]:
+def filled(tmp_path: Path, embedder: OnnxEmbedder) -> tuple[Store, str]:
     store = Store(tmp_path / "drag.db", key="file")
     space = cache.space_of("m", {})
     remember(
@@ -109,14 +109,14 @@ def filled(tmp_path: Path, embedder: SentenceEmbedder) -> tuple[Store, str]:
     return store, space
 
 
-def run(store: Store, space: str, embedder: SentenceEmbedder, question: str) -> recall.Recalled:
+def run(store: Store, space: str, embedder: OnnxEmbedder, question: str) -> recall.Recalled:
     q = embedder.embed([question])[0]
     return recall.recall(
         store.db, store.index(space), question, q, embedder, n=2, k=5, near_duplicate=NEAR
     )
 
 
-def test_exact_and_near_duplicate(filled: tuple[Store, str], embedder: SentenceEmbedder) -> None:
+def test_exact_and_near_duplicate(filled: tuple[Store, str], embedder: OnnxEmbedder) -> None:
     store, space = filled
     exact = run(store, space, embedder, "Which of these animals is a mammal?")
     assert exact.how == "exact" and exact.covers(0.99)
@@ -129,7 +129,7 @@ def test_exact_and_near_duplicate(filled: tuple[Store, str], embedder: SentenceE
 
 
 def test_a_negated_question_is_not_served_as_a_duplicate(
-    filled: tuple[Store, str], embedder: SentenceEmbedder
+    filled: tuple[Store, str], embedder: OnnxEmbedder
 ) -> None:
     store, space = filled
     negated = "Which of these animals is not a mammal?"
@@ -140,7 +140,7 @@ def test_a_negated_question_is_not_served_as_a_duplicate(
 
 
 def test_graph_recall_finds_triples_through_entities(
-    filled: tuple[Store, str], embedder: SentenceEmbedder
+    filled: tuple[Store, str], embedder: OnnxEmbedder
 ) -> None:
     store, space = filled
     found = run(store, space, embedder, "What does photosynthesis release into the air?")
@@ -152,9 +152,7 @@ def test_graph_recall_finds_triples_through_entities(
     assert 0.3 < found.score <= 1.0
 
 
-def test_nothing_related_is_not_covered(
-    filled: tuple[Store, str], embedder: SentenceEmbedder
-) -> None:
+def test_nothing_related_is_not_covered(filled: tuple[Store, str], embedder: OnnxEmbedder) -> None:
     store, space = filled
     found = run(store, space, embedder, "Who wrote the novel Pride and Prejudice?")
     assert not found.covers(0.55)

@@ -409,9 +409,9 @@ def run_scale(sizes: list[int], out: Path, queries: int = 50) -> list[dict[str, 
 
 
 def ngram_embed_ms(questions: list[MCQuestion], count: int = 30) -> dict[str, float]:
-    from assistant.embedder import SentenceEmbedder
+    from assistant.embedder import OnnxEmbedder
 
-    embedder = SentenceEmbedder()
+    embedder = OnnxEmbedder()
     embedder.embed(["warm up"])
     times = []
     for q in questions[:count]:
