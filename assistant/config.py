@@ -105,6 +105,14 @@ class PipelineSettings:
             "min": 0,
         },
     )
+    graph_timing: Literal["auto", "before-answer", "after-answer"] = field(
+        default="auto",
+        metadata={
+            "help": "graph and combined modes: build the graph before the answer (the "
+            "paper's way) or after it, answering from the evidence first; auto = after "
+            "with the embedded local teacher, before with any other"
+        },
+    )
     order: Order = field(
         default="question-first",
         metadata={

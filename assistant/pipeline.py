@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
@@ -249,6 +249,25 @@ def _remember(
         return None
 
 
+@dataclass(frozen=True)
+class GraphLater:
+    """The graph of a question whose answer reads the evidence only: built after the
+    answer with the same teacher, for the cache (``pipeline.graph_timing``)."""
+
+    teacher: Teacher
+    sent: str
+    items: list[evidence.Evidence]
+
+
+def graph_after_answer(runtime: Runtime, mode: Mode) -> bool:
+    """Whether ``mode``'s graph is built after the answer: ``pipeline.graph_timing``, where
+    "auto" means after with the embedded local teacher (it writes the graph slowly)."""
+    timing = runtime.settings.pipeline.graph_timing
+    if not answer.uses_graph(mode) or timing == "before-answer":
+        return False
+    return timing == "after-answer" or runtime.teacher_is_local
+
+
 def gather(
     runtime: Runtime,
     question: str,
@@ -268,6 +287,34 @@ def gather(
     ``review`` is asked before anything is sent when the review policy calls
     for it; without one, such a question is not sent (fail closed).
     """
+    result, _later = _gather(
+        runtime,
+        question,
+        mode=mode,
+        n=n,
+        k=k,
+        review=review,
+        review_policy=review_policy,
+        reuse=reuse,
+        defer_graph=False,
+    )
+    return result
+
+
+def _gather(
+    runtime: Runtime,
+    question: str,
+    *,
+    mode: Mode | None,
+    n: int | None,
+    k: int | None,
+    review: Review | None,
+    review_policy: str | None,
+    reuse: Literal["any", "exact"],
+    defer_graph: bool,
+) -> tuple[AskResult, GraphLater | None]:
+    """:func:`gather`; with ``defer_graph`` the graph is left for after the answer and
+    the result's mode becomes "evidence" (what the answer reads)."""
     p = runtime.settings.pipeline
     question = validate_question(question, p.max_question_chars)
     result = AskResult(question=question, mode=mode or p.mode, n=n or p.n, k=k or p.k)
@@ -277,7 +324,7 @@ def gather(
         "answer": answer.PROMPT_VERSION,
     }
     if result.mode == "none":
-        return result
+        return result, None
     with runtime.local:
         with _timed(result.timings, "sanitize"):
             sanitized = runtime.sanitize(question)
@@ -295,7 +342,7 @@ def gather(
                 result.warnings.append(
                     "the cached answer has no knowledge graph (it was asked in evidence mode)"
                 )
-            return result
+            return result, None
     if runtime.offline:
         why = (
             f"the nearest cached items score {found.score:.2f}, below store.coverage "
@@ -326,11 +373,28 @@ def gather(
         )
     items = _evidence_stage(runtime, teacher, result, sanitized.text)
     triples: list[graph.Triple] | None = None
-    if answer.uses_graph(result.mode):
+    later: GraphLater | None = None
+    if answer.uses_graph(result.mode) and defer_graph:
+        later = GraphLater(teacher, sanitized.text, items)
+        result.mode = "evidence"
+    elif answer.uses_graph(result.mode):
         try:
             triples = _graph_stage(runtime, teacher, result, sanitized.text)
         except GuardBlocked as exc:  # the evidence alone still answers
             result.warnings.append(f"knowledge graph skipped: {exc}")
+    _account(runtime, teacher, result, sanitized.text, items, triples)
+    return result, later
+
+
+def _account(
+    runtime: Runtime,
+    teacher: Teacher,
+    result: AskResult,
+    sent: str,
+    items: list[evidence.Evidence],
+    triples: list[graph.Triple] | None,
+) -> None:
+    """The teacher's calls into the result, and its work into the cache."""
     calls = teacher.calls
     result.source = "teacher"
     result.teacher = {
@@ -344,18 +408,25 @@ def gather(
     uploads = {c.purpose: c.upload_id for c in calls}
     with runtime.local:
         entry_id = _remember(
-            runtime,
-            result,
-            sanitized.text,
-            [(e.text, e.teacher_rank) for e in items],
-            triples,
-            uploads,
+            runtime, result, sent, [(e.text, e.teacher_rank) for e in items], triples, uploads
         )
     result.provenance = {
         "uploads": [c.upload_id for c in calls if c.upload_id is not None],
         "entry_id": entry_id,
     }
-    return result
+
+
+def _graph_later(runtime: Runtime, result: AskResult, later: GraphLater) -> None:
+    """The deferred graph: built, ranked and cached with the evidence (the entry is
+    replaced).  The answer is already given, so a failure here is a warning."""
+    try:
+        triples = _graph_stage(runtime, later.teacher, result, later.sent)
+    except DragError as exc:
+        result.warnings.append(f"knowledge graph not built after the answer: {exc}")
+        return
+    spent = result.timings.pop("graph", 0.0) + result.timings.pop("rank_triples", 0.0)
+    result.timings["graph_after_answer"] = round(spent, 4)  # not in "total": after it
+    _account(runtime, later.teacher, result, later.sent, later.items, triples)
 
 
 def respond(
@@ -430,12 +501,23 @@ def ask(
     answer yet) and ``"answered"`` when the answer is complete, before it is saved.
     """
     tell = progress or _silent
-    gathered = gather(
-        runtime, question, mode=mode, n=n, k=k, review=review, review_policy=review_policy
+    gathered, later = _gather(
+        runtime,
+        question,
+        mode=mode,
+        n=n,
+        k=k,
+        review=review,
+        review_policy=review_policy,
+        reuse="any",
+        defer_graph=graph_after_answer(runtime, mode or runtime.settings.pipeline.mode),
     )
     tell("context", gathered)
     answered = respond(runtime, gathered, on_text=on_text)
     tell("answered", answered)
+    if later is not None:
+        runtime.status("building the knowledge graph for the cache…")
+        _graph_later(runtime, answered, later)
     return remember_answer(runtime, answered)
 
 

@@ -170,6 +170,57 @@ def test_evidence_mode_is_one_call(
     assert data["triples"] == [] and data["used"]["evidence"] == min(3, len(data["evidence"]))
 
 
+def test_graph_after_the_answer_answers_from_evidence_then_caches_the_graph(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    egress_only: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pipeline.graph_timing = after-answer: the answer is complete when only the evidence
+    call has gone out; the graph calls follow, and the cache then holds the graph."""
+    from assistant import config, pipeline
+    from assistant.runtime import Runtime
+
+    socket_guard.allowed.add(address(teacher_server))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = config.load({"pipeline.graph_timing": "after-answer", "student.max_tokens": 16})
+    seen: dict[str, list[str]] = {}
+
+    def progress(stage: str, result: Any) -> None:
+        seen[stage] = list(egress_only)  # what had been sent when the stage was told
+
+    with Runtime(settings) as rt:
+        result = pipeline.ask(rt, QUESTION, mode="combined", n=6, k=3, progress=progress)
+        entry = rt.store.db.execute(
+            "SELECT has_graph FROM cache_entries WHERE id = ?", [result.provenance["entry_id"]]
+        ).fetchone()
+    assert seen["context"] == seen["answered"] == ["evidence"]
+    assert egress_only[:2] == ["evidence", "triples"]
+    assert [c["purpose"] for c in result.teacher["calls"]] == egress_only
+    assert result.mode == "evidence" and result.used_triples == [] and result.answer
+    assert "graph_after_answer" in result.timings and "graph" not in result.timings
+    assert entry is not None and entry[0] == 1
+
+
+def test_graph_timing_auto_defers_only_for_the_local_teacher() -> None:
+    from assistant import config
+    from assistant.pipeline import graph_after_answer
+    from assistant.runtime import Runtime
+
+    def defers(endpoint: str, timing: str, mode: Any) -> bool:
+        settings = config.load({"teacher.endpoint": endpoint, "pipeline.graph_timing": timing})
+        with Runtime(settings) as rt:  # nothing is loaded: the parts load when used
+            return graph_after_answer(rt, mode)
+
+    assert defers("local", "auto", "combined") and defers("local", "auto", "graph")
+    assert not defers("local", "auto", "evidence")
+    assert not defers("http://127.0.0.1:9/v1", "auto", "combined")
+    assert defers("http://127.0.0.1:9/v1", "after-answer", "combined")
+    assert not defers("local", "before-answer", "combined")
+
+
 def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path: Path) -> None:
     from assistant import config, pipeline
     from assistant.results import AskResult, ScoredEvidence
