@@ -35,3 +35,25 @@ def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -
     assert speed.main(["--students", "no-such-model"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("bench: error: ") for line in err)
+
+
+def test_whole_questions_with_the_graph_before_and_after_the_answer(
+    teacher_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ask on the real test teacher and student: both graph timings, each moment in order."""
+    for key, value in teacher_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "8")
+    monkeypatch.setenv("DRAG_PIPELINE_N", "4")
+    monkeypatch.setenv("DRAG_TEACHER_MAX_TOKENS", "256")
+    out = tmp_path / "ask.json"
+    assert speed.main(["--ask", "1", "--json", str(out)]) == 0
+    timings = json.loads(out.read_text("utf-8"))
+    assert list(timings) == ["before-answer", "after-answer"]
+    for t in timings.values():
+        assert 0 < t["first_token"] <= t["answered"] <= t["done"]
+    printed = capsys.readouterr().out
+    assert "| after-answer |" in printed and "sooner with the graph after it" in printed

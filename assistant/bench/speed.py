@@ -2,6 +2,12 @@
 first token and decode speed of each named model, in one run on one machine.
 
     drag bench speed --students qwen2.5-coder-0.5b-instruct,qwen2.5-coder-1.5b-instruct
+    drag bench speed --ask 5      # whole questions with the configured teacher instead
+
+``--ask N`` asks N bundled ARC-Challenge dev questions through ``pipeline.ask`` as the
+app does (default settings: the local teacher, combined mode), once with the graph built
+before the answer and once after it (``pipeline.graph_timing``), each with an empty cache
+of its own.  Per question: first answer token, answer complete, and done (graph cached).
 
 Each run sends the same prompt shape the DRAG student gets: a system prompt, a bundled
 ARC-Challenge question and 15 statements of context (about 450 tokens), with the run's
@@ -25,7 +31,7 @@ from typing import Any
 
 from assistant import answer, modelfiles
 from assistant.bench import arguments
-from assistant.bench.mc import bundled_arc, load_arc
+from assistant.bench.mc import bundled, bundled_arc, load_arc
 from assistant.errors import DragError
 from assistant.student import Student
 
@@ -100,6 +106,76 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+class _Clock:
+    """Seconds since it was made, at the first of each named moment."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.marks: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.perf_counter() - self.started)
+
+    def text(self, _piece: str) -> None:
+        self.mark("first_token")
+
+    def stage(self, stage: str, _result: object) -> None:
+        self.mark(stage)
+
+
+def ask_timings(count: int) -> dict[str, dict[str, Any]]:
+    """Seconds to the first token, to the answer and to the end, per graph timing."""
+    import tempfile
+
+    from assistant import config, pipeline
+    from assistant.runtime import Runtime
+
+    questions = [q.question for q in load_arc(bundled("arc_challenge_dev200.jsonl"))[-count:]]
+    out: dict[str, dict[str, Any]] = {}
+    for timing in ("before-answer", "after-answer"):
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = config.load(
+                {
+                    "pipeline.graph_timing": timing,
+                    "privacy.review": "never",
+                    "store.database": str(Path(tmp) / "drag.db"),
+                }
+            )
+            rows: list[dict[str, float]] = []
+            with Runtime(settings) as rt:
+                # Loaded before the clock starts, as in the app after its first question.
+                pipeline.ask(rt, "What is two plus two?", mode="evidence", n=3, k=3)
+                for question in questions:
+                    clock = _Clock()
+                    pipeline.ask(rt, question, on_text=clock.text, progress=clock.stage)
+                    clock.mark("done")
+                    marks = clock.marks
+                    rows.append(marks)
+                    print(f"{timing}: {marks}", file=sys.stderr, flush=True)
+        out[timing] = {
+            k: round(statistics.median(r.get(k, r["done"]) for r in rows), 1)
+            for k in ("first_token", "answered", "done")
+        }
+    return out
+
+
+def render_ask(timings: dict[str, dict[str, Any]], count: int) -> str:
+    lines = [
+        "| graph timing | first token s p50 | answer complete s p50 | done s p50 |",
+        "|---|---:|---:|---:|",
+    ]
+    for timing, t in timings.items():
+        lines.append(f"| {timing} | {t['first_token']} | {t['answered']} | {t['done']} |")
+    before, after = timings["before-answer"], timings["after-answer"]
+    if after["answered"]:
+        lines.append("")
+        lines.append(
+            f"{count} questions each; the answer is complete "
+            f"{before['answered'] / after['answered']:.2f}x sooner with the graph after it."
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = arguments("speed", __doc__)
     parser.add_argument(
@@ -111,7 +187,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--decode-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=0, help="0 = every CPU")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--ask", type=int, default=0, help="time N whole questions instead (see above)"
+    )
     args = parser.parse_args(argv)
+    if args.ask > 0:
+        try:
+            timings = ask_timings(args.ask)
+        except DragError as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        print(render_ask(timings, args.ask))
+        if args.json:
+            args.json.write_text(json.dumps(timings, indent=2), "utf-8")
+        return 0
     names = [n.strip() for n in args.students.split(",") if n.strip()]
     if not names or args.runs < 1 or args.decode_tokens < 2:
         print(
