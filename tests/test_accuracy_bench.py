@@ -220,7 +220,10 @@ def test_two_students_share_one_teacher_pass_and_make_the_two_row_table(
     assert [r["kind"] for r in taught] == ["teacher"] * 3
     assert all(r["served"] == "teacher" and "evidence" in r["timings"] for r in taught)
     with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
-        uploads = len(ledger.select(store.db))
+        rows = ledger.select(store.db)
+        uploads = len(rows)
+    # No mode here reads the graph, so the teacher was not asked for one.
+    assert {r["purpose"] for r in rows} == {"evidence"} and uploads == 3
     capsys.readouterr()
 
     out = tmp_path / "two"

@@ -39,7 +39,7 @@ from assistant import answer, config, pipeline
 from assistant.bench import arguments, split_choices
 from assistant.bench.mc import MCQuestion, bundled, extract_choice, load_arc
 from assistant.bench.stats import paired, percentile
-from assistant.config import MODES, ORDERS
+from assistant.config import MODES, ORDERS, Mode
 from assistant.errors import DragError, InputError
 from assistant.results import AskResult
 from assistant.runtime import Runtime
@@ -457,15 +457,19 @@ def gather_all(
     k: int,
     concurrency: int,
     log: Callable[[str], None],
+    mode: Mode = "combined",
 ) -> dict[str, AskResult | None]:
-    """The teacher's work for every question (None where it failed), ``concurrency`` at once."""
+    """The teacher's work for every question (None where it failed), ``concurrency`` at once.
+
+    ``mode`` "evidence" skips the graph calls (the costlier half on a local teacher);
+    the cache then holds no graph for these questions."""
 
     def one(q: MCQuestion) -> tuple[MCQuestion, AskResult | None, float, str]:
         started = time.perf_counter()
         try:
             with rt.own_placeholders():  # each question is a conversation of its own
                 result = pipeline.gather(
-                    rt, q.text(), mode="combined", n=n, k=k, review_policy="never", reuse="exact"
+                    rt, q.text(), mode=mode, n=n, k=k, review_policy="never", reuse="exact"
                 )
         except DragError as exc:  # refused by the guard, teacher down: recorded, not fatal
             return q, None, time.perf_counter() - started, str(exc)
@@ -758,6 +762,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                         k=max(ks),
                         concurrency=args.concurrency,
                         log=log,
+                        # the graph only where a mode reads it
+                        mode="combined" if {"graph", "combined"} & set(modes) else "evidence",
                     )
                 if args.teacher_only:
                     continue
