@@ -1,0 +1,111 @@
+"""The student starts at once: its answer streams, and a prompt prefix it has just read
+is not read again (real llama.cpp, the tiny SmolLM2 test model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from assistant import answer
+from assistant.student import Student
+from tests.conftest import SocketLog, use_teacher
+
+pytestmark = pytest.mark.integration
+
+EVIDENCE = [
+    "Paris is the capital and largest city of France.",
+    "The Seine flows through Paris.",
+    "France is a country in Western Europe.",
+    "Lyon is the third-largest city of France.",
+]
+
+
+def messages(question: str, k: int) -> list[dict[str, str]]:
+    """The DRAG prompt, question first: a K sweep shares the question and first statements."""
+    return answer.build_messages(question, EVIDENCE[:k], [], "evidence")
+
+
+def test_a_reused_prefix_gives_the_answer_a_fresh_read_gives(test_model_path: Path) -> None:
+    """K = 3 after K = 2 reads only the new statement, and answers as a student that read
+    the whole K = 3 prompt from its first token (temperature 0)."""
+    student = Student(test_model_path, n_ctx=1024)
+    try:
+        question = "What is the capital of France?"
+        student.chat(messages(question, 2), max_tokens=24)  # the prefix, now in the KV cache
+        reused = student.chat(messages(question, 3), max_tokens=24)
+        student.forget()
+        fresh = student.chat(messages(question, 3), max_tokens=24)
+    finally:
+        student.close()
+    assert reused.text == fresh.text and reused.text
+    # The reuse is real: far less of the prompt was evaluated the second time.
+    assert reused.prompt_seconds < fresh.prompt_seconds
+
+
+def test_the_answer_streams_before_it_is_complete(test_model_path: Path) -> None:
+    student = Student(test_model_path, n_ctx=1024)
+    pieces: list[tuple[float, str]] = []
+    try:
+        started = time.perf_counter()
+        gen = student.chat(
+            messages("Describe Paris in a few sentences.", 4),
+            max_tokens=48,
+            on_text=lambda piece: pieces.append((time.perf_counter() - started, piece)),
+        )
+        ended = time.perf_counter() - started
+    finally:
+        student.close()
+    assert len(pieces) == gen.completion_tokens >= 8
+    assert "".join(p for _, p in pieces).strip() == gen.text
+    assert pieces[0][0] < pieces[-1][0] <= ended  # the first piece came before the last
+
+
+def test_drag_ask_on_a_terminal_prints_the_answer_as_it_is_written(
+    teacher_env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The real CLI on a pseudo-terminal: the answer's words arrive in several writes, and
+    the first before the footer the CLI prints once the answer is complete."""
+    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
+    env = {
+        **os.environ,
+        "DRAG_STUDENT_MAX_TOKENS": "48",
+        "DRAG_PIPELINE_MODE": "evidence",
+        "DRAG_PIPELINE_N": "4",
+        "DRAG_PRIVACY_REVIEW": "never",
+    }
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the drag command, its output on the terminal
+        argv = [sys.executable, "-m", "assistant", "ask", "Describe Paris in a few sentences."]
+        os.execve(sys.executable, argv, env)
+    writes: list[tuple[float, bytes]] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < 300:
+        ready, _, _ = select.select([fd], [], [], 5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        writes.append((time.perf_counter() - started, chunk))
+    _, status = os.waitpid(pid, 0)
+    output = b"".join(c for _, c in writes).decode("utf-8", "replace")
+    assert os.WEXITSTATUS(status) == 0, output[-2000:]
+    footer = next(i for i, (_, c) in enumerate(writes) if b"student:" in c)
+    status_line = b"\x1b[2m"  # the dim progress lines on stderr, the same terminal
+    answer_writes = [i for i, (_, c) in enumerate(writes[:footer]) if status_line not in c]
+    assert len(answer_writes) >= 2, json.dumps([c.decode("utf-8", "replace") for _, c in writes])
+    assert writes[answer_writes[0]][0] < writes[footer][0]
