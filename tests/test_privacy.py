@@ -523,3 +523,46 @@ def test_a_value_from_an_earlier_question_keeps_its_placeholder(detector: Detect
         guard=guard,
     )
     assert fresh.text == "What else has Thompson written?"
+
+
+class LineStartScanner:
+    """A fake detector: "Nordlys" anywhere, and "ESS" only with no word before it on its
+    line, as spaCy found an acronym once the words before it were gone."""
+
+    def find(self, text: str) -> list[Finding]:
+        found = []
+        for name, anywhere in (("Nordlys", True), ("ESS", False)):
+            at = text.find(name)
+            before = text[text.rfind("\n", 0, max(at, 0)) + 1 : at]  # its line, before it
+            if at >= 0 and (anywhere or not any(ch.isalpha() for ch in before)):
+                found.append(Finding("ORGANIZATION", at, at + len(name), name, 0.9, "fake"))
+        return found
+
+
+class CompanyHints:
+    """A fake generaliser: every organisation placeholder is "a company"."""
+
+    def hints(self, replacements: object, values: object) -> dict[str, str]:
+        return {r.placeholder: "a company" for r in replacements}  # type: ignore[attr-defined]
+
+
+def test_what_the_guard_would_find_in_the_described_text_is_replaced_not_refused() -> None:
+    """The guard reads the question with the descriptions taken out, so the words around
+    a placeholder change: a name found only there is replaced by sanitize beforehand
+    (PUPA-TNB: 9 of 12 refusals on the unseen split), and the request then passes."""
+    scanner = LineStartScanner()
+    vault, guard = Vault(tag_of=load_policy().tag), EgressGuard(scanner)
+    question = "I work at Nordlys (ESS) on battery storage. What is a BMS?"
+    result = sanitize(
+        question,
+        scanner=scanner,
+        vault=vault,
+        guard=guard,
+        generaliser=CompanyHints(),  # type: ignore[arg-type]
+    )
+    assert "ESS" not in result.text and "Nordlys" not in result.text
+    assert {r.value for r in result.redacted.replacements} == {"Nordlys", "ESS"}
+    guard.check(
+        Outgoing((result.text,), "", tuple(vault.values()), public=tuple(result.hints.values()))
+    )
+    assert vault.restore(result.text.replace(" (a company)", "")) == question

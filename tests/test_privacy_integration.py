@@ -73,9 +73,12 @@ class FailAfter:
         return self.real.find(text)
 
 
-# sanitize calls the detector twice (the question, then its redacted form); the third
-# call is the egress guard's re-check.
-@pytest.mark.parametrize(("good", "where"), [(0, "detector failed"), (2, "privacy check failed")])
+# sanitize calls the detector three times (the question, its redacted form, then the
+# described form as the guard reads it); the fourth call is the egress guard's re-check.
+@pytest.mark.parametrize(
+    ("good", "where"),
+    [(0, "detector failed"), (2, "detector failed"), (3, "privacy check failed")],
+)
 def test_detector_exception_sends_nothing(
     env: dict[str, str],
     teacher_server: str,
@@ -84,7 +87,8 @@ def test_detector_exception_sends_nothing(
     good: int,
     where: str,
 ) -> None:
-    """good=0: detection of the question fails; good=2: the egress guard's re-check fails."""
+    """good=0: detection of the question fails; good=2: the look at the described form
+    fails; good=3: the egress guard's re-check fails."""
     socket_guard.allowed.add(address(teacher_server))
     monkeypatch.setattr(Runtime, "detector", property(lambda self: faulty))
     faulty = FailAfter(good)

@@ -303,6 +303,20 @@ class Vault:
                 out = replaced
         return Redacted(out, tuple(replacements))
 
+    def redact_values(self, text: str, found: Sequence[tuple[str, str]]) -> Redacted:
+        """Replace each (entity, value) wherever it occurs in ``text`` (values found in
+        another view of the text, whose spans do not apply here).  A value that does not
+        occur gets no placeholder."""
+        out = text
+        replacements: list[Replacement] = []
+        for entity, value in sorted(set(found), key=lambda x: -len(x[1])):
+            if self._replace(out, value, "\0", entity) == out:
+                continue
+            ph = self.placeholder(entity, value)
+            out = self._replace(out, value, ph, entity)
+            replacements.append(Replacement(ph, entity, value))
+        return Redacted(out, tuple(replacements))
+
     def _replace(self, text: str, value: str, ph: str, entity: str) -> str:
         kind = "PERSON" if self.tag_of(entity) == "PERSON" else entity
         spans = sorted(set(spans_of(kind, value, text)), key=lambda s: (s[0], -s[1]))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
-from assistant.privacy.guard import EgressGuard, Outgoing
+from assistant.privacy.guard import EgressGuard, Outgoing, without
 from assistant.privacy.placeholders import (
     COMMON_WORDS,
     PLACEHOLDER,
@@ -164,6 +164,10 @@ def _rewrite_problem(
     return drift(candidate, placeholder_text)
 
 
+# Looks at the described text, as the guard will read it, after the first two.
+MORE_LOOKS = 2
+
+
 def sanitize(
     question: str,
     *,
@@ -199,6 +203,25 @@ def sanitize(
         redacted = Redacted(again.text, redacted.replacements + again.replacements)
     hints = generaliser.hints(redacted.replacements, vault.values()) if generaliser else {}
     described = annotate(redacted.text, hints)
+    # The guard reads the text as sent, with the descriptions taken out: a name it finds
+    # there would stop the question.  Replace such names now instead, as long as each
+    # occurs whole in the text (what does not stays for the guard: fail closed).
+    for _ in range(MORE_LOOKS):
+        seen = without(described, sorted(hints.values(), key=len, reverse=True))
+        try:
+            extra = [
+                (f.entity, f.text) for f in scanner.find(seen) if not PLACEHOLDER.search(f.text)
+            ]
+        except Exception as exc:
+            raise PrivacyError(
+                f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
+            ) from None
+        again = vault.redact_values(redacted.text, extra)
+        if not again.replacements:
+            break
+        redacted = Redacted(again.text, redacted.replacements + again.replacements)
+        hints = generaliser.hints(redacted.replacements, vault.values()) if generaliser else {}
+        described = annotate(redacted.text, hints)
     policy = getattr(scanner, "policy", None)
     modes = {r.entity: policy.mode(r.entity) for r in redacted.replacements} if policy else {}
     result = Sanitized(
