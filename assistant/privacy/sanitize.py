@@ -168,6 +168,16 @@ def _rewrite_problem(
 MORE_LOOKS = 2
 
 
+def _find(scanner: Scanner, text: str) -> list[Finding]:
+    """The scanner's findings; any failure of it stops the question (fail closed)."""
+    try:
+        return list(scanner.find(text))
+    except Exception as exc:  # a question we cannot check is not sent
+        raise PrivacyError(
+            f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
+        ) from None
+
+
 def sanitize(
     question: str,
     *,
@@ -182,21 +192,11 @@ def sanitize(
     gives one) and (optionally) rewrite ``question``."""
     stages: dict[str, float] = {}
     started = time.perf_counter()
-    try:
-        findings = tuple(scanner.find(question))
-    except Exception as exc:  # fail closed: a question we cannot check is not sent
-        raise PrivacyError(
-            f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
-        ) from None
+    findings = tuple(_find(scanner, question))
     stages["detect"] = time.perf_counter() - started
     redacted = vault.redact(question, findings)
     # Placeholders change the context: look once more, as the guard will.
-    try:
-        more = [f for f in scanner.find(redacted.text) if not PLACEHOLDER.fullmatch(f.text)]
-    except Exception as exc:
-        raise PrivacyError(
-            f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
-        ) from None
+    more = [f for f in _find(scanner, redacted.text) if not PLACEHOLDER.fullmatch(f.text)]
     if more:
         again = vault.redact(redacted.text, more)
         findings += tuple(more)
@@ -208,14 +208,7 @@ def sanitize(
     # occurs whole in the text (what does not stays for the guard: fail closed).
     for _ in range(MORE_LOOKS):
         seen = without(described, sorted(hints.values(), key=len, reverse=True))
-        try:
-            extra = [
-                (f.entity, f.text) for f in scanner.find(seen) if not PLACEHOLDER.search(f.text)
-            ]
-        except Exception as exc:
-            raise PrivacyError(
-                f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
-            ) from None
+        extra = [(f.entity, f.text) for f in _find(scanner, seen) if not PLACEHOLDER.search(f.text)]
         again = vault.redact_values(redacted.text, extra)
         if not again.replacements:
             break
