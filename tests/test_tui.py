@@ -199,8 +199,9 @@ async def test_declined_and_blocked_uploads_keep_the_question(
         await pilot.press("n")  # declined
         await wait_for(pilot, lambda: chat.pending is None)
         assert "you declined" in chat.query(Turn).last().note
-        # The guard's own re-check fails: nothing is sent, the app says why.
-        faulty = FailAfter(2)
+        # The guard's own re-check fails (sanitize looks three times first): nothing is
+        # sent, the app says why.
+        faulty = FailAfter(3)
         guard = EgressGuard(faulty, timeout=10.0)
         monkeypatch.setattr(Runtime, "detector", property(lambda self: faulty))
         monkeypatch.setattr(Runtime, "guard", property(lambda self: guard))
