@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from assistant import egress
 from assistant.errors import GuardBlocked
-from assistant.privacy.detect import Scanner
+from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.placeholders import (
     DATE_TYPES,
     DIGIT_TYPES,
@@ -165,13 +165,12 @@ class EgressGuard:
             max_workers=1, thread_name_prefix="guard"
         )
 
-    def _unreplaced(self, texts: Sequence[str]) -> list[str]:
-        return [
-            f.entity
-            for text in texts
-            for f in self.scanner.find(text)
-            if not PLACEHOLDER.fullmatch(f.text.strip())
-        ]
+    def unreplaced(self, text: str, public: Sequence[str] = ()) -> list[Finding]:
+        """What the re-check finds in ``text`` as it reads it: the ``public`` pieces (the
+        teacher's words, our descriptions, released values) taken out, placeholders not
+        counted.  sanitize asks the same before the guard does."""
+        seen = without(text, sorted(public, key=len, reverse=True))
+        return [f for f in self.scanner.find(seen) if not PLACEHOLDER.fullmatch(f.text.strip())]
 
     def _judge(self, out: Outgoing) -> None:
         ours = template_fragments(out.templates)
@@ -187,9 +186,7 @@ class EgressGuard:
                         f"the outgoing request still holds {_a(entity)} from your question "
                         f"({how}); nothing was sent"
                     )
-        found = self._unreplaced(
-            [without(t, sorted((*out.public, *out.released), key=len, reverse=True)) for t in users]
-        )
+        found = [f.entity for t in users for f in self.unreplaced(t, (*out.public, *out.released))]
         if found:
             raise GuardBlocked(
                 f"the outgoing request holds personal data ({', '.join(sorted(set(found)))}) "

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
-from assistant.privacy.guard import EgressGuard, Outgoing, without
+from assistant.privacy.guard import EgressGuard, Outgoing
 from assistant.privacy.placeholders import (
     COMMON_WORDS,
     PLACEHOLDER,
@@ -168,10 +169,10 @@ def _rewrite_problem(
 MORE_LOOKS = 2
 
 
-def _find(scanner: Scanner, text: str) -> list[Finding]:
-    """The scanner's findings; any failure of it stops the question (fail closed)."""
+def _find(find: Callable[[str], list[Finding]], text: str) -> list[Finding]:
+    """The detector's findings; any failure of it stops the question (fail closed)."""
     try:
-        return list(scanner.find(text))
+        return list(find(text))
     except Exception as exc:  # a question we cannot check is not sent
         raise PrivacyError(
             f"the personal-data detector failed ({type(exc).__name__}: {exc}); nothing was sent"
@@ -192,11 +193,11 @@ def sanitize(
     gives one) and (optionally) rewrite ``question``."""
     stages: dict[str, float] = {}
     started = time.perf_counter()
-    findings = tuple(_find(scanner, question))
+    findings = tuple(_find(scanner.find, question))
     stages["detect"] = time.perf_counter() - started
     redacted = vault.redact(question, findings)
     # Placeholders change the context: look once more, as the guard will.
-    more = [f for f in _find(scanner, redacted.text) if not PLACEHOLDER.fullmatch(f.text)]
+    more = [f for f in _find(scanner.find, redacted.text) if not PLACEHOLDER.fullmatch(f.text)]
     if more:
         again = vault.redact(redacted.text, more)
         findings += tuple(more)
@@ -207,8 +208,8 @@ def sanitize(
     # there would stop the question.  Replace such names now instead, as long as each
     # occurs whole in the text (what does not stays for the guard: fail closed).
     for _ in range(MORE_LOOKS):
-        seen = without(described, sorted(hints.values(), key=len, reverse=True))
-        extra = [(f.entity, f.text) for f in _find(scanner, seen) if not PLACEHOLDER.search(f.text)]
+        found = _find(functools.partial(guard.unreplaced, public=tuple(hints.values())), described)
+        extra = [(f.entity, f.text) for f in found if not PLACEHOLDER.search(f.text)]
         again = vault.redact_values(redacted.text, extra)
         if not again.replacements:
             break
