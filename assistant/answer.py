@@ -24,11 +24,13 @@ SYSTEM = (
 )
 
 
-def uses_evidence(mode: Mode) -> bool:
+def uses_evidence(mode: str) -> bool:
+    """Whether the context mode ``mode`` gives the student evidence."""
     return mode in ("evidence", "combined")
 
 
-def uses_graph(mode: Mode) -> bool:
+def uses_graph(mode: str) -> bool:
+    """Whether the context mode ``mode`` gives the student relationships (a graph)."""
     return mode in ("graph", "combined")
 
 

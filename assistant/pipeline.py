@@ -296,7 +296,7 @@ def gather(
         review=review,
         review_policy=review_policy,
         reuse=reuse,
-        defer_graph=False,
+        graph_may_wait=False,
     )
     return result
 
@@ -311,10 +311,11 @@ def _gather(
     review: Review | None,
     review_policy: str | None,
     reuse: Literal["any", "exact"],
-    defer_graph: bool,
+    graph_may_wait: bool,
 ) -> tuple[AskResult, GraphLater | None]:
-    """:func:`gather`; with ``defer_graph`` the graph is left for after the answer and
-    the result's mode becomes "evidence" (what the answer reads)."""
+    """:func:`gather`; with ``graph_may_wait``, where :func:`graph_after_answer` says so,
+    the graph is left for after the answer and the result's mode becomes "evidence"
+    (what the answer reads)."""
     p = runtime.settings.pipeline
     question = validate_question(question, p.max_question_chars)
     result = AskResult(question=question, mode=mode or p.mode, n=n or p.n, k=k or p.k)
@@ -374,7 +375,7 @@ def _gather(
     items = _evidence_stage(runtime, teacher, result, sanitized.text)
     triples: list[graph.Triple] | None = None
     later: GraphLater | None = None
-    if answer.uses_graph(result.mode) and defer_graph:
+    if graph_may_wait and graph_after_answer(runtime, result.mode):
         later = GraphLater(teacher, sanitized.text, items)
         result.mode = "evidence"
     elif answer.uses_graph(result.mode):
@@ -510,7 +511,7 @@ def ask(
         review=review,
         review_policy=review_policy,
         reuse="any",
-        defer_graph=graph_after_answer(runtime, mode or runtime.settings.pipeline.mode),
+        graph_may_wait=True,
     )
     tell("context", gathered)
     answered = respond(runtime, gathered, on_text=on_text)

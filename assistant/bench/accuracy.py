@@ -38,7 +38,7 @@ from typing import Any
 from assistant import answer, config, pipeline
 from assistant.bench import arguments, split_choices
 from assistant.bench.mc import MCQuestion, bundled, extract_choice, load_arc
-from assistant.bench.stats import paired, percentile
+from assistant.bench.stats import paired, spread
 from assistant.config import MODES, ORDERS, Mode
 from assistant.errors import DragError, InputError
 from assistant.results import AskResult
@@ -205,16 +205,11 @@ def _against_none(
 
 
 def _spread(values: Iterable[float]) -> dict[str, float] | None:
-    """Mean, median and 95th percentile, in seconds; None for no values."""
+    """Mean, median and 95th percentile, in seconds, and the count; None for no values."""
     got = list(values)
     if not got:
         return None
-    return {
-        "mean": round(statistics.fmean(got), 3),
-        "p50": round(percentile(got, 0.5), 3),
-        "p95": round(percentile(got, 0.95), 3),
-        "count": len(got),
-    }
+    return {k: round(v, 3) for k, v in spread(got).items()} | {"count": len(got)}
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -763,7 +758,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                         concurrency=args.concurrency,
                         log=log,
                         # the graph only where a mode reads it
-                        mode="combined" if {"graph", "combined"} & set(modes) else "evidence",
+                        mode="combined" if any(map(answer.uses_graph, modes)) else "evidence",
                     )
                 if args.teacher_only:
                     continue
