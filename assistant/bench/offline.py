@@ -38,7 +38,7 @@ import numpy as np
 from assistant import config, pipeline, recall
 from assistant.bench import arguments
 from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
-from assistant.bench.stats import percentile
+from assistant.bench.stats import percentile, spread
 from assistant.errors import DragError, NotCovered
 from assistant.parsing import parse_objects
 from assistant.results import AskResult
@@ -60,14 +60,6 @@ PARAPHRASE_SCHEMA = {
     "properties": {"paraphrase": {"type": "string", "minLength": 8}},
     "required": ["paraphrase"],
 }
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    return {
-        "mean": statistics.fmean(values) if values else float("nan"),
-        "p50": percentile(values, 0.5),
-        "p95": percentile(values, 0.95),
-    }
 
 
 def paraphrase(rt: Runtime, q: MCQuestion) -> MCQuestion:
@@ -152,9 +144,9 @@ def summarise(records: list[dict[str, Any]], stats: dict[str, Any]) -> dict[str,
         hows[r["offline"]["how"]] = hows.get(r["offline"]["how"], 0) + 1
     return {
         "questions": len(records),
-        "online_s": _spread(online),
-        "offline_answer_s": _spread(offline),
-        "offline_recall_s": _spread(recall_only),
+        "online_s": spread(online),
+        "offline_answer_s": spread(offline),
+        "offline_recall_s": spread(recall_only),
         "ratio_p50_offline_to_online": (
             percentile(offline, 0.5) / percentile(same_online, 0.5) if offline else float("nan")
         ),
@@ -398,7 +390,7 @@ def run_scale(sizes: list[int], out: Path, queries: int = 50) -> list[dict[str, 
                 "index_load_s": round(load_s, 3),
                 "index_memory_mb": round(memory / 1e6, 1),
                 "database_mb": round(path.stat().st_size / 1e6, 1),
-                "query_ms": {k: round(v * 1000, 2) for k, v in _spread(times).items()},
+                "query_ms": {k: round(v * 1000, 2) for k, v in spread(times).items()},
                 "triples_found_mean": statistics.fmean(found),
             }
         )
@@ -419,7 +411,7 @@ def ngram_embed_ms(questions: list[MCQuestion], count: int = 30) -> dict[str, fl
         started = time.perf_counter()
         embedder.embed(grams)
         times.append((time.perf_counter() - started) * 1000)
-    return {k: round(v, 2) for k, v in _spread(times).items()}
+    return {k: round(v, 2) for k, v in spread(times).items()}
 
 
 def render_scale(rows: list[dict[str, Any]], embed_ms: dict[str, float]) -> str:

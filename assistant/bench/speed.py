@@ -191,31 +191,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ask", type=int, default=0, help="time N whole questions instead (see above)"
     )
     args = parser.parse_args(argv)
-    if args.ask > 0:
-        try:
-            timings = ask_timings(args.ask)
-        except DragError as exc:
-            print(f"bench: error: {exc}", file=sys.stderr)
-            return exc.exit_code
-        print(render_ask(timings, args.ask))
-        if args.json:
-            args.json.write_text(json.dumps(timings, indent=2), "utf-8")
-        return 0
     names = [n.strip() for n in args.students.split(",") if n.strip()]
-    if not names or args.runs < 1 or args.decode_tokens < 2:
+    if args.ask <= 0 and (not names or args.runs < 1 or args.decode_tokens < 2):
         print(
             "bench: error: one or more --students, --runs >= 1, --decode-tokens >= 2",
             file=sys.stderr,
         )
         return 2
+    figures: Any
     try:
-        rows = [measure(n, args.runs, args.decode_tokens, args.threads) for n in names]
+        if args.ask > 0:
+            figures = ask_timings(args.ask)
+            table = render_ask(figures, args.ask)
+        else:
+            figures = [measure(n, args.runs, args.decode_tokens, args.threads) for n in names]
+            table = render(figures)
     except DragError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(render(rows))
+    print(table)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2), "utf-8")
+        args.json.write_text(json.dumps(figures, indent=2), "utf-8")
     return 0
 
 

@@ -1,9 +1,10 @@
-"""Statistics the benchmarks share: one percentile, and paired tests for two methods
-answered on the same questions (the exact McNemar test)."""
+"""Statistics the benchmarks share: one percentile, one spread (mean, median, p95), and
+paired tests for two methods answered on the same questions (the exact McNemar test)."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,15 @@ def percentile(values: Sequence[float], q: float, empty: float = float("nan")) -
         return empty
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Mean, median and 95th percentile (nearest rank); NaN for no values."""
+    return {
+        "mean": statistics.fmean(values) if values else float("nan"),
+        "p50": percentile(values, 0.5),
+        "p95": percentile(values, 0.95),
+    }
 
 
 def mcnemar_exact(b: int, c: int) -> float:
