@@ -143,7 +143,8 @@ def build(folder: Path) -> bytes:
     # The attention mask as an additive bias, batch x 1 x 1 x tokens.
     maskf = node("Cast", ["attention_mask"], "maskf", to=TensorProto.FLOAT)
     mask4 = node("Unsqueeze", [maskf, const("axes12", np.array([1, 2], dtype=np.int64))], "mask4")
-    inverted = node("Sub", [const("onef", np.array(1.0, dtype=np.float32)), mask4], "inv")
+    one = const("onef", np.array(1.0, dtype=np.float32))
+    inverted = node("Sub", [one, mask4], "inv")
     bias = node("Mul", [inverted, const("neg", np.array(-1e9, dtype=np.float32))], "mask_bias")
 
     split = const("split_heads", np.array([0, 0, shape.heads, head_dim], dtype=np.int64))
@@ -180,7 +181,7 @@ def build(folder: Path) -> bytes:
             "Mul",
             [
                 node("Mul", [inner, half], f"{n}.halfx"),
-                node("Add", [erf, const(f"{n}.onef", np.array(1.0, np.float32))], f"{n}.erf1"),
+                node("Add", [erf, one], f"{n}.erf1"),
             ],
             f"{n}.gelu",
         )

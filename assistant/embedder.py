@@ -130,7 +130,7 @@ def providers(device: str) -> list[str]:
 class OnnxEmbedder:
     """all-MiniLM-L6-v2 on ONNX Runtime, with the folder's own tokenizer."""
 
-    def __init__(self, name: str = BUNDLED, *, device: str = "cpu", threads: int = 0) -> None:
+    def __init__(self, name: str = BUNDLED, *, device: str = "cpu") -> None:
         from assistant.bertonnx import build
 
         self._lock = threading.Lock()
@@ -147,19 +147,17 @@ class OnnxEmbedder:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_tokens(path))
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
+        options.inter_op_num_threads = 1  # intra-op: ONNX Runtime's default, every core
         # Idle threads must not spin: on a small machine llama.cpp needs the cores next.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        graph = build(path)
         try:
-            self._session: Any = ort.InferenceSession(build(path), options, providers=chosen)
-        except ModelError:
-            raise
+            self._session: Any = ort.InferenceSession(graph, options, providers=chosen)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelError(f"cannot load the embedding model from {path}: {exc}") from None
         self.name = name
-        self.device = device
+        self.dimension = int(self._session.get_outputs()[0].shape[1])
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         encoded = self._tokenizer.encode_batch(list(texts))
@@ -180,10 +178,6 @@ class OnnxEmbedder:
                 )
                 out[chunk] = vectors
         return out
-
-    @property
-    def dimension(self) -> int:
-        return int(self._session.get_outputs()[0].shape[1])
 
 
 def max_tokens(path: Path) -> int:
