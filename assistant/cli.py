@@ -891,8 +891,7 @@ def models_cmd(as_json: bool, drop_chunks: bool) -> None:
     """Models in the manifest and whether each is installed."""
     if drop_chunks:
         for spec in modelfiles.load_manifest().values():
-            if modelfiles.chunk_packages(spec):
-                freed = modelfiles.drop_chunks(spec, lambda m: echo(m, err=True))
+            if freed := modelfiles.drop_chunks(spec, lambda m: echo(m, err=True)):
                 echo(f"{spec.name}: {freed / 1e6:.0f} MB of chunks removed", err=True)
     rows: list[dict[str, Any]] = []
     for spec in modelfiles.load_manifest().values():

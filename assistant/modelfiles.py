@@ -85,11 +85,14 @@ def _source_files(spec: ModelSpec) -> list[Path]:
     if src["kind"] == "package":
         return [_package_dir(src["package"], spec) / src["path"]]
     if src["kind"] == "chunks":
-        return [
-            _package_dir(module, spec) / src["chunk"].format(index=i)
-            for i, module in enumerate(src["packages"], start=1)
-        ]
+        return [_chunk(spec, i, module) for i, module in enumerate(src["packages"], start=1)]
     raise ModelError(f"model {spec.name!r}: unknown source kind {src['kind']!r} in the manifest")
+
+
+def _chunk(spec: ModelSpec, index: int, module: str) -> Path:
+    """Chunk ``index`` (from 1) of a chunked model, in its package ``module``."""
+    pattern: str = spec.source["chunk"]
+    return _package_dir(module, spec) / pattern.format(index=index)
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -132,7 +135,14 @@ def verify(path: Path, sha256: str, *, name: str) -> None:
             f"model {name!r}: {path} has sha256 {actual[:12]}…, expected {sha256[:12]}…; "
             "the file is corrupt or not the one in the manifest: reinstall its package"
         )
-    record[key] = {**stamp, "sha256": sha256}
+    _remember_verified(path, sha256, stamp)
+
+
+def _remember_verified(path: Path, sha256: str, stamp: dict[str, int]) -> None:
+    """Note that ``path``, as ``stamp`` found it, hashes to ``sha256``: verify() trusts
+    it until the file's size or modification time changes."""
+    record = _load_verified()
+    record[str(path)] = {**stamp, "sha256": sha256}
     tmp = _verified_record().with_suffix(".tmp")
     paths.write_private(tmp, json.dumps(record, indent=1))
     tmp.replace(_verified_record())
@@ -166,6 +176,8 @@ def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str]
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
+    # Hashed while it was joined: verify() need not read it a second time.
+    _remember_verified(target, spec.sha256, _stamp(target))
     return target
 
 
@@ -205,10 +217,9 @@ def drop_chunks(spec: ModelSpec, on_progress: Callable[[str], None] = lambda _m:
     if not installed:
         return 0
     locate(spec, on_progress)  # joined and verified, or an error before anything is removed
-    src = spec.source
     held: int = sum(
-        (_package_dir(m, spec) / src["chunk"].format(index=i)).stat().st_size
-        for i, m in enumerate(src["packages"], start=1)
+        _chunk(spec, i, m).stat().st_size
+        for i, m in enumerate(spec.source["packages"], start=1)
         if m in installed
     )
     on_progress(f"uninstalling {len(installed)} chunk packages of {spec.name}…")

