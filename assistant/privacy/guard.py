@@ -78,6 +78,14 @@ def without(text: str, pieces: Sequence[str]) -> str:
     return text
 
 
+def unreplaced(scanner: Scanner, text: str, public: Sequence[str] = ()) -> list[Finding]:
+    """What the guard's re-check finds in ``text`` as it reads it: the ``public`` pieces
+    (the teacher's words, our descriptions, released values) taken out, placeholders not
+    counted.  sanitize asks the same, with its own scanner, before the guard does."""
+    seen = without(text, sorted(public, key=len, reverse=True))
+    return [f for f in scanner.find(seen) if not PLACEHOLDER.fullmatch(f.text.strip())]
+
+
 def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
     """(message contents, the rest of the body as text) of a chat-completion body."""
     if not body:
@@ -165,13 +173,6 @@ class EgressGuard:
             max_workers=1, thread_name_prefix="guard"
         )
 
-    def unreplaced(self, text: str, public: Sequence[str] = ()) -> list[Finding]:
-        """What the re-check finds in ``text`` as it reads it: the ``public`` pieces (the
-        teacher's words, our descriptions, released values) taken out, placeholders not
-        counted.  sanitize asks the same before the guard does."""
-        seen = without(text, sorted(public, key=len, reverse=True))
-        return [f for f in self.scanner.find(seen) if not PLACEHOLDER.fullmatch(f.text.strip())]
-
     def _judge(self, out: Outgoing) -> None:
         ours = template_fragments(out.templates)
         users = [without(t, ours) for t in out.texts]
@@ -186,7 +187,11 @@ class EgressGuard:
                         f"the outgoing request still holds {_a(entity)} from your question "
                         f"({how}); nothing was sent"
                     )
-        found = [f.entity for t in users for f in self.unreplaced(t, (*out.public, *out.released))]
+        found = [
+            f.entity
+            for t in users
+            for f in unreplaced(self.scanner, t, (*out.public, *out.released))
+        ]
         if found:
             raise GuardBlocked(
                 f"the outgoing request holds personal data ({', '.join(sorted(set(found)))}) "

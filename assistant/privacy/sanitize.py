@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
-from assistant.privacy.guard import EgressGuard, Outgoing
+from assistant.privacy.guard import EgressGuard, Outgoing, unreplaced
 from assistant.privacy.placeholders import (
     COMMON_WORDS,
     PLACEHOLDER,
@@ -208,7 +208,9 @@ def sanitize(
     # there would stop the question.  Replace such names now instead, as long as each
     # occurs whole in the text (what does not stays for the guard: fail closed).
     for _ in range(MORE_LOOKS):
-        found = _find(functools.partial(guard.unreplaced, public=tuple(hints.values())), described)
+        found = _find(
+            functools.partial(unreplaced, scanner, public=tuple(hints.values())), described
+        )
         extra = [(f.entity, f.text) for f in found if not PLACEHOLDER.search(f.text)]
         again = vault.redact_values(redacted.text, extra)
         if not again.replacements:
