@@ -17,7 +17,7 @@ from assistant import egress
 from assistant.errors import GuardBlocked, PrivacyError
 from assistant.privacy.detect import Detector, Finding, load_policy, resolve_overlaps
 from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body, template_fragments
-from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.placeholders import Vault, normalise, org_short_forms, outside_placeholders
 from assistant.privacy.sanitize import sanitize
 from tests.conftest import SocketLog
 
@@ -120,6 +120,11 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("my grandmother was called Crystal Murdock", "Crystal Murdock", "PERSON"),
         # A line typed all in lower case.
         ("follow up with benjamin a seiler in a month", "benjamin a seiler", "PERSON"),
+        # A catalogue number spaCy took into the firm's name is cut off, not the firm.
+        ("We used antibodies from ab12345 Abcam Inc. in all runs.", "Abcam Inc", "ORGANIZATION"),
+        # Someone greeted at the start of a line (spaCy takes "May" for a month).
+        ("Hi May,We will pass this document to AP.", "May", "PERSON"),
+        ("Hello Blessing!\nThe branches reject our transfers.", "Blessing", "PERSON"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
@@ -139,6 +144,8 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "Organisms that live at 3 different depths.",
         "The electron lives at a higher energy level 2.",
         "bacteria that live at the bottom of the sea grow slowly",  # lower case, no name
+        "Hi there, how do vaccines work?",  # a greeting with no name
+        "Hi All, is the meeting in May?",
     ]:
         assert detector.find(text) == [], text
 
@@ -566,3 +573,84 @@ def test_what_the_guard_would_find_in_the_described_text_is_replaced_not_refused
         Outgoing((result.text,), "", tuple(vault.values()), public=tuple(result.hints.values()))
     )
     assert vault.restore(result.text.replace(" (a company)", "")) == question
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("Crown Point Corporation", ["Crown Point"]),
+        ("Epee Inc.", ["Epee"]),
+        (
+            "the Toboggan Brewing Company",
+            ["Toboggan Brewing Company", "Toboggan Brewing", "Toboggan"],
+        ),
+        # spaCy's span ran on past the legal form: the name ends there.
+        (
+            "Toboggan Brewing Company Introduction",
+            ["Toboggan Brewing Company", "Toboggan Brewing", "Toboggan"],
+        ),
+        ("Safran Aerosystems Services", ["Safran"]),
+        ("Smith & Co.", ["Smith"]),
+        ("National Bank", []),  # "National" alone names no firm
+        ("Global Services Ltd", ["Global Services"]),
+        ("Google", []),  # nothing to drop
+    ],
+)
+def test_an_organisations_short_forms(name: str, short: list[str]) -> None:
+    assert org_short_forms(name) == short
+
+
+def test_an_organisation_named_again_shorter_gets_its_placeholder() -> None:
+    """Written from PUPA-TNB's seen half: "Crown Point Corporation ... Crown Point
+    purchased", "Epee Inc. ... Epee earned" (a fake finding stands for the detector)."""
+    text = (
+        "Crown Point Corporation holds shares of Epee Inc. and Epic Systems. Crown Point "
+        "bought more; EPEE earned $43,100. Epic Systems wrote an epic; so did the crown."
+    )
+    names = ["Crown Point Corporation", "Epee Inc.", "Epic Systems"]
+    findings = [
+        Finding("ORGANIZATION", text.index(n), text.index(n) + len(n), n, 0.9) for n in names
+    ]
+    vault = Vault(tag_of=load_policy().tag)
+    out = vault.redact(text, findings).text
+    assert out == (
+        "<ORG_1> holds shares of <ORG_2> and <ORG_3>. <ORG_1> bought more; <ORG_2> earned "
+        "$43,100. <ORG_3> wrote an epic; so did the crown."
+    )
+    # The guard reads a short form left behind as the organisation.
+    left = "Crown Point bought more"
+    assert leak("ORGANIZATION", names[0], left, normalise(left)) == "part 'Crown Point'"
+    assert leak("ORGANIZATION", names[2], "an epic tale", "an epic tale") is None
+
+
+def test_a_finding_inside_a_placeholder_is_none() -> None:
+    text = "high-<ORG_14> glass, said <PERSON_1> Jones."
+    inside = Finding("NRP", text.index("ORG_14"), text.index("ORG_14") + 6, "ORG_14", 0.85)
+    past = Finding("PERSON", text.index("<PERSON_1>"), len(text) - 1, "<PERSON_1> Jones", 0.85)
+    kept = outside_placeholders(text, [inside, past])
+    assert [(f.text, text[f.start : f.end]) for f in kept] == [("Jones", "Jones")]
+
+
+class PlaceholderTagger:
+    """Fake: the first look finds the firm; a later look tags the inside of its
+    placeholder ("ORG_1", as spaCy did in a real query) and nothing else."""
+
+    def find(self, text: str) -> list[Finding]:
+        out = []
+        for word in ("Nordlys Biotech", "ORG_1"):
+            at = text.find(word)
+            if at >= 0:
+                out.append(
+                    Finding("NRP" if "_" in word else "ORGANIZATION", at, at + len(word), word, 0.9)
+                )
+        return out
+
+
+def test_sanitize_ignores_what_a_detector_finds_inside_a_placeholder() -> None:
+    scanner = PlaceholderTagger()
+    vault = Vault(tag_of=load_policy().tag)
+    guard = EgressGuard(scanner)
+    out = sanitize("I work at Nordlys Biotech in sales.", scanner=scanner, vault=vault, guard=guard)
+    assert out.text == "I work at <ORG_1> in sales."
+    assert vault.values() == [("ORGANIZATION", "Nordlys Biotech")]
+    guard.check(Outgoing((out.text,), "", tuple(vault.values())))

@@ -69,12 +69,16 @@ class Scanner(Protocol):
     def find(self, text: str) -> list[Finding]: ...
 
 
+# Words holding digits at either end of a span ("ab213966 Abcam Inc.").
+_NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")
+
+
 @dataclass(frozen=True)
 class EntityRule:
     tag: str  # placeholder name: <TAG_1>
     threshold: float
     drop_acronyms: bool = False  # ignore a single all-capitals word ("ATP")
-    drop_digits: bool = False  # ignore spans holding digits
+    drop_digits: bool = False  # ignore spans holding digits (once those at the ends are cut)
 
     def accepts(self, text: str, score: float) -> bool:
         if score < self.threshold or sum(ch.isalnum() for ch in text) < 3:
@@ -791,6 +795,12 @@ class Detector:
             # Trim what recognizers tend to swallow at the edges.
             stripped = span.strip().rstrip(".,;:!?)\"'")
             lead = len(span) - len(span.lstrip())
+            if rule is not None and rule.drop_digits:
+                # A code or a number beside a name is not the name ("ab213966 Abcam Inc.",
+                # "Beijing 100871"); the span keeps its words without digits.
+                inner = _NUMBERED_EDGES.sub("", stripped)
+                lead += stripped.find(inner) if inner else 0
+                stripped = inner
             if rule is None or not stripped or not rule.accepts(stripped, r.score):
                 continue
             if r.start + lead == label_at and recognizer == "SpacyRecognizer":

@@ -32,10 +32,10 @@ from assistant.privacy.detect import Finding, Scanner
 from assistant.privacy.placeholders import (
     DATE_TYPES,
     DIGIT_TYPES,
-    PLACEHOLDER,
     as_written,
-    cased,
+    outside_placeholders,
     parts,
+    written_only,
 )
 from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
 
@@ -83,7 +83,7 @@ def unreplaced(scanner: Scanner, text: str, public: Sequence[str] = ()) -> list[
     (the teacher's words, our descriptions, released values) taken out, placeholders not
     counted.  sanitize asks the same, with its own scanner, before the guard does."""
     seen = without(text, sorted(public, key=len, reverse=True))
-    return [f for f in scanner.find(seen) if not PLACEHOLDER.fullmatch(f.text.strip())]
+    return outside_placeholders(seen, scanner.find(seen))
 
 
 def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
@@ -143,7 +143,7 @@ def leak(
     if entity in DATE_TYPES and (dates_in(value) & dates_in(flat)):
         return "date in another format"
     for part in parts(entity, value):
-        if cased(part):  # May, Will, Name: only as a name is written
+        if written_only(entity, part):  # May, Will, Name, Epic: only as a name is written
             if re.search(as_written(part), text):
                 return f"part {part!r}"
         elif re.search(bounded(normalise(part)), flat):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from assistant.privacy.detect import Finding
@@ -132,12 +132,14 @@ def cased(part: str) -> bool:
     return word in _NAME_WORDS or word in _stop_words()
 
 
+def words_of(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # Two-letter words and name particles: never a name on their own ("Li" and "Wu" are).
-_SHORT_WORDS = frozenset(
-    (  # noqa: SIM905
-        "of to in is it an as at be by do go he if me my no on or so up us we am oh ok hi "
-        "de da di du la le el al van von der den del della dos das bin ibn st san"
-    ).split()
+_SHORT_WORDS = words_of(
+    "of to in is it an as at be by do go he if me my no on or so up us we am oh ok hi "
+    "de da di du la le el al van von der den del della dos das bin ibn st san"
 )
 
 
@@ -180,14 +182,72 @@ DIGIT_TYPES = frozenset(
 )  # fmt: skip
 
 
+# An organisation's legal form, and words that say what kind of firm it is: people drop
+# them when they name the firm again ("Crown Point Corporation" ... "Crown Point",
+# "Toboggan Brewing Company" ... "Toboggan").  Written from PUPA-TNB's seen half.
+_LEGAL_FORMS = words_of(
+    "inc incorporated ltd limited llc plc corp corporation co company gmbh ag sa llp "
+    "group holdings pvt private & and sons"
+)
+_KIND_WORDS = words_of(
+    "brewing brewery systems services service solutions technologies technology tech "
+    "healthcare consulting aerosystems aerospace pharmaceuticals pharma biotech labs "
+    "laboratories foods motors industries enterprises international global"
+)
+# Words too general to stand for one firm alone ("National Bank" is not "National").
+_GENERIC_HEADS = words_of(
+    "national international american general united global first royal central standard "
+    "new great universal modern city state federal world"
+)
+
+
+def org_short_forms(value: str) -> list[str]:
+    """How an organisation is named again, shorter: up to its legal form where a finding
+    ran on past it ("Toboggan Brewing Company Introduction"), without its legal form
+    ("Epee Inc." -> "Epee"), then without the words for its kind of business ("Safran
+    Aerosystems Services" -> "Safran").  A short form must still be a name: not one
+    general word."""
+    given = [w for w in (w.strip(",;:") for w in value.split()) if w]
+    words = given[1:] if given and given[0].casefold() == "the" else given
+
+    def legal(word: str) -> bool:
+        return word.casefold().rstrip(".") in _LEGAL_FORMS
+
+    def strip(ws: list[str], drop: frozenset[str]) -> list[str]:
+        while len(ws) > 1 and ws[-1].casefold().rstrip(".") in drop:
+            ws = ws[:-1]
+        return ws
+
+    ends = [i for i, w in enumerate(words[:-1]) if i and legal(w) and not legal(words[i + 1])]
+    whole = words[: ends[-1] + 1] if ends else words
+    head = strip(whole, _LEGAL_FORMS)
+    forms: list[str] = []
+    for h in (whole, head, strip(head, _KIND_WORDS)):
+        form = " ".join(h)
+        names = [w for w in name_parts(form) if len(w) >= 3 and w.casefold() not in _GENERIC_HEADS]
+        if h != given and names and form not in forms:
+            forms.append(form)
+    return forms
+
+
 def parts(entity: str, value: str) -> list[str]:
     """The pieces of a value that identify it on their own: the words of a name, the
-    street of an address.  (Digits and dates are compared by :mod:`textform`.)"""
+    street of an address, an organisation's short forms.  (Digits and dates are
+    compared by :mod:`textform`.)"""
     if entity in ("PERSON", "NAME"):
         return name_parts(value)
     if entity == "STREET_ADDRESS":
         return street_names(value)
+    if entity == "ORGANIZATION":
+        return org_short_forms(value)
     return []
+
+
+def written_only(entity: str, part: str) -> bool:
+    """Whether ``part`` counts only as a name is written (see :func:`as_written`): a name
+    part that is also an everyday word, and every short form of an organisation ("Epic"
+    of "Epic Systems" is not "an epic")."""
+    return entity == "ORGANIZATION" or cased(part)
 
 
 def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
@@ -199,7 +259,7 @@ def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
     if len(value.strip()) >= 3:
         spans += find_folded(flat, value)
     for part in parts(entity, value):
-        if cased(part):
+        if written_only(entity, part):
             spans += [m.span() for m in re.finditer(as_written(part), text)]
         else:
             spans += find_folded(flat, part)
@@ -209,6 +269,26 @@ def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
     if entity in DIGIT_TYPES and len(digits) >= 6:
         spans += [(s, e) for s, e, run in digit_spans(flat) if digits in run]
     return spans
+
+
+def outside_placeholders(text: str, findings: Iterable[Finding]) -> list[Finding]:
+    """``findings`` in ``text`` with the placeholders they overlap cut out.  A finding
+    inside a placeholder ("ORG_14" of "<ORG_14>", which spaCy may tag) is none; one that
+    runs on past a placeholder ("<PERSON_1> Jones") keeps what lies outside it."""
+    ours = [m.span() for m in PLACEHOLDER.finditer(text)]
+    out = []
+    for f in findings:
+        pieces = [(f.start, f.end)]
+        for s, e in ours:
+            pieces = [p for a, b in pieces for p in ((a, min(b, s)), (max(a, e), b)) if p[0] < p[1]]
+        for a, b in pieces:
+            piece = text[a:b]
+            core = piece.strip(" \t\n,.;:()[]'\"-")
+            if sum(ch.isalnum() for ch in core) < 2:
+                continue
+            start = a + piece.find(core)
+            out.append(replace(f, start=start, end=start + len(core), text=core))
+    return out
 
 
 @dataclass(frozen=True)

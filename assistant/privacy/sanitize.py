@@ -27,6 +27,7 @@ from assistant.privacy.placeholders import (
     Redacted,
     Replacement,
     Vault,
+    outside_placeholders,
 )
 
 REWRITE_VERSION = "rewrite-v1"
@@ -197,7 +198,7 @@ def sanitize(
     stages["detect"] = time.perf_counter() - started
     redacted = vault.redact(question, findings)
     # Placeholders change the context: look once more, as the guard will.
-    more = [f for f in _find(scanner.find, redacted.text) if not PLACEHOLDER.fullmatch(f.text)]
+    more = outside_placeholders(redacted.text, _find(scanner.find, redacted.text))
     if more:
         again = vault.redact(redacted.text, more)
         findings += tuple(more)
@@ -211,7 +212,7 @@ def sanitize(
         found = _find(
             functools.partial(unreplaced, scanner, public=tuple(hints.values())), described
         )
-        extra = [(f.entity, f.text) for f in found if not PLACEHOLDER.search(f.text)]
+        extra = [(f.entity, f.text) for f in found]
         again = vault.redact_values(redacted.text, extra)
         if not again.replacements:
             break
