@@ -624,10 +624,13 @@ def test_an_organisation_named_again_shorter_gets_its_placeholder() -> None:
 
 
 def test_a_finding_inside_a_placeholder_is_none() -> None:
-    text = "high-<ORG_14> glass, said <PERSON_1> Jones."
+    text = "high-<ORG_14> glass, said <PERSON_1> Jones to Dr. <PERSON_2>."
     inside = Finding("NRP", text.index("ORG_14"), text.index("ORG_14") + 6, "ORG_14", 0.85)
-    past = Finding("PERSON", text.index("<PERSON_1>"), len(text) - 1, "<PERSON_1> Jones", 0.85)
-    kept = outside_placeholders(text, [inside, past])
+    at = text.index("<PERSON_1>")
+    past = Finding("PERSON", at, at + 16, "<PERSON_1> Jones", 0.85)
+    at = text.index("Dr.")
+    title = Finding("PERSON", at, at + 14, "Dr. <PERSON_2>", 0.85)
+    kept = outside_placeholders(text, [inside, past, title])
     assert [(f.text, text[f.start : f.end]) for f in kept] == [("Jones", "Jones")]
 
 

@@ -271,6 +271,10 @@ def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# What is left of a finding beside a placeholder that is no name on its own.
+_NOT_ALONE = _NAME_TITLES | _SHORT_WORDS | COMMON_WORDS
+
+
 def outside_placeholders(text: str, findings: Iterable[Finding]) -> list[Finding]:
     """``findings`` in ``text`` with the placeholders they overlap cut out.  A finding
     inside a placeholder ("ORG_14" of "<ORG_14>", which spaCy may tag) is none; one that
@@ -284,8 +288,9 @@ def outside_placeholders(text: str, findings: Iterable[Finding]) -> list[Finding
         for a, b in pieces:
             piece = text[a:b]
             core = piece.strip(" \t\n,.;:()[]'\"-")
-            if sum(ch.isalnum() for ch in core) < 2:
-                continue
+            word = core.casefold().rstrip(".")
+            if sum(ch.isalnum() for ch in core) < 2 or word in _NOT_ALONE:
+                continue  # "Dr. <PERSON_1>", "<PERSON_1>'s": nothing of a name is left
             start = a + piece.find(core)
             out.append(replace(f, start=start, end=start + len(core), text=core))
     return out
