@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -442,21 +443,28 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     name = model or settings.teacher.model or settings.student.model
     path, _spec = modelfiles.resolve(name, _status_printer(True))
     server = localserver.LocalServer(path, n_ctx=settings.teacher.n_ctx, port=port)
+    # Ctrl+C, `kill` and a background job's SIGINT (started with SIGINT ignored, as a
+    # shell without job control does) all stop the llama.cpp child and the record.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)
-    server.start()
-    server.record()
-    echo(
-        f"local teacher ready at {server.base_url} (model alias {localserver.ALIAS}); "
-        "Ctrl+C stops it"
-    )
+    recorded = False
     try:
+        server.start()
+        server.record()
+        recorded = True
+        echo(
+            f"local teacher ready at {server.base_url} (model alias {localserver.ALIAS}); "
+            "Ctrl+C stops it"
+        )
         assert server.process is not None
         server.process.wait()
     except KeyboardInterrupt:
         pass
     finally:
         server.stop()
-        server.forget()
+        if recorded:
+            server.forget()
 
 
 @cli.group("bench")

@@ -289,7 +289,9 @@ def test_real_embedder_ranks_most_similar_first(embedder: OnnxEmbedder) -> None:
     assert [r.similarity for r in by_similarity] == sorted(sims, reverse=True)
 
 
-def _llama_children() -> set[int]:
+def _llama_children(parent: int = 0) -> set[int]:
+    """The llama.cpp servers whose parent is ``parent`` (this process by default)."""
+    parent = parent or os.getpid()
     found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -297,7 +299,7 @@ def _llama_children() -> set[int]:
             cmd = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and b"llama_cpp.server" in cmd:
+        if int(fields[1]) == parent and b"llama_cpp.server" in cmd:
             found.add(int(stat.parent.name))
     return found
 
@@ -413,6 +415,40 @@ def test_teacher_serve_is_reused_by_ask(socket_guard: SocketLog) -> None:
         serve.send_signal(signal.SIGINT)
         serve.wait(timeout=60)
     assert not state_file().exists()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT while started with SIGINT ignored"])
+def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
+    """`kill` (SIGTERM) stops `drag teacher serve` cleanly, and so does SIGINT when the
+    command was started as a background job that ignores SIGINT."""
+    import signal
+
+    from assistant.localserver import state_file
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "DRAG_TEACHER_N_CTX": "2048"},
+        preexec_fn=None if how == "SIGTERM" else ignore_sigint,
+    )
+    try:
+        assert serve.stdout is not None
+        assert "local teacher ready" in serve.stdout.readline()
+        assert state_file().is_file()
+        child = _llama_children(serve.pid)
+        assert child
+        serve.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert not state_file().exists()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in child)
 
 
 def test_offline_answers_from_the_cache_and_touches_no_network(
