@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -381,6 +381,18 @@ def test_doctor_names_the_fix_when_the_teacher_is_down(env: dict[str, str]) -> N
     assert proc.returncode == 1 and "FAIL teacher reachable" in out and "fix:" in out
 
 
+def _serve(n_ctx: int, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:
+    """`drag teacher serve` with the test model, its output readable line by line."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "DRAG_TEACHER_N_CTX": str(n_ctx)},
+        preexec_fn=preexec_fn,
+    )
+
+
 def test_teacher_serve_is_reused_by_ask(socket_guard: SocketLog) -> None:
     """`drag teacher serve` records itself; `drag ask` with endpoint "local" uses it."""
     import re
@@ -388,13 +400,7 @@ def test_teacher_serve_is_reused_by_ask(socket_guard: SocketLog) -> None:
 
     from assistant.localserver import state_file
 
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "DRAG_TEACHER_N_CTX": "4096"},
-    )
+    serve = _serve(4096)
     try:
         assert serve.stdout is not None
         ready = serve.stdout.readline()
@@ -428,14 +434,7 @@ def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
     def ignore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "DRAG_TEACHER_N_CTX": "2048"},
-        preexec_fn=None if how == "SIGTERM" else ignore_sigint,
-    )
+    serve = _serve(2048, None if how == "SIGTERM" else ignore_sigint)
     try:
         assert serve.stdout is not None
         assert "local teacher ready" in serve.stdout.readline()

@@ -136,6 +136,11 @@ def words_of(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+def bare(word: str) -> str:
+    """A word as the word lists below hold it: case-folded, without a final full stop."""
+    return word.casefold().rstrip(".")
+
+
 # Two-letter words and name particles: never a name on their own ("Li" and "Wu" are).
 _SHORT_WORDS = words_of(
     "of to in is it an as at be by do go he if me my no on or so up us we am oh ok hi "
@@ -151,7 +156,7 @@ def name_parts(value: str) -> list[str]:
         w
         for w in words
         if len(w) >= 2
-        and w.casefold().rstrip(".") not in _NAME_TITLES
+        and bare(w) not in _NAME_TITLES
         and w.casefold() not in _NOT_NAMES
         and w.casefold() not in _SHORT_WORDS
     ]
@@ -210,15 +215,13 @@ def org_short_forms(value: str) -> list[str]:
     given = [w for w in (w.strip(",;:") for w in value.split()) if w]
     words = given[1:] if given and given[0].casefold() == "the" else given
 
-    def legal(word: str) -> bool:
-        return word.casefold().rstrip(".") in _LEGAL_FORMS
-
     def strip(ws: list[str], drop: frozenset[str]) -> list[str]:
-        while len(ws) > 1 and ws[-1].casefold().rstrip(".") in drop:
+        while len(ws) > 1 and bare(ws[-1]) in drop:
             ws = ws[:-1]
         return ws
 
-    ends = [i for i, w in enumerate(words[:-1]) if i and legal(w) and not legal(words[i + 1])]
+    legal = [bare(w) in _LEGAL_FORMS for w in words]
+    ends = [i for i in range(1, len(words) - 1) if legal[i] and not legal[i + 1]]
     whole = words[: ends[-1] + 1] if ends else words
     head = strip(whole, _LEGAL_FORMS)
     forms: list[str] = []
@@ -288,8 +291,7 @@ def outside_placeholders(text: str, findings: Iterable[Finding]) -> list[Finding
         for a, b in pieces:
             piece = text[a:b]
             core = piece.strip(" \t\n,.;:()[]'\"-")
-            word = core.casefold().rstrip(".")
-            if sum(ch.isalnum() for ch in core) < 2 or word in _NOT_ALONE:
+            if sum(ch.isalnum() for ch in core) < 2 or bare(core) in _NOT_ALONE:
                 continue  # "Dr. <PERSON_1>", "<PERSON_1>'s": nothing of a name is left
             start = a + piece.find(core)
             out.append(replace(f, start=start, end=start + len(core), text=core))

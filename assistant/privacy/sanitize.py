@@ -27,7 +27,6 @@ from assistant.privacy.placeholders import (
     Redacted,
     Replacement,
     Vault,
-    outside_placeholders,
 )
 
 REWRITE_VERSION = "rewrite-v1"
@@ -198,7 +197,7 @@ def sanitize(
     stages["detect"] = time.perf_counter() - started
     redacted = vault.redact(question, findings)
     # Placeholders change the context: look once more, as the guard will.
-    more = outside_placeholders(redacted.text, _find(scanner.find, redacted.text))
+    more = _find(functools.partial(unreplaced, scanner), redacted.text)
     if more:
         again = vault.redact(redacted.text, more)
         findings += tuple(more)
