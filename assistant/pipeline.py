@@ -502,6 +502,11 @@ def ask(
     answer yet) and ``"answered"`` when the answer is complete, before it is saved.
     """
     tell = progress or _silent
+    # Every answer needs the student, and every context the embedder: on a cold start
+    # they load while the detector does and the question is checked.
+    runtime.preload(
+        "student", *(() if (mode or runtime.settings.pipeline.mode) == "none" else ("embedder",))
+    )
     gathered, later = _gather(
         runtime,
         question,

@@ -13,8 +13,9 @@ import threading
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
 
-from assistant import drafts, evidence, graph, localserver, modelfiles, secrets
+from assistant import answer, drafts, evidence, graph, localserver, modelfiles, secrets
 from assistant.config import Settings
 from assistant.embedder import load as load_embedder
 from assistant.errors import ConfigError
@@ -36,6 +37,35 @@ def _quiet(_message: str) -> None:
     pass
 
 
+T = TypeVar("T")
+
+
+class _Part(Generic[T]):
+    """A part of the :class:`Runtime` (the student, the embedder, the detector): loaded
+    once, on first use or ahead of it (:meth:`Runtime.preload`).  A use while another
+    thread loads it waits for that load instead of starting a second one."""
+
+    def __init__(self, load: Callable[[Runtime], T]) -> None:
+        self.load = load
+        self.__doc__ = load.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, runtime: None, owner: type) -> _Part[T]: ...
+    @overload
+    def __get__(self, runtime: Runtime, owner: type) -> T: ...
+    def __get__(self, runtime: Runtime | None, owner: type) -> _Part[T] | T:
+        if runtime is None:
+            return self
+        with runtime._lock_for(self.name):
+            if self.name not in runtime.__dict__:
+                runtime.__dict__[self.name] = self.load(runtime)
+        value: T = runtime.__dict__[self.name]
+        return value
+
+
 class Runtime:
     """Lazily loaded parts for a series of questions; close() stops what it started."""
 
@@ -46,6 +76,32 @@ class Runtime:
         # Held for local work (detection, vault, ranking, the store) but not while the
         # teacher is asked: several questions can wait on the teacher at once.
         self.local = threading.RLock()
+        self._part_locks: dict[str, Any] = {}
+        self._part_locks_lock = threading.Lock()
+        self._loaders: list[threading.Thread] = []
+
+    def _lock_for(self, part: str) -> Any:
+        with self._part_locks_lock:
+            return self._part_locks.setdefault(part, threading.RLock())
+
+    def preload(self, *parts: str) -> None:
+        """Start loading ``parts`` ("student", "embedder", "detector") in threads of their
+        own, so that a cold start loads them side by side: llama.cpp reads the student
+        while Presidio and spaCy load.  A stage that needs one waits for it.  A failure
+        there is not reported: the stage's own use loads the part again and fails as
+        usual, with its message."""
+        for part in parts:
+            if part in self.__dict__ or not isinstance(getattr(type(self), part), _Part):
+                continue
+            loader = threading.Thread(
+                target=self._load_quietly, args=(part,), name=f"drag-load-{part}", daemon=True
+            )
+            self._loaders.append(loader)
+            loader.start()
+
+    def _load_quietly(self, part: str) -> None:
+        with contextlib.suppress(Exception):
+            getattr(self, part)
 
     def _record_upload(self, upload: Upload) -> int:
         with self.local:
@@ -58,6 +114,8 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
+        for loader in self._loaders:  # a part still loading is closed with the others
+            loader.join()
         student = self.__dict__.pop("student", None)
         if student is not None:
             student.close()
@@ -95,14 +153,20 @@ class Runtime:
         path, _spec = modelfiles.resolve(self.settings.student.model, self.status)
         return path
 
-    @cached_property
+    @_Part
     def student(self) -> Student:
         s = self.settings.student
         path = self.student_path
         self.status(f"loading the student model {path.name}…")
         return Student(path, n_ctx=s.n_ctx, gpu=s.gpu, threads=s.threads)
 
-    @cached_property
+    def prime_student(self) -> None:
+        """Have the student read ahead the head of every answer's prompt (the app does,
+        while the user types).  Not on a cold start: on two cores it only competes with
+        the other parts loading (measured: no sooner first token)."""
+        self.student.prime(answer.SYSTEM)
+
+    @_Part
     def embedder(self) -> Embedder:
         self.status("loading the embedding model…")
         e = self.settings.embedder
@@ -118,7 +182,7 @@ class Runtime:
         path, _spec = modelfiles.resolve(t.model or self.settings.student.model, self.status)
         return path
 
-    @cached_property
+    @_Part
     def detector(self) -> Scanner:
         p = self.settings.privacy
         self.status("loading the personal-data detector…")

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from assistant.errors import ModelError
 
@@ -29,6 +29,31 @@ def quiet_llama_cpp() -> None:
     from llama_cpp._logger import set_verbose
 
     set_verbose(False)
+
+
+class _LoadLog(io.TextIOBase):
+    """``sys.stderr`` while a thread loads a model: what that thread writes (llama.cpp's
+    log) is kept for an error message; what other threads write goes on to ``through``
+    (a status line printed while the model loads in the background)."""
+
+    def __init__(self, through: TextIO) -> None:
+        self.through = through
+        self.kept = io.StringIO()
+        self._loader = threading.get_ident()
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self._loader:
+            return self.kept.write(text)
+        return self.through.write(text)
+
+    def flush(self) -> None:
+        self.through.flush()
+
+    def isatty(self) -> bool:
+        return self.through.isatty()
+
+    def fileno(self) -> int:
+        return self.through.fileno()
 
 
 def gpu_offload_supported() -> bool:
@@ -79,15 +104,17 @@ class Student:
             # verbose, its messages go to a Python stream here instead.
             "verbose": True,
         }
-        said = io.StringIO()
+        log = _LoadLog(sys.stderr)
+        sys.stderr = log
         try:
-            with contextlib.redirect_stderr(said):
-                self._llm = Llama(**kwargs)
+            self._llm = Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
-            last = said.getvalue().strip().splitlines()[-1:]
+            last = log.kept.getvalue().strip().splitlines()[-1:]
             why = f" ({last[0]})" if last else ""
             raise ModelError(f"llama.cpp could not load {path}: {exc}{why}") from None
         finally:
+            if sys.stderr is log:
+                sys.stderr = log.through
             quiet_llama_cpp()
         self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
@@ -119,6 +146,17 @@ class Student:
         depend on the question before it."""
         with self._lock:
             self._llm.reset()  # type: ignore[no-untyped-call]
+
+    def prime(self, system: str) -> None:
+        """Read ahead the head that every answer's prompt starts with: ``system`` and the
+        opening of the user's turn.  llama.cpp keeps what it has read and reads a prompt
+        that starts the same way only from where it differs, so the first question pays
+        for its own tokens only.  The runtime calls this as the student loads, while the
+        question is still being checked."""
+        self.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": ""}],
+            max_tokens=1,
+        )
 
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))

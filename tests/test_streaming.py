@@ -10,6 +10,7 @@ import select
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,35 @@ def test_a_reused_prefix_gives_the_answer_a_fresh_read_gives(test_model_path: Pa
     assert reused.text == fresh.text and reused.text
     # The reuse is real: far less of the prompt was evaluated the second time.
     assert reused.prompt_seconds < fresh.prompt_seconds
+
+
+def test_a_primed_student_reads_only_the_question_and_answers_the_same(
+    test_model_path: Path,
+) -> None:
+    """Student.prime reads the system prompt ahead: the first question then evaluates
+    only what follows it, and gets the answer of a student that read it all."""
+    student = Student(test_model_path, n_ctx=1024)
+    evaluated: list[int] = []
+    real_eval = student._llm.eval
+
+    def counting_eval(tokens: Any) -> None:
+        evaluated.append(len(tokens))
+        real_eval(tokens)
+
+    student._llm.eval = counting_eval  # type: ignore[method-assign]
+    try:
+        question = messages("What is the capital of France?", 3)
+        fresh = student.chat(question, max_tokens=24)
+        whole = evaluated[0]
+        student.forget()
+        student.prime(answer.SYSTEM)
+        evaluated.clear()
+        primed = student.chat(question, max_tokens=24)
+        system_tokens = student.count_tokens(answer.SYSTEM)
+    finally:
+        student.close()
+    assert primed.text == fresh.text and primed.text
+    assert evaluated[0] <= whole - system_tokens  # the system prompt was not read again
 
 
 def test_the_answer_streams_before_it_is_complete(test_model_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from assistant import config, drafts, secrets
+from assistant import answer, config, drafts, secrets
 from assistant.privacy.guard import EgressGuard
 from assistant.runtime import Runtime
 from assistant.store import Store, ledger
@@ -55,6 +55,18 @@ async def test_first_paint_and_every_screen() -> None:
         await pilot.press("f1")
         assert isinstance(app.screen, ChatScreen)
     assert first_paint < 5  # the target is 1.5 s; this is a loose guard against blocking work
+
+
+async def test_the_app_loads_its_parts_while_the_user_types() -> None:
+    """warm=True (the default): the detector, the embedder (both side by side with the
+    student) and the student load, and the student has read its system prompt ahead."""
+    app = DragApp(settings_from({"DRAG_STORE_OFFLINE": "1"}))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.status.startswith("ready"), 120)
+        loaded = app.runtime.__dict__
+        assert {"detector", "embedder", "student"} <= set(loaded)
+        student = loaded["student"]
+        assert student._llm.n_tokens > student.count_tokens(answer.SYSTEM)
 
 
 async def test_settings_are_validated_and_saved_to_the_cli_config() -> None:

@@ -104,6 +104,7 @@ class DragApp(App[None]):
     def warm_up(self) -> None:
         """Load the parts a question needs, one by one, while the user types."""
         parts = ["detector", "embedder", "student"]
+        self.runtime.preload("embedder", "student")  # side by side with the detector
         if not self.runtime.offline and self.runtime.teacher_is_local:
             parts.append("teacher")
         for part in parts:
@@ -113,6 +114,8 @@ class DragApp(App[None]):
             except DragError as exc:
                 self.report(f"✗ {part}: {exc}")
                 return
+        with self.runtime_lock:
+            self.runtime.prime_student()
         self.report(self.ready_line())
 
     # -- settings -------------------------------------------------------------------------
