@@ -43,7 +43,8 @@ def test_whole_questions_with_the_graph_before_and_after_the_answer(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--ask on the real test teacher and student: both graph timings, each moment in order."""
+    """--ask on the real test teacher and student: both graph timings, then offline from
+    the cache they filled, each moment in order, and the student's raw speed."""
     for key, value in teacher_env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "8")
@@ -52,8 +53,15 @@ def test_whole_questions_with_the_graph_before_and_after_the_answer(
     out = tmp_path / "ask.json"
     assert speed.main(["--ask", "1", "--json", str(out)]) == 0
     timings = json.loads(out.read_text("utf-8"))
-    assert list(timings) == ["before-answer", "after-answer"]
-    for t in timings.values():
+    assert list(timings) == ["before-answer", "after-answer", "offline", "student"]
+    for path in ("before-answer", "after-answer", "offline"):
+        t = timings[path]
         assert 0 < t["first_token"] <= t["answered"] <= t["done"]
+        assert t["prompt_tokens"] > 0
+    # Offline, no teacher: the answer starts sooner than the online one with its teacher.
+    assert timings["offline"]["first_token"] < timings["after-answer"]["first_token"]
+    assert timings["student"]["prefill_tok_s"] > 0 and timings["student"]["decode_tok_s"] > 0
     printed = capsys.readouterr().out
-    assert "| after-answer |" in printed and "sooner with the graph after it" in printed
+    assert "| online, graph after the answer |" in printed
+    assert "| offline, the same questions from the cache |" in printed
+    assert "sooner with the graph after it" in printed and "raw prefill speed" in printed

@@ -8,6 +8,10 @@ first token and decode speed of each named model, in one run on one machine.
 app does (default settings: the local teacher, combined mode), once with the graph built
 before the answer and once after it (``pipeline.graph_timing``), each with an empty cache
 of its own.  Per question: first answer token, answer complete, and done (graph cached).
+Then the same questions once more with ``store.offline`` on, answered from that cache:
+the offline path.  In the same run, the same loaded student reads the standard prompt
+below, so that each first token can be set against what the hardware allows: the
+offline answer's prompt tokens divided by the student's raw prefill speed.
 
 Each run sends the same prompt shape the DRAG student gets: a system prompt, a bundled
 ARC-Challenge question and 15 statements of context (about 450 tokens), with the run's
@@ -123,8 +127,50 @@ class _Clock:
         self.mark(stage)
 
 
+def _timed_asks(rt: Any, questions: Sequence[str], label: str) -> list[dict[str, float]]:
+    """Each question through ``pipeline.ask``: its moments, and the student's prompt."""
+    from assistant import pipeline
+
+    rows: list[dict[str, float]] = []
+    for question in questions:
+        clock = _Clock()
+        result = pipeline.ask(rt, question, on_text=clock.text, progress=clock.stage)
+        clock.mark("done")
+        row = dict(clock.marks)
+        student = result.student or {}
+        row["prompt_tokens"] = float(student.get("prompt_tokens", 0))
+        row["prompt_seconds"] = float(student.get("prompt_seconds", 0.0))
+        rows.append(row)
+        print(f"{label}: {row}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _p50(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    keys = ("first_token", "answered", "done", "prompt_tokens", "prompt_seconds")
+    return {k: round(statistics.median(r.get(k, r["done"]) for r in rows), 2) for k in keys}
+
+
+def _raw_speed(student: Student, runs: int = 3) -> dict[str, float]:
+    """The loaded student's raw prefill and decode speed on the standard prompt."""
+    student.forget()
+    prefill, decode = [], []
+    for run in range(runs):
+        messages = prompt(2000 + run)
+        gen = student.chat(messages, max_tokens=1)
+        tokens = student.count_tokens("".join(m["content"] for m in messages))
+        prefill.append(tokens / gen.prompt_seconds if gen.prompt_seconds else 0.0)
+        free = prompt(3000 + run)
+        free[1]["content"] += "\nExplain your answer in detail."
+        decode.append(student.chat(free, max_tokens=64).tokens_per_second)
+    return {
+        "prefill_tok_s": round(statistics.median(prefill), 1),
+        "decode_tok_s": round(statistics.median(decode), 1),
+    }
+
+
 def ask_timings(count: int) -> dict[str, dict[str, Any]]:
-    """Seconds to the first token, to the answer and to the end, per graph timing."""
+    """Seconds to the first token, to the answer and to the end, per graph timing; then
+    the same questions offline, and the student's raw speed."""
     import tempfile
 
     from assistant import config, pipeline
@@ -141,37 +187,54 @@ def ask_timings(count: int) -> dict[str, dict[str, Any]]:
                     "store.database": str(Path(tmp) / "drag.db"),
                 }
             )
-            rows: list[dict[str, float]] = []
             with Runtime(settings) as rt:
                 # Loaded before the clock starts, as in the app after its first question.
                 pipeline.ask(rt, "What is two plus two?", mode="evidence", n=3, k=3)
-                for question in questions:
-                    clock = _Clock()
-                    pipeline.ask(rt, question, on_text=clock.text, progress=clock.stage)
-                    clock.mark("done")
-                    marks = clock.marks
-                    rows.append(marks)
-                    print(f"{timing}: {marks}", file=sys.stderr, flush=True)
-        out[timing] = {
-            k: round(statistics.median(r.get(k, r["done"]) for r in rows), 1)
-            for k in ("first_token", "answered", "done")
-        }
+                out[timing] = _p50(_timed_asks(rt, questions, timing))
+                if timing == "after-answer":  # the cache now holds every question's work
+                    rt.settings = rt.settings.with_flags({"store.offline": True})
+                    out["offline"] = _p50(_timed_asks(rt, questions, "offline"))
+                    out["student"] = _raw_speed(rt.student)
     return out
 
 
 def render_ask(timings: dict[str, dict[str, Any]], count: int) -> str:
     lines = [
-        "| graph timing | first token s p50 | answer complete s p50 | done s p50 |",
-        "|---|---:|---:|---:|",
+        "| path | first token s p50 | answer complete s p50 | done s p50 "
+        "| answer prompt tokens p50 |",
+        "|---|---:|---:|---:|---:|",
     ]
-    for timing, t in timings.items():
-        lines.append(f"| {timing} | {t['first_token']} | {t['answered']} | {t['done']} |")
-    before, after = timings["before-answer"], timings["after-answer"]
-    if after["answered"]:
-        lines.append("")
+    paths = {
+        "before-answer": "online, graph before the answer",
+        "after-answer": "online, graph after the answer",
+        "offline": "offline, the same questions from the cache",
+    }
+    for key, name in paths.items():
+        t = timings[key]
         lines.append(
-            f"{count} questions each; the answer is complete "
-            f"{before['answered'] / after['answered']:.2f}x sooner with the graph after it."
+            f"| {name} | {t['first_token']} | {t['answered']} | {t['done']} "
+            f"| {t['prompt_tokens']:.0f} |"
+        )
+    before, after = timings["before-answer"], timings["after-answer"]
+    offline, student = timings["offline"], timings["student"]
+    lines.append("")
+    lines.append(
+        f"{count} questions each. The student (same build, threads and process): prefill "
+        f"{student['prefill_tok_s']} tok/s, decode {student['decode_tok_s']} tok/s."
+    )
+    if after["answered"]:
+        lines.append(
+            f"The answer is complete {before['answered'] / after['answered']:.2f}x sooner "
+            "with the graph after it."
+        )
+    reading = offline["prompt_tokens"] / student["prefill_tok_s"] if student["prefill_tok_s"] else 0
+    if reading:
+        first = offline["first_token"]
+        lines.append(
+            f"Offline, the answer's prompt ({offline['prompt_tokens']:.0f} tokens p50, the "
+            "system prompt's included, which llama.cpp keeps from the question before) takes "
+            f"{reading:.2f} s to read whole at the raw prefill speed; the first token came "
+            f"{first} s after the question ({first / reading:.2f}x that)."
         )
     return "\n".join(lines)
 
