@@ -133,3 +133,25 @@ def test_startup_bench_times_a_first_paint(tmux_bin: str, tmp_path: Path) -> Non
     assert 0 < seconds < 30
     with pytest.raises(TimeoutError, match="never shown"):
         startup.first_paint([sys.executable, str(bare)], "never shown", timeout=2)
+
+
+def test_a_first_answer_byte_is_timed_on_a_terminal_of_its_own() -> None:
+    from assistant.bench import startup
+
+    speak = (
+        "import sys, time; time.sleep(0.3); print('answer'); sys.stdout.flush(); time.sleep(0.3)"
+    )
+    first, ended = startup.first_answer_byte([sys.executable, "-c", speak])
+    assert 0.3 <= first < ended and ended >= 0.6
+    with pytest.raises(RuntimeError, match="exited 3 without an answer"):
+        startup.first_answer_byte([sys.executable, "-c", "raise SystemExit(3)"])
+
+
+def test_the_offline_start_bench_needs_a_cached_question(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from assistant.bench import startup
+
+    assert startup.main(["--ask-offline", "--runs", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no question" in err[0]
