@@ -125,10 +125,22 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         # Someone greeted at the start of a line (spaCy takes "May" for a month).
         ("Hi May,We will pass this document to AP.", "May", "PERSON"),
         ("Hello Blessing!\nThe branches reject our transfers.", "Blessing", "PERSON"),
+        # The person a message is for (spaCy misses "Blessing" here); a title stays.
+        (
+            "draft a mail to Blessing informing her that the branches reject us",
+            "Blessing",
+            "PERSON",
+        ),
+        ("Write a follow up email to Mrs. Dipert about the tour", "Dipert", "PERSON"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
     assert kinds(detector.find(text)).get(value) == entity
+
+
+def test_a_recipients_title_is_not_a_name_of_its_own(detector: Detector) -> None:
+    found = kinds(detector.find("Write a follow up email to Mrs. Dipert about the tour"))
+    assert found == {"Dipert": "PERSON"}
 
 
 def test_no_misfires_on_plain_questions(detector: Detector) -> None:
@@ -146,6 +158,9 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "bacteria that live at the bottom of the sea grow slowly",  # lower case, no name
         "Hi there, how do vaccines work?",  # a greeting with no name
         "Hi All, is the meeting in May?",
+        "Should an email to HR about leave be formal?",  # no one named
+        "How do I respond to Covid symptoms?",
+        "When should I reply to All in a thread?",
     ]:
         assert detector.find(text) == [], text
 
@@ -237,6 +252,17 @@ def test_resolve_overlaps_prefers_the_longer_span() -> None:
     a = Finding("URL", 10, 20, "x.com", 0.5)
     b = Finding("EMAIL_ADDRESS", 5, 20, "me@x.com", 1.0)
     assert resolve_overlaps([a, b]) == [b]
+
+
+def test_resolve_overlaps_prefers_a_rule_then_the_higher_score_over_guesses() -> None:
+    rule = Finding("PERSON", 7, 12, "Selma", 0.7, "RelativeNameRecognizer")
+    spacy_town = Finding("LOCATION", 7, 12, "Selma", 0.85, "SpacyRecognizer")
+    assert resolve_overlaps([spacy_town, rule]) == [rule]
+    # The rare-word rule's "a name of some kind" is a guess too: a known kind wins.
+    spacy_person = Finding("PERSON", 4, 10, "Dipert", 0.85, "SpacyRecognizer")
+    rare = Finding("NAME", 4, 10, "Dipert", 0.55, "RareWord")
+    assert resolve_overlaps([rare, spacy_person]) == [spacy_person]
+    assert resolve_overlaps([spacy_person, rare]) == [spacy_person]
 
 
 def test_vault_is_stable_and_reversible(detector: Detector) -> None:

@@ -19,7 +19,7 @@ from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
 from assistant.tui.chat import ChatScreen, NotSent, Turn
 from assistant.tui.review import ReviewModal
-from tests.conftest import SocketLog, loopback_address, use_teacher
+from tests.conftest import TEST_MODEL, SocketLog, loopback_address, use_teacher
 from tests.test_privacy_integration import QUESTION, VALUES, FailAfter
 
 
@@ -30,7 +30,10 @@ async def wait_for(pilot: object, condition: Callable[[], bool], seconds: float 
             app = getattr(pilot, "app", None)
             notes = [t.note for t in app.query(Turn)] if app is not None else []
             screen = app.screen if app is not None else None
-            raise AssertionError(f"timed out waiting in the app: screen {screen}, turns {notes}")
+            status = getattr(app, "status", None)
+            raise AssertionError(
+                f"timed out waiting in the app: screen {screen}, status {status!r}, turns {notes}"
+            )
         await asyncio.sleep(0.2)
 
 
@@ -60,7 +63,7 @@ async def test_first_paint_and_every_screen() -> None:
 async def test_the_app_loads_its_parts_while_the_user_types() -> None:
     """warm=True (the default): the detector, the embedder (both side by side with the
     student) and the student load, and the student has read its system prompt ahead."""
-    app = DragApp(settings_from({"DRAG_STORE_OFFLINE": "1"}))
+    app = DragApp(settings_from({"DRAG_STORE_OFFLINE": "1", "DRAG_STUDENT_MODEL": TEST_MODEL}))
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: app.status.startswith("ready"), 120)
         loaded = app.runtime.__dict__

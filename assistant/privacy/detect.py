@@ -351,14 +351,21 @@ def spacy_engine(configuration: dict[str, Any]) -> Any:
         ).create_engine()
 
 
+# Findings that guess a kind rather than know it: spaCy's, and the rare-word rule's "a
+# name of some kind".  A rule's finding beats them on the same span.
+_GUESSES = frozenset({"SpacyRecognizer", "RareWord"})
+
+
 def resolve_overlaps(findings: Sequence[Finding]) -> list[Finding]:
-    """Non-overlapping findings: the longest span wins, then a rule's finding over
-    spaCy's guess ("my kid Selma": a name, though spaCy says a town), then the higher
-    score."""
+    """Non-overlapping findings: the longest span wins, then a rule's finding over a
+    guess ("my kid Selma": a name, though spaCy says a town), then the higher score.
+
+    The rare-word rule is a guess too: "Mrs. Dipert" is a PERSON, whether Presidio,
+    which keeps one of two equal results on a span, reports the title rule or spaCy."""
     chosen: list[Finding] = []
 
     def rank(f: Finding) -> tuple[int, bool, float, int]:
-        return (-(f.end - f.start), f.recognizer == "SpacyRecognizer", -f.score, f.start)
+        return (-(f.end - f.start), f.recognizer in _GUESSES, -f.score, f.start)
 
     for f in sorted(findings, key=rank):
         if all(f.end <= c.start or f.start >= c.end for c in chosen):
