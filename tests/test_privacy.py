@@ -120,6 +120,9 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("my grandmother was called Crystal Murdock", "Crystal Murdock", "PERSON"),
         # A line typed all in lower case.
         ("follow up with benjamin a seiler in a month", "benjamin a seiler", "PERSON"),
+        # ... and introducing oneself in it: a word the vectors know only capitalised.
+        ("hi i am belal a gp doctor", "belal", "PERSON"),
+        ("im tomasz and i need help with my cv", "tomasz", "PERSON"),
         # A catalogue number spaCy took into the firm's name is cut off, not the firm.
         ("We used antibodies from ab12345 Abcam Inc. in all runs.", "Abcam Inc", "ORGANIZATION"),
         # Someone greeted at the start of a line (spaCy takes "May" for a month).
@@ -158,6 +161,8 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "bacteria that live at the bottom of the sea grow slowly",  # lower case, no name
         "Hi there, how do vaccines work?",  # a greeting with no name
         "Hi All, is the meeting in May?",
+        "i am happy with my job but i'm working too much",  # lower-case words, no name
+        "this is photosynthesis, right? i am confused",
         "Should an email to HR about leave be formal?",  # no one named
         "How do I respond to Covid symptoms?",
         "When should I reply to All in a thread?",

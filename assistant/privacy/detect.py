@@ -117,6 +117,11 @@ class LowercaseRule:
     labels: tuple[str, ...] = ()
     max_words: int = 3
     score: float = 0.6
+    # "hi i am belal": the word after one of these is a name when the model's word
+    # vectors know it only capitalised ("Belal"), or in no case and it has
+    # ``min_letters``+ letters.  Not "i am happy": "happy" is a word in lower case.
+    introductions: tuple[str, ...] = ()
+    min_letters: int = 4
 
 
 @dataclass(frozen=True)
@@ -731,6 +736,8 @@ class Detector:
             return []
         nlp = cast(Any, self._engine.nlp_engine).nlp["en"]
         findings = []
+        for offset, line, _ in todo:
+            findings += self._introduced(offset, line, nlp.vocab)
         for (offset, line, _), doc in zip(todo, nlp.pipe([c for *_, c in todo]), strict=True):
             for ent in doc.ents:
                 entity = self.policy.entity_mapping.get(ent.label_, "")
@@ -749,6 +756,30 @@ class Detector:
                     Finding(entity, start, start + len(text), text, rule.score, "LowercaseLine")
                 )
         return findings
+
+    def _introduced(self, offset: int, line: str, vocab: Any) -> list[Finding]:
+        """In a line without capitals, a name right after an introduction ("i am belal")."""
+        rule = self.policy.lowercase
+        found = []
+        for m in self._introduction.finditer(line):
+            word = m.group(1)
+            lower_known = vocab.has_vector(word)
+            cased_known = vocab.has_vector(word.capitalize())
+            if lower_known or not (cased_known or len(word) >= rule.min_letters):
+                continue
+            if self._allowed(word) or not self._accepts("PERSON", word, rule.score):
+                continue
+            start = offset + m.start(1)
+            found.append(Finding("PERSON", start, start + len(word), word, rule.score, "Intro"))
+        return found
+
+    @functools.cached_property
+    def _introduction(self) -> re.Pattern[str]:
+        phrases = "|".join(
+            r"\s+".join(map(re.escape, p.split()))
+            for p in sorted(self.policy.lowercase.introductions, key=len, reverse=True)
+        )
+        return re.compile(rf"\b(?:{phrases or '(?!)'})\s+([a-z][a-z'-]*[a-z])\b")
 
     def _contact_lines(
         self, lines: list[tuple[int, str]], per_line: list[list[Finding]]
