@@ -123,6 +123,9 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         # ... and introducing oneself in it: a word the vectors know only capitalised.
         ("hi i am belal a gp doctor", "belal", "PERSON"),
         ("im tomasz and i need help with my cv", "tomasz", "PERSON"),
+        # An employer typed in lower case: the capitalised form is the commoner one.
+        ("During my work at google, I launched campaigns", "google", "ORGANIZATION"),
+        ("I worked for google pay team", "google", "ORGANIZATION"),
         # A catalogue number spaCy took into the firm's name is cut off, not the firm.
         ("We used antibodies from ab12345 Abcam Inc. in all runs.", "Abcam Inc", "ORGANIZATION"),
         # Someone greeted at the start of a line (spaCy takes "May" for a month).
@@ -163,6 +166,8 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "Hi All, is the meeting in May?",
         "i am happy with my job but i'm working too much",  # lower-case words, no name
         "this is photosynthesis, right? i am confused",
+        "I work at home most days; does this formula work for excel?",
+        "I worked for free during the summer, then I worked at university",
         "Should an email to HR about leave be formal?",  # no one named
         "How do I respond to Covid symptoms?",
         "When should I reply to All in a thread?",

@@ -117,11 +117,44 @@ class LowercaseRule:
     labels: tuple[str, ...] = ()
     max_words: int = 3
     score: float = 0.6
-    # "hi i am belal": the word after one of these is a name when the model's word
-    # vectors know it only capitalised ("Belal"), or in no case and it has
-    # ``min_letters``+ letters.  Not "i am happy": "happy" is a word in lower case.
-    introductions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CuedNameRule:
+    """A name typed in lower case right after a cue ("hi i am belal", "my work at
+    google"), where spaCy sees none.  The word after a match of one of ``cues`` (regexes)
+    is ``entity`` when the model's word vectors know it only capitalised ("Belal"), or in
+    no case and it has ``min_letters``+ letters; with ``commoner_capitalised``, also when
+    its capitalised form is the commoner one ("google": "Google"), ``not_names`` aside.
+    Not "i am happy": "happy" is a word in lower case.  ``lower_lines``: only in lines
+    without capitals."""
+
+    entity: str = ""
+    cues: tuple[str, ...] = ()
+    lower_lines: bool = False
+    commoner_capitalised: bool = False
+    not_names: tuple[str, ...] = ()
     min_letters: int = 4
+    score: float = 0.6
+
+    def names(self, vocab: Any, word: str) -> bool:
+        if word in self.not_names:
+            return False
+        cased = word.capitalize()
+        if not vocab.has_vector(word):
+            return vocab.has_vector(cased) or len(word) >= self.min_letters
+        if not self.commoner_capitalised or not vocab.has_vector(cased):
+            return False
+        # Vector rows are ordered by frequency; a word pruned from the table shares a
+        # row with another, which says nothing of which form is commoner.
+        lower_rank, cased_rank = vocab[word].rank, vocab[cased].rank
+        return bool(cased_rank < lower_rank)
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        cues = "|".join(f"(?:{c})" for c in self.cues) or "(?!)"
+        # The cues in any case ("I worked for"); the word in lower case.
+        return re.compile(rf"(?i:\b(?:{cues}))\s+([a-z][a-z'-]*[a-z])\b")
 
 
 @dataclass(frozen=True)
@@ -245,6 +278,7 @@ class Policy:
     context: ContextRule = ContextRule()
     contact_block: ContactBlockRule = ContactBlockRule()
     lowercase: LowercaseRule = LowercaseRule()
+    cued_names: tuple[CuedNameRule, ...] = ()
     name_lists: NameListRule = NameListRule()
     rare_words: RareWordRule = RareWordRule()
     vocatives: VocativeRule = VocativeRule()
@@ -316,6 +350,10 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         context=ContextRule(**section("context")),
         contact_block=ContactBlockRule(**section("contact_block")),
         lowercase=LowercaseRule(**section("lowercase_lines")),
+        cued_names=tuple(
+            CuedNameRule(**{k: tuple(v) if isinstance(v, list) else v for k, v in rule.items()})
+            for rule in data.get("cued_names", ())
+        ),
         name_lists=NameListRule(**section("name_lists")),
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
@@ -523,6 +561,7 @@ class Detector:
                 short = len(words) <= self.policy.context.label_line_words
                 label = [w.lower() for w in words] if short else []
             findings += self._lowercase_lines(lines)
+            findings += self._cued_names(lines)
         findings += self._contact_lines(lines, per_line)
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
@@ -736,8 +775,6 @@ class Detector:
             return []
         nlp = cast(Any, self._engine.nlp_engine).nlp["en"]
         findings = []
-        for offset, line, _ in todo:
-            findings += self._introduced(offset, line, nlp.vocab)
         for (offset, line, _), doc in zip(todo, nlp.pipe([c for *_, c in todo]), strict=True):
             for ent in doc.ents:
                 entity = self.policy.entity_mapping.get(ent.label_, "")
@@ -757,29 +794,26 @@ class Detector:
                 )
         return findings
 
-    def _introduced(self, offset: int, line: str, vocab: Any) -> list[Finding]:
-        """In a line without capitals, a name right after an introduction ("i am belal")."""
-        rule = self.policy.lowercase
+    def _cued_names(self, lines: list[tuple[int, str]]) -> list[Finding]:
+        """Names in lower case right after a cue (:class:`CuedNameRule`)."""
+        vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
         found = []
-        for m in self._introduction.finditer(line):
-            word = m.group(1)
-            lower_known = vocab.has_vector(word)
-            cased_known = vocab.has_vector(word.capitalize())
-            if lower_known or not (cased_known or len(word) >= rule.min_letters):
-                continue
-            if self._allowed(word) or not self._accepts("PERSON", word, rule.score):
-                continue
-            start = offset + m.start(1)
-            found.append(Finding("PERSON", start, start + len(word), word, rule.score, "Intro"))
+        for rule in self.policy.cued_names:
+            for offset, line in lines:
+                if rule.lower_lines and any(ch.isupper() for ch in line):
+                    continue
+                for m in rule.pattern.finditer(line):
+                    word = m.group(1)
+                    if (
+                        not rule.names(vocab, word)
+                        or self._allowed(word)
+                        or not self._accepts(rule.entity, word, rule.score)
+                    ):
+                        continue
+                    start = offset + m.start(1)
+                    end = start + len(word)
+                    found.append(Finding(rule.entity, start, end, word, rule.score, "CuedName"))
         return found
-
-    @functools.cached_property
-    def _introduction(self) -> re.Pattern[str]:
-        phrases = "|".join(
-            r"\s+".join(map(re.escape, p.split()))
-            for p in sorted(self.policy.lowercase.introductions, key=len, reverse=True)
-        )
-        return re.compile(rf"\b(?:{phrases or '(?!)'})\s+([a-z][a-z'-]*[a-z])\b")
 
     def _contact_lines(
         self, lines: list[tuple[int, str]], per_line: list[list[Finding]]
