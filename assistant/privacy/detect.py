@@ -326,10 +326,12 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     if wrong:
         raise PrivacyError(f"{path}: categories: {wrong[0]} is not one of {', '.join(MODES)}")
 
+    def frozen(items: dict[str, Any]) -> dict[str, Any]:
+        """YAML lists become the tuples the frozen rules hold."""
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in items.items()}
+
     def section(name: str) -> dict[str, Any]:
-        """A rule's section; YAML lists become the tuples the frozen rules hold."""
-        items = dict(data.get(name, {})).items()
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in items}
+        return frozen(dict(data.get(name, {})))
 
     return Policy(
         model=data["nlp"]["model"],
@@ -350,10 +352,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         context=ContextRule(**section("context")),
         contact_block=ContactBlockRule(**section("contact_block")),
         lowercase=LowercaseRule(**section("lowercase_lines")),
-        cued_names=tuple(
-            CuedNameRule(**{k: tuple(v) if isinstance(v, list) else v for k, v in rule.items()})
-            for rule in data.get("cued_names", ())
-        ),
+        cued_names=tuple(CuedNameRule(**frozen(dict(rule))) for rule in data.get("cued_names", ())),
         name_lists=NameListRule(**section("name_lists")),
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
