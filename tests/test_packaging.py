@@ -8,6 +8,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,6 +31,7 @@ def test_wheel_builds_with_manifest_and_data(tmp_path: Path) -> None:
     assert not any(n.endswith(".gguf") for n in names)  # weights never ship in this wheel
 
 
+@pytest.mark.timeout(3000)  # builds llama-cpp-python's wheel when pip has none cached
 def test_the_wheelhouse_installs_into_an_empty_venv_with_no_index(tmp_path: Path) -> None:
     """make wheelhouse's script, then its installer with no index reachable (the model
     extra is left out to save time): the app's parts import, the embedder answers, and

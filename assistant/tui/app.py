@@ -8,6 +8,7 @@ work.  The app talks to the database through its own connection (WAL), so a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -87,7 +88,9 @@ class DragApp(App[None]):
         if threading.get_ident() == self._thread_id:
             self.status = message
         else:
-            self.call_from_thread(setattr, self, "status", message)
+            # A loader thread can outlive the app (closed while loading): no one to tell.
+            with contextlib.suppress(RuntimeError):  # "App is not running"
+                self.call_from_thread(setattr, self, "status", message)
 
     def ready_line(self) -> str:
         s = self.settings
