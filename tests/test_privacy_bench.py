@@ -119,6 +119,32 @@ def test_whole_run_without_teacher_opens_no_connection(
     assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
 
 
+def test_categories_measure_the_product_as_a_user_has_set_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--categories runs the full stack with privacy.categories overrides: a firm the
+    question is only about stays under the policy's contextual default and is replaced
+    when the user has set organisations to strict."""
+    data = tmp_path / "q.csv"
+    data.write_text(
+        "conversation_hash,user_query,pii_units\n0abc,What is the history of Siemens?,Siemens\n"
+    )
+    common = ["--dataset", str(data), "--no-teacher", "--methods", "full"]
+    rates = {}
+    for extra in ([], ["--categories", "ORGANIZATION=strict"]):
+        out = tmp_path / f"out{len(extra)}"
+        assert leakage.main([*common, "--out", str(out), *extra]) == 0
+        summary = json.loads((out / "privacy-summary.json").read_text())
+        rates.update({name: s["unit_leaked"] for name, s in summary.items()})
+    assert rates == {"full": 1, "full ORGANIZATION=strict": 0}
+    capsys.readouterr()
+    for bad in ("FOO=strict", "ORGANIZATION", "ORGANIZATION=loose"):
+        code = leakage.main([*common, "--out", str(tmp_path / "bad"), "--categories", bad])
+        err = capsys.readouterr().err.strip()
+        assert code == 1 and err.startswith("bench privacy: error: privacy.categories")
+        assert "\n" not in err
+
+
 @pytest.mark.integration
 def test_whole_run_through_the_real_teacher(
     tmp_path: Path,

@@ -58,6 +58,7 @@ from assistant.errors import DragError, GuardBlocked
 from assistant.privacy.detect import (
     Detector,
     _offline_email_recognizer,
+    category_modes,
     load_policy,
     spacy_engine,
 )
@@ -817,6 +818,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rewrite", action="store_true", help="the full stack includes the student's rewrite"
     )
+    parser.add_argument(
+        "--categories",
+        default="",
+        metavar="ENTITY=MODE,...",
+        help="the full stack with these privacy.categories modes over policy.yaml's "
+        "(e.g. ORGANIZATION=strict,LOCATION=strict); default: the policy's own",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument("--resume", action="store_true")
     parser.add_argument(
@@ -860,10 +868,12 @@ def main(argv: list[str] | None = None) -> int:
         stack = contextlib.ExitStack()
         send = None if args.no_teacher or "full" not in names else stack.enter_context(_sender())
         methods: dict[str, Method] = {}
+        modes = category_modes([c for c in args.categories.split(",") if c.strip()])
         for name in names:
             if name == "full":
-                methods["full" + ("+rewrite" if args.rewrite else "")] = make_full(
-                    Detector(), rewriter if args.rewrite else None, send
+                label = "full" + "".join(f" {e}={m}" for e, m in modes.items())
+                methods[label + ("+rewrite" if args.rewrite else "")] = make_full(
+                    Detector(categories=modes), rewriter if args.rewrite else None, send
                 )
             elif name == "presidio":
                 methods["presidio-default"] = make_presidio_default()
