@@ -8,14 +8,16 @@ in a small sidecar keyed on size and mtime so later starts skip the hashing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import threading
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,9 @@ from assistant.errors import ModelError
 _HERE = Path(__file__).resolve().parent
 # In a wheel the manifest is copied to assistant/_data; in a checkout it is models/.
 _MANIFEST_PLACES = (_HERE / "_data" / "manifest.toml", _HERE.parent / "models" / "manifest.toml")
+# One locate() at a time in this process: the app loads the student and starts the local
+# teacher side by side, and on a fresh machine both would join the same 1.1 GB file.
+_JOINING = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -141,11 +146,12 @@ def verify(path: Path, sha256: str, *, name: str) -> None:
 def _remember_verified(path: Path, sha256: str, stamp: dict[str, int]) -> None:
     """Note that ``path``, as ``stamp`` found it, hashes to ``sha256``: verify() trusts
     it until the file's size or modification time changes."""
-    record = _load_verified()
-    record[str(path)] = {**stamp, "sha256": sha256}
-    tmp = _verified_record().with_suffix(".tmp")
-    paths.write_private(tmp, json.dumps(record, indent=1))
-    tmp.replace(_verified_record())
+    with _JOINING:
+        record = _load_verified()
+        record[str(path)] = {**stamp, "sha256": sha256}
+        tmp = _verified_record().with_suffix(f".{os.getpid()}.tmp")
+        paths.write_private(tmp, json.dumps(record, indent=1))
+        tmp.replace(_verified_record())
 
 
 def joined_path(spec: ModelSpec) -> Path:
@@ -159,7 +165,7 @@ def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str]
     if missing:
         raise ModelError(f"model {spec.name!r}: chunk {missing[0]} is missing: {spec.install}")
     on_progress(f"joining {len(parts)} chunks of {spec.name} into {target} (once)…")
-    tmp = target.with_name(target.name + f".{os.getpid()}.part")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
     digest = hashlib.sha256()
     try:
         with paths.open_private(tmp) as out:
@@ -181,24 +187,50 @@ def _join_chunks(spec: ModelSpec, parts: list[Path], on_progress: Callable[[str]
     return target
 
 
+@contextlib.contextmanager
+def _one_joiner(spec: ModelSpec) -> Iterator[None]:
+    """Hold the join of ``spec`` against the other threads of this process and, where
+    the OS has ``flock``, against other drag processes (a second terminal, the tests)."""
+    with _JOINING:
+        try:
+            import fcntl
+        except ImportError:  # no flock here: the joins are still atomic, only repeated
+            yield
+            return
+        lock = paths.private_dir(joined_path(spec).parent) / (spec.file + ".lock")
+        with paths.open_private(lock) as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 def locate(spec: ModelSpec, on_progress: Callable[[str], None] = lambda _m: None) -> Path:
     """The verified local path of a manifest model (joining chunks if needed).
 
     A joined file that verifies is used without its chunk packages, so they can be
-    removed once joined (:func:`drop_chunks`); one that does not verify is joined again."""
+    removed once joined (:func:`drop_chunks`); one that does not verify is joined again.
+    Callers that ask at the same time wait for one join and then use its file."""
     if spec.source["kind"] == "chunks":
-        joined = joined_path(spec)
-        if joined.is_file() and joined.stat().st_size == spec.size:
-            try:
-                verify(joined, spec.sha256, name=spec.name)
-                return joined
-            except ModelError:
-                if chunk_packages(spec) != spec.source["packages"]:
-                    raise  # corrupt, and no chunks to join it again from
-                joined.unlink()  # corrupt: joined again below
-        path = _join_chunks(spec, _source_files(spec), on_progress)
-    else:
-        path = _source_files(spec)[0]
+        with _one_joiner(spec):
+            return _locate_chunked(spec, on_progress)
+    path = _source_files(spec)[0]
+    verify(path, spec.sha256, name=spec.name)
+    return path
+
+
+def _locate_chunked(spec: ModelSpec, on_progress: Callable[[str], None]) -> Path:
+    joined = joined_path(spec)
+    if joined.is_file() and joined.stat().st_size == spec.size:
+        try:
+            verify(joined, spec.sha256, name=spec.name)
+            return joined
+        except ModelError:
+            if chunk_packages(spec) != spec.source["packages"]:
+                raise  # corrupt, and no chunks to join it again from
+            joined.unlink()  # corrupt: joined again below
+    path = _join_chunks(spec, _source_files(spec), on_progress)
     verify(path, spec.sha256, name=spec.name)
     return path
 

@@ -150,6 +150,51 @@ def test_chunks_are_joined_once_and_verified(
     sys.modules.pop("fakechunk_part1", None)
 
 
+def test_two_callers_at_once_wait_for_one_join(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a fresh machine the app loads the student while it starts the local teacher:
+    both locate the same model at once.  One joins it; the other waits and uses that
+    file (before, both joined into the same temporary name and one failed)."""
+    import threading
+    import time
+
+    site = tmp_path / "site"
+    payload = b"GGUF" + bytes(range(256)) * 30
+    names = ["racechunk_part1", "racechunk_part2"]
+    fake_chunk_packages(site, names, [payload[:3000], payload[3000:]])
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
+    spec = fake_chunked_spec("fake-race", names, payload)
+    slow_sources = modelfiles._source_files
+
+    def slowly(s: modelfiles.ModelSpec) -> list[Path]:
+        time.sleep(0.3)  # long enough for the other caller to arrive meanwhile
+        return slow_sources(s)
+
+    monkeypatch.setattr(modelfiles, "_source_files", slowly)
+    joins: list[str] = []
+    found: list[Path] = []
+    errors: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            found.append(modelfiles.locate(spec, lambda m: joins.append(m)))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == [] and len(found) == 2 and found[0] == found[1]
+    assert found[0].read_bytes() == payload and len(joins) == 1
+    assert not list(found[0].parent.glob("*.part"))
+    for name in names:
+        sys.modules.pop(name, None)
+
+
 def test_once_joined_the_chunk_packages_can_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
