@@ -240,6 +240,7 @@ def _remember(
         triple_embeddings=embed([t.text for t in triples]) if triples else None,
         entity_embeddings=dict(zip(names, embed(names), strict=True)) if names else {},
         graph_upload=uploads.get("merge") or uploads.get("triples"),
+        extract_upload=uploads.get("triples") if uploads.get("merge") else None,
         has_graph=triples is not None,
     )
     try:

@@ -131,8 +131,7 @@ class Recalled:
 
     @property
     def uploads(self) -> tuple[int, ...]:
-        ids = {e.upload_id for e in self.evidence} | {t.upload_id for t in self.triples}
-        return tuple(sorted(i for i in ids if i is not None))
+        return cache.uploads_of(self.evidence, self.triples)
 
     def covers(self, threshold: float) -> bool:
         return self.how in ("exact", "near-duplicate") or (

@@ -275,6 +275,23 @@ def test_cache_is_keyed_by_question_model_and_prompt_version(store: Store) -> No
     assert cache.find(store.db, cache.key_of(other_prompt, "What do plants release?")) is None
 
 
+def test_a_merged_graph_keeps_both_of_its_uploads(store: Store) -> None:
+    """Evidence (1), extraction (2), merge (3): a cached answer names all three uploads,
+    whether the entry is found by its question or its triples are recalled alone."""
+    space = cache.space_of("m", {})
+    merged = entry(space, "What do plants release?")
+    merged.graph_upload, merged.extract_upload = 3, 2
+    entry_id = store.put_cache(merged)
+    found = cache.load_entry(store.db, entry_id)
+    assert found is not None and found.uploads == (1, 2, 3)
+    (triple,) = cache.triples_where(store.db, "WHERE t.entry_id = ?", [entry_id])
+    assert triple.upload_ids == (3, 2)
+    assert cache.uploads_of([], [triple]) == (2, 3)
+    # Without a merge the extraction is the graph's only upload.
+    plain = cache.load_entry(store.db, store.put_cache(entry(space, "q2", seed=20)))
+    assert plain is not None and plain.uploads == (1, 2)
+
+
 def test_replacing_an_entry_drops_its_old_items_and_unused_entities(store: Store) -> None:
     space = cache.space_of("m", {})
     store.put_cache(entry(space, "q"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,21 @@ class CachedTriple:
     relation: str
     text: str
     sources: tuple[int, ...]
-    upload_id: int | None
+    upload_id: int | None  # the call that gave it its final form (the merge, if any)
+    extract_upload_id: int | None = None  # the extraction a merge started from
+
+    @property
+    def upload_ids(self) -> tuple[int, ...]:
+        return tuple(i for i in (self.upload_id, self.extract_upload_id) if i is not None)
+
+
+def uploads_of(
+    evidence: Iterable[CachedEvidence], triples: Iterable[CachedTriple]
+) -> tuple[int, ...]:
+    """Every upload that what was recalled came from, in ledger order."""
+    ids = {e.upload_id for e in evidence if e.upload_id is not None}
+    ids.update(i for t in triples for i in t.upload_ids)
+    return tuple(sorted(ids))
 
 
 @dataclass(frozen=True)
@@ -87,8 +101,7 @@ class Entry:
 
     @property
     def uploads(self) -> tuple[int, ...]:
-        ids = {e.upload_id for e in self.evidence} | {t.upload_id for t in self.triples}
-        return tuple(sorted(i for i in ids if i is not None))
+        return uploads_of(self.evidence, self.triples)
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,8 @@ class NewEntry:
     triples: list[NewTriple] = field(default_factory=list)
     triple_embeddings: Vector | None = None
     entity_embeddings: dict[str, Vector] = field(default_factory=dict)  # name -> vector
-    graph_upload: int | None = None
+    graph_upload: int | None = None  # the merge, or the extraction when nothing merged
+    extract_upload: int | None = None  # the extraction, when a merge followed it
     has_graph: bool = False
 
 
@@ -128,7 +142,8 @@ def _evidence_of(db: sqlite_utils.Database, where: str, params: Any) -> list[Cac
 
 
 _TRIPLE_SELECT = (
-    "SELECT t.id, t.entry_id, a.name, b.name, t.relation, t.text, t.sources, t.upload_id "
+    "SELECT t.id, t.entry_id, a.name, b.name, t.relation, t.text, t.sources, t.upload_id, "
+    "t.extract_upload_id "
     "FROM cache_triples t JOIN cache_entities a ON a.id = t.entity1_id "
     "JOIN cache_entities b ON b.id = t.entity2_id "
 )
@@ -137,7 +152,7 @@ _TRIPLE_SELECT = (
 def triples_where(db: sqlite_utils.Database, where: str, params: Any) -> list[CachedTriple]:
     rows = db.execute(_TRIPLE_SELECT + where, params).fetchall()
     return [
-        CachedTriple(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7])
+        CachedTriple(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7], r[8])
         for r in rows
     ]
 
@@ -217,7 +232,8 @@ def put(db: sqlite_utils.Database, new: NewEntry) -> int:
             e2 = _entity_id(db, new.space, t.entity2, new.entity_embeddings[t.entity2])
             db.execute(
                 "INSERT INTO cache_triples (entry_id, entity1_id, entity2_id, relation, text, "
-                "sources, embedding, upload_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "sources, embedding, upload_id, extract_upload_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     entry_id,
                     e1,
@@ -227,6 +243,7 @@ def put(db: sqlite_utils.Database, new: NewEntry) -> int:
                     json.dumps(list(t.sources)),
                     pack(te[i]),
                     new.graph_upload,
+                    new.extract_upload,
                 ],
             )
         _drop_orphans(db, old_entities)

@@ -163,6 +163,13 @@ def m004_ledger_mac(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE uploads ADD COLUMN mac TEXT")
 
 
+@migration
+def m005_triple_extraction_upload(db: sqlite_utils.Database) -> None:
+    """A merged triple came from two uploads: the merge (``upload_id``) and the
+    extraction it merged (``extract_upload_id``); a cached answer's provenance lists both."""
+    db.execute("ALTER TABLE cache_triples ADD COLUMN extract_upload_id INTEGER")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
