@@ -280,15 +280,26 @@ def ask(
     try:
         with Runtime(settings, status=_status_printer(_interactive_stderr())) as rt:
             on_text = (lambda piece: echo(piece, nl=False)) if stream else None
-            result = pipeline.ask(rt, text, on_text=on_text, **_review_options(review, yes))
+            result = pipeline.ask(
+                rt,
+                text,
+                on_text=on_text,
+                progress=_end_streamed_line if stream else None,
+                **_review_options(review, yes),
+            )
     except (errors.DragError, KeyboardInterrupt) as exc:
         raise _kept(text, exc) from None
     if as_json:
         echo(to_json(result.to_dict()))
     else:
-        if stream:
-            echo()
         echo(_format_result(result, streamed=stream))
+
+
+def _end_streamed_line(stage: str, _result: Any) -> None:
+    """The streamed answer's line ends as soon as it is written, before any status line
+    about what follows (the graph built for the cache after the answer)."""
+    if stage == "answered":
+        echo()
 
 
 @cli.command()
@@ -331,9 +342,9 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
                     rt,
                     line,
                     on_text=lambda piece: echo(piece, nl=False),
+                    progress=_end_streamed_line,
                     **_review_options(False, False),
                 )
-                echo()
                 echo(_format_result(result, streamed=True))
             except (errors.DragError, KeyboardInterrupt) as exc:
                 echo()

@@ -105,12 +105,15 @@ def test_drag_ask_on_a_terminal_prints_the_answer_as_it_is_written(
     tmp_path: Path,
 ) -> None:
     """The real CLI on a pseudo-terminal: the answer's words arrive in several writes, and
-    the first before the footer the CLI prints once the answer is complete."""
+    the first before the footer the CLI prints once the answer is complete.  The graph is
+    built after the answer (as with the embedded teacher), and its status line starts on
+    a line of its own."""
     use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
     env = {
         **os.environ,
         "DRAG_STUDENT_MAX_TOKENS": "48",
-        "DRAG_PIPELINE_MODE": "evidence",
+        "DRAG_PIPELINE_MODE": "combined",
+        "DRAG_PIPELINE_GRAPH_TIMING": "after-answer",
         "DRAG_PIPELINE_N": "4",
         "DRAG_PRIVACY_REVIEW": "never",
     }
@@ -139,3 +142,6 @@ def test_drag_ask_on_a_terminal_prints_the_answer_as_it_is_written(
     answer_writes = [i for i, (_, c) in enumerate(writes[:footer]) if status_line not in c]
     assert len(answer_writes) >= 2, json.dumps([c.decode("utf-8", "replace") for _, c in writes])
     assert writes[answer_writes[0]][0] < writes[footer][0]
+    later = output.index("building the knowledge graph for the cache")
+    before_status = output[: output.rindex("\x1b[2m", 0, later)]
+    assert before_status.endswith("\n"), repr(before_status[-200:])
