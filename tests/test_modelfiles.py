@@ -43,6 +43,20 @@ def fake_chunked_spec(name: str, names: list[str], payload: bytes) -> modelfiles
     )
 
 
+def installed_fake_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str, repeat: int, cut: int
+) -> tuple[modelfiles.ModelSpec, bytes, list[str]]:
+    """A model in two fake chunk packages (``prefix``_part1, _part2) on this test's path,
+    with a DRAG_HOME of its own: (its manifest entry, its bytes, the package names)."""
+    site = tmp_path / "site"
+    payload = b"GGUF" + bytes(range(256)) * repeat
+    names = [f"{prefix}_part1", f"{prefix}_part2"]
+    fake_chunk_packages(site, names, [payload[:cut], payload[cut:]])
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
+    return fake_chunked_spec(f"fake-{prefix}", names, payload), payload, names
+
+
 def test_manifest_entries_are_complete() -> None:
     manifest = modelfiles.load_manifest()
     assert "qwen2.5-coder-1.5b-instruct" in manifest and "smollm2-135m-instruct" in manifest
@@ -159,13 +173,7 @@ def test_two_callers_at_once_wait_for_one_join(
     import threading
     import time
 
-    site = tmp_path / "site"
-    payload = b"GGUF" + bytes(range(256)) * 30
-    names = ["racechunk_part1", "racechunk_part2"]
-    fake_chunk_packages(site, names, [payload[:3000], payload[3000:]])
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
-    spec = fake_chunked_spec("fake-race", names, payload)
+    spec, payload, names = installed_fake_model(tmp_path, monkeypatch, "racechunk", 30, 3000)
     slow_sources = modelfiles._source_files
 
     def slowly(s: modelfiles.ModelSpec) -> list[Path]:
@@ -200,13 +208,7 @@ def test_once_joined_the_chunk_packages_can_go(
 ) -> None:
     """drop_chunks joins and verifies first, asks pip to uninstall exactly the chunk
     packages, and the model is then found without them; a corrupt joined file is refused."""
-    site = tmp_path / "site"
-    payload = b"GGUF" + bytes(range(256)) * 40
-    names = ["dropchunk_part1", "dropchunk_part2"]
-    fake_chunk_packages(site, names, [payload[:4000], payload[4000:]])
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
-    spec = fake_chunked_spec("fake-droppable", names, payload)
+    spec, payload, names = installed_fake_model(tmp_path, monkeypatch, "dropchunk", 40, 4000)
     joined = modelfiles.locate(spec)
     joined.write_bytes(b"Y" * len(payload))  # corrupt while the chunks are here: joined again
     assert modelfiles.locate(spec).read_bytes() == payload
@@ -217,7 +219,7 @@ def test_once_joined_the_chunk_packages_can_go(
         calls.append(args)
         assert modelfiles.joined_path(spec).read_bytes() == payload  # joined before
         for name in names:
-            shutil.rmtree(site / name)
+            shutil.rmtree(tmp_path / "site" / name)
             sys.modules.pop(name, None)
         return subprocess.CompletedProcess(args, 0, "", "")
 
