@@ -138,6 +138,14 @@ def test_detects_the_papers_example(detector: Detector) -> None:
             "PERSON",
         ),
         ("Write a follow up email to Mrs. Dipert about the tour", "Dipert", "PERSON"),
+        # A phone number after its label; an identifier after its label.
+        ("Patient Call IMC Network Unified Number 920027778", "920027778", "PHONE_NUMBER"),
+        ("Our contact no: 98765 43210", "98765 43210", "PHONE_NUMBER"),
+        ("la situation du moteur PW127M, S/N : ED1755 après", "ED1755", "ID_NUMBER"),
+        ("selling its Aircraft ATR72-500, MSN:0756. Tenders", "0756", "ID_NUMBER"),
+        ("My employee ID 48213 is not working", "48213", "ID_NUMBER"),
+        # A first name typed in lower case before the surname that was found.
+        ("Include my demone Johnson and the company name", "demone Johnson", "PERSON"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
@@ -171,8 +179,18 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "Should an email to HR about leave be formal?",  # no one named
         "How do I respond to Covid symptoms?",
         "When should I reply to All in a thread?",
+        "Which number is prime: 1234567 or 1234568?",  # a number, not a phone's
+        "my number one priority is the 2024 plan",
+        "The serial killers of the 1970s",  # no identifier after the label
+        "In this case number 3 is the answer",
+        "Is the student ID card valid abroad?",
     ]:
         assert detector.find(text) == [], text
+
+
+def test_a_known_word_before_a_name_stays_outside_it(detector: Detector) -> None:
+    """Only a word the vectors do not know in lower case joins the name after it."""
+    assert kinds(detector.find("please ask Johnson about it")) == {"Johnson": "PERSON"}
 
 
 def test_labels_end_at_word_boundaries(detector: Detector) -> None:

@@ -50,6 +50,9 @@ def _unknown(vocab: Any, word: str, min_letters: int) -> bool:
     )
 
 
+# A lower-case word, then one space, at the end of the text searched (GivenNameRule).
+_WORD_BEFORE = re.compile(r"(?<![\w'-])([a-z][a-z'-]*[a-z]) $")
+
 _SENTENCE_END = {".", "!", "?", '"', "“", "(", "-", "–"}
 
 
@@ -155,6 +158,21 @@ class CuedNameRule:
         cues = "|".join(f"(?:{c})" for c in self.cues) or "(?!)"
         # The cues in any case ("I worked for"); the word in lower case.
         return re.compile(rf"(?i:\b(?:{cues}))\s+([a-z][a-z'-]*[a-z])\b")
+
+
+@dataclass(frozen=True)
+class GivenNameRule:
+    """A first name typed in lower case right before a name that was found ("include my
+    demone Johnson"): a word the model's vectors do not know in lower case, and know
+    capitalised or not at all with ``min_letters``+ letters, joins the name."""
+
+    entity: str = ""
+    min_letters: int = 4
+
+    def names(self, vocab: Any, word: str) -> bool:
+        if vocab.has_vector(word):
+            return False
+        return vocab.has_vector(word.capitalize()) or len(word) >= self.min_letters
 
 
 @dataclass(frozen=True)
@@ -279,6 +297,7 @@ class Policy:
     contact_block: ContactBlockRule = ContactBlockRule()
     lowercase: LowercaseRule = LowercaseRule()
     cued_names: tuple[CuedNameRule, ...] = ()
+    given_names: GivenNameRule = GivenNameRule()
     name_lists: NameListRule = NameListRule()
     rare_words: RareWordRule = RareWordRule()
     vocatives: VocativeRule = VocativeRule()
@@ -353,6 +372,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         contact_block=ContactBlockRule(**section("contact_block")),
         lowercase=LowercaseRule(**section("lowercase_lines")),
         cued_names=tuple(CuedNameRule(**frozen(dict(rule))) for rule in data.get("cued_names", ())),
+        given_names=GivenNameRule(**section("lowercase_given_names")),
         name_lists=NameListRule(**section("name_lists")),
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
@@ -564,6 +584,7 @@ class Detector:
         findings += self._contact_lines(lines, per_line)
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
+        findings += self._given_names(text, findings)
         return self._in_context(text, resolve_overlaps(findings))
 
     def _unknown_word(self, text: str) -> bool:
@@ -813,6 +834,24 @@ class Detector:
                     end = start + len(word)
                     found.append(Finding(rule.entity, start, end, word, rule.score, "CuedName"))
         return found
+
+    def _given_names(self, text: str, found: list[Finding]) -> list[Finding]:
+        """A name found, with the lower-case first name typed before it (GivenNameRule)."""
+        rule = self.policy.given_names
+        if not rule.entity:
+            return []
+        vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
+        longer = []
+        for f in found:
+            if f.entity != rule.entity or not f.text[:1].isupper():
+                continue
+            m = _WORD_BEFORE.search(text, 0, f.start)
+            if m is None or not rule.names(vocab, m.group(1)) or self._allowed(m.group(1)):
+                continue
+            value = text[m.start(1) : f.end]
+            if self._accepts(rule.entity, value, f.score):
+                longer.append(Finding(rule.entity, m.start(1), f.end, value, f.score, "GivenName"))
+        return longer
 
     def _contact_lines(
         self, lines: list[tuple[int, str]], per_line: list[list[Finding]]
