@@ -72,6 +72,27 @@ async def test_the_app_loads_its_parts_while_the_user_types() -> None:
         assert student._llm.n_tokens > student.count_tokens(answer.SYSTEM)
 
 
+async def test_the_question_line_follows_the_status_until_its_context_is_ready() -> None:
+    """While the teacher works, the question's own line says so (it used to stay at
+    "checking for personal data"); once the context is ready, its badge stays."""
+    from textual.containers import VerticalScroll
+
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        turn = Turn("Why do leaves change colour?", note="… working")
+        await chat.query_one("#messages", VerticalScroll).mount(turn)
+        chat.pending, chat._asking = turn.question, turn
+        app.status = "asking the teacher for evidence…"
+        await pilot.pause()
+        assert turn.note == "… asking the teacher for evidence…"
+        turn.set_note("from the teacher now · answering…")
+        app.status = "the student is answering…"
+        await pilot.pause()
+        assert turn.note == "from the teacher now · answering…"
+
+
 async def test_settings_are_validated_and_saved_to_the_cli_config() -> None:
     app = DragApp(settings_from(), warm=False)
     async with app.run_test(size=(140, 40)) as pilot:

@@ -202,6 +202,7 @@ class ChatScreen(DragScreen):
     def __init__(self) -> None:
         super().__init__()
         self.pending: str | None = None  # the question being answered
+        self._asking: Turn | None = None  # its turn
         self._cancel = threading.Event()
 
     def compose(self) -> ComposeResult:
@@ -224,6 +225,14 @@ class ChatScreen(DragScreen):
     def on_mount(self) -> None:
         self.refresh_conversations()
         self.query_one("#question", Input).focus()
+        self.watch(self.app, "status", self._follow_status, init=False)
+
+    def _follow_status(self, status: str) -> None:
+        """Until its context is ready, the question's own line says what is being done
+        (the status line's words), not only the first step."""
+        turn = self._asking
+        if self.pending is not None and turn is not None and turn.note.startswith("…"):
+            turn.set_note(f"… {status}")
 
     # -- conversations ------------------------------------------------------------------
 
@@ -329,7 +338,7 @@ class ChatScreen(DragScreen):
         turn = Turn(question, note="… working")
         self.query_one("#messages", VerticalScroll).mount(turn)
         turn.scroll_visible()
-        self.pending = question
+        self.pending, self._asking = question, turn
         self._cancel.clear()
         self.ask(question, turn)
 
@@ -407,7 +416,7 @@ class ChatScreen(DragScreen):
         self.refresh_conversations(self.query_one("#search", Input).value.strip())
 
     def _done(self) -> None:
-        self.pending = None
+        self.pending, self._asking = None, None
         self.drag.status = self.drag.ready_line()
 
     def last_result(self) -> Any:
