@@ -67,7 +67,9 @@ class Teacher:
                 base_url=base_url,
                 api_key=api_key,
                 timeout=settings.timeout,
-                max_retries=settings.max_retries,
+                # The embedded llama_cpp.server goes on writing a reply that timed out, and
+                # a retry would wait behind it: the local teacher is asked once.
+                max_retries=0 if local else settings.max_retries,
             ),
             model=model,
             structured=structured,

@@ -129,6 +129,20 @@ def test_item_11_a_huge_reply_is_refused_unread(
     assert time.monotonic() - started < 20  # not a 50 MB read (a loose bound, not a target)
 
 
+def test_the_local_teacher_is_asked_once() -> None:
+    """A reply that timed out goes on being written by llama_cpp.server (measured: 210
+    tokens in 471 s beside another llama.cpp process), so a retry would only queue behind
+    it; a remote teacher keeps teacher.max_retries."""
+    from assistant.config import TeacherSettings
+    from assistant.teacher import Teacher
+
+    settings = TeacherSettings(max_retries=3)
+    common = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": None}
+    local = Teacher.from_settings(settings, local=True, guard=None, protected=tuple, **common)
+    remote = Teacher.from_settings(settings, local=False, guard=None, protected=tuple, **common)
+    assert (local.endpoint.max_retries, remote.endpoint.max_retries) == (0, 3)
+
+
 def test_item_11_a_dripping_reply_stops_at_the_timeout(
     hostile: hostile_teacher.HostileTeacher, allowed: SocketLog, guard: EgressGuard
 ) -> None:
