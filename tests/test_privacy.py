@@ -146,6 +146,10 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("My employee ID 48213 is not working", "48213", "ID_NUMBER"),
         # A first name typed in lower case before the surname that was found.
         ("Include my demone Johnson and the company name", "demone Johnson", "PERSON"),
+        # The user's folder in a home path; a handle after its network's name.
+        ("/home/jdoe42/projects/app/main.py raises an error", "jdoe42", "USERNAME"),
+        ("follow me on twitter: jane_doe_88", "jane_doe_88", "USERNAME"),
+        ("my github is octo_cat99, can you review it?", "octo_cat99", "USERNAME"),
     ],
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
@@ -184,8 +188,19 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "The serial killers of the 1970s",  # no identifier after the label
         "In this case number 3 is the answer",
         "Is the student ID card valid abroad?",
+        "twitter is popular with 20-somethings",  # no handle after the network's name
+        "What is the /home/ directory for on Linux?",
+        "copy it to C:\\Users\\Public\\Desktop first",  # a folder every Windows has
     ]:
         assert detector.find(text) == [], text
+
+
+def test_a_user_name_in_a_path_is_found_inside_a_firm_spacy_saw(detector: Detector) -> None:
+    """spaCy takes the whole path for an organisation, which nothing ties to a person;
+    the user's folder inside it is strict, so the path is not sent as it is."""
+    text = "Why does C:\\Users\\mhartley\\Documents\\report.docx fail to open?"
+    at = text.index("mhartley")
+    assert any(f.start <= at and at + len("mhartley") <= f.end for f in detector.find(text))
 
 
 def test_a_known_word_before_a_name_stays_outside_it(detector: Detector) -> None:

@@ -585,7 +585,9 @@ class Detector:
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
         findings += self._given_names(text, findings)
-        return self._in_context(text, resolve_overlaps(findings))
+        # Context first: a strict finding inside a contextual one that nothing ties to a
+        # person (a user name in a path spaCy took for a firm) is kept.
+        return resolve_overlaps(self._in_context(text, findings))
 
     def _unknown_word(self, text: str) -> bool:
         """Whether ``text`` holds a word of the kind the rare-word rule takes (see
