@@ -39,7 +39,7 @@ from assistant.teacher import Teacher
 # version to send instead (``sanitized.keeping(values)``: values the user lets go as they are).
 Review = Callable[[Sanitized], "bool | Sanitized"]
 # Told as ask() goes: the stage reached ("context", "answered") and the result so far.
-Progress = Callable[[Literal["context", "answered"], AskResult], None]
+Progress = Callable[[Literal["context", "answered", "graph"], AskResult], None]
 
 
 def _silent(_stage: str, _result: AskResult) -> None:
@@ -500,7 +500,8 @@ def ask(
 
     ``on_text`` receives the answer as it is written; ``progress(stage, result)`` is told
     ``"context"`` when the context is ready (the result says where it came from, no
-    answer yet) and ``"answered"`` when the answer is complete, before it is saved.
+    answer yet), ``"answered"`` when the answer is complete, before it is saved, and
+    ``"graph"`` when the graph is then built for the cache (``graph_after_answer``).
     """
     tell = progress or _silent
     # Every answer needs the student, and every context the embedder: on a cold start
@@ -523,6 +524,7 @@ def ask(
     answered = respond(runtime, gathered, on_text=on_text)
     tell("answered", answered)
     if later is not None:
+        tell("graph", answered)
         runtime.status("building the knowledge graph for the cache…")
         _graph_later(runtime, answered, later)
     return remember_answer(runtime, answered)

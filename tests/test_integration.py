@@ -196,7 +196,7 @@ def test_graph_after_the_answer_answers_from_evidence_then_caches_the_graph(
         entry = rt.store.db.execute(
             "SELECT has_graph FROM cache_entries WHERE id = ?", [result.provenance["entry_id"]]
         ).fetchone()
-    assert seen["context"] == seen["answered"] == ["evidence"]
+    assert seen["context"] == seen["answered"] == seen["graph"] == ["evidence"]
     assert egress_only[:2] == ["evidence", "triples"]
     assert [c["purpose"] for c in result.teacher["calls"]] == egress_only
     assert result.mode == "evidence" and result.used_triples == [] and result.answer

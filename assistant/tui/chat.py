@@ -386,8 +386,11 @@ class ChatScreen(DragScreen):
         def progress(stage: str, result: AskResult) -> None:
             if stage == "context":
                 app.call_from_thread(turn.set_note, badge(result) + " · answering…")
-            else:  # answered: the last words before the result replaces the stream
+            elif stage == "answered":  # the last words before the result replaces the stream
                 flush()
+            else:  # the graph, built after the answer for later questions
+                note = " · answered; building the graph for the cache…"
+                app.call_from_thread(turn.set_note, badge(result) + note)
 
         try:
             with app.runtime_lock:
