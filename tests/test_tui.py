@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import DataTable, Input, Static
@@ -214,6 +215,54 @@ async def test_ask_review_answer(
         assert rows and all(v.encode() not in bytes(r["request"]) for r in rows for v in VALUES)
     sent = socket_guard.sent_text()
     assert all(v not in sent for v in VALUES)
+
+
+@pytest.mark.integration
+async def test_a_question_asked_while_the_graph_is_built_waits_its_turn(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the graph built after the answer, the next question may be typed as soon as
+    the answer is complete: it waits for that graph, then runs. One waits at a time."""
+    import threading
+
+    from assistant import pipeline
+
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    gate = threading.Event()  # holds the first question's graph until the test lets go
+    real_graph_later = pipeline._graph_later
+
+    def held(*args: Any, **kwargs: Any) -> None:
+        gate.wait(120)
+        real_graph_later(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_graph_later", held)
+    after = {"DRAG_PIPELINE_MODE": "combined", "DRAG_PIPELINE_GRAPH_TIMING": "after-answer"}
+    app = DragApp(settings_from({**env, **after}), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        question = chat.query_one("#question", Input)
+        try:
+            question.value = "What is photosynthesis?"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: chat._answered)
+            first = chat.query(Turn).last()
+            assert "building the graph" in first.note and first.answer.strip()
+            question.value = "What is osmosis?"
+            await pilot.press("enter")
+            second = chat.query(Turn).last()
+            assert second is not first and "asked once" in second.note
+            question.value = "What is diffusion?"  # a third waits for its own turn
+            await pilot.press("enter")
+            assert len(list(chat.query(Turn))) == 2 and question.value == "What is diffusion?"
+        finally:
+            gate.set()  # never leave the worker waiting
+        await wait_for(pilot, lambda: chat.pending is None and second.result is not None)
+        assert first.result is not None and first.result.source == "teacher"
+        assert second.answer.strip()
 
 
 @pytest.mark.integration

@@ -203,6 +203,8 @@ class ChatScreen(DragScreen):
         super().__init__()
         self.pending: str | None = None  # the question being answered
         self._asking: Turn | None = None  # its turn
+        self._answered = False  # its answer is complete; the graph for the cache is built
+        self._queued: tuple[str, Turn] | None = None  # the next question, asked meanwhile
         self._cancel = threading.Event()
 
     def compose(self) -> ComposeResult:
@@ -330,15 +332,25 @@ class ChatScreen(DragScreen):
         question = event.value
         if not question.strip():
             return
-        if self.pending is not None:
+        if self.pending is not None and (not self._answered or self._queued is not None):
             self.notify("one question at a time: wait for the answer", severity="warning")
             return
         event.input.value = ""
         self.query("#welcome").remove()
-        turn = Turn(question, note="… working")
+        waits = self.pending is not None  # the last answer is complete, its graph is not
+        turn = Turn(
+            question,
+            note="… asked once the last answer's graph is in the cache" if waits else "… working",
+        )
         self.query_one("#messages", VerticalScroll).mount(turn)
         turn.scroll_visible()
-        self.pending, self._asking = question, turn
+        if waits:
+            self._queued = (question, turn)
+        else:
+            self._start(question, turn)
+
+    def _start(self, question: str, turn: Turn) -> None:
+        self.pending, self._asking, self._answered = question, turn, False
         self._cancel.clear()
         self.ask(question, turn)
 
@@ -358,13 +370,18 @@ class ChatScreen(DragScreen):
         return box["ok"]
 
     def cancel_pending(self) -> None:
-        """Quit while answering: keep the question, stop the student."""
-        if self.pending is not None:
-            with contextlib.suppress(DragError, OSError):  # closing: no one to tell
+        """Quit while answering: keep the question (and one asked meanwhile), stop the
+        student."""
+        with contextlib.suppress(DragError, OSError):  # closing: no one to tell
+            if self.pending is not None and not self._answered:
                 drafts.keep(self.pending, "the app was closed before the answer was complete")
+            if self._queued is not None:
+                drafts.keep(self._queued[0], "the app was closed before it was asked")
+        self._queued = None
+        if self.pending is not None:
             self._cancel.set()
 
-    @work(thread=True, exclusive=True, group="ask")
+    @work(thread=True, group="ask")  # one at a time: submit() queues, _done() starts
     def ask(self, question: str, turn: Turn) -> None:
         app = self.drag
         buffer: list[str] = []
@@ -389,8 +406,7 @@ class ChatScreen(DragScreen):
             elif stage == "answered":  # the last words before the result replaces the stream
                 flush()
             else:  # the graph, built after the answer for later questions
-                note = " · answered; building the graph for the cache…"
-                app.call_from_thread(turn.set_note, badge(result) + note)
+                app.call_from_thread(self._answer_complete, turn, result)
 
         try:
             with app.runtime_lock:
@@ -418,9 +434,18 @@ class ChatScreen(DragScreen):
         self.query_one("#context-body", Plain).update(context_text(result))
         self.refresh_conversations(self.query_one("#search", Input).value.strip())
 
+    def _answer_complete(self, turn: Turn, result: AskResult) -> None:
+        """The answer is written; the next question may be asked (it waits for the graph)."""
+        turn.set_note(badge(result) + " · answered; building the graph for the cache…")
+        self._answered = True
+
     def _done(self) -> None:
-        self.pending, self._asking = None, None
+        self.pending, self._asking, self._answered = None, None, False
         self.drag.status = self.drag.ready_line()
+        if self._queued is not None:
+            question, turn = self._queued
+            self._queued = None
+            self._start(question, turn)
 
     def last_result(self) -> Any:
         turns = list(self.query(Turn))
