@@ -195,12 +195,20 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         assert detector.find(text) == [], text
 
 
-def test_a_user_name_in_a_path_is_found_inside_a_firm_spacy_saw(detector: Detector) -> None:
-    """spaCy takes the whole path for an organisation, which nothing ties to a person;
-    the user's folder inside it is strict, so the path is not sent as it is."""
-    text = "Why does C:\\Users\\mhartley\\Documents\\report.docx fail to open?"
-    at = text.index("mhartley")
-    assert any(f.start <= at and at + len("mhartley") <= f.end for f in detector.find(text))
+def test_a_path_is_no_name_and_the_user_in_it_is(detector: Detector) -> None:
+    """spaCy takes the whole Windows path for an organisation; a path is no name, and
+    the user's folder in it is the user name: only that part is replaced."""
+    text = "Excel cannot open C:\\Users\\mhartley\\Desktop\\budget.xlsx"
+    assert kinds(detector.find(text)) == {"mhartley": "USERNAME"}
+
+
+def test_a_strict_finding_keeps_the_contextual_one_around_it(detector: Detector) -> None:
+    """Context is decided before overlaps. Three words in capitals are a strict PERSON
+    finding inside spaCy's organisation; resolving overlaps first, the longer
+    organisation hid it, and context then dropped the organisation (nothing tied it to a
+    person), so the firm's name was sent."""
+    text = "market risk premium data of GREENFIELD AGRO SEEDS LTD company of past 5 years"
+    assert kinds(detector.find(text)) == {"GREENFIELD AGRO SEEDS LTD": "ORGANIZATION"}
 
 
 def test_a_known_word_before_a_name_stays_outside_it(detector: Detector) -> None:

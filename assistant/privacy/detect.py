@@ -72,6 +72,10 @@ class Scanner(Protocol):
     def find(self, text: str) -> list[Finding]: ...
 
 
+# A file path: a backslash between two names, a drive, or a leading /, ~/ or ./
+# ("C:\\Users\\mhartley\\Documents"); not "Pfizer/BioNTech".
+_PATH = re.compile(r"\w\\\w|^[A-Za-z]:[\\/]|^(?:~|\.{1,2})?/\w")
+
 # Words holding digits at either end of a span ("ab213966 Abcam Inc.").
 _NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")
 
@@ -82,11 +86,14 @@ class EntityRule:
     threshold: float
     drop_acronyms: bool = False  # ignore a single all-capitals word ("ATP")
     drop_digits: bool = False  # ignore spans holding digits (once those at the ends are cut)
+    drop_paths: bool = False  # ignore a file path spaCy took for a name (its parts are read)
 
     def accepts(self, text: str, score: float) -> bool:
         if score < self.threshold or sum(ch.isalnum() for ch in text) < 3:
             return False
         if self.drop_acronyms and " " not in text and text.isupper():
+            return False
+        if self.drop_paths and _PATH.search(text):
             return False
         return not (self.drop_digits and any(ch.isdigit() for ch in text))
 
@@ -363,6 +370,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
                 threshold=float(rule["threshold"]),
                 drop_acronyms=bool(rule.get("drop_acronyms", False)),
                 drop_digits=bool(rule.get("drop_digits", False)),
+                drop_paths=bool(rule.get("drop_paths", False)),
             )
             for name, rule in data["entities"].items()
         },
