@@ -191,6 +191,7 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "twitter is popular with 20-somethings",  # no handle after the network's name
         "What is the /home/ directory for on Linux?",
         "copy it to C:\\Users\\Public\\Desktop first",  # a folder every Windows has
+        "Why won't report.docx open in Word?",  # a file, not the domain report.do
     ]:
         assert detector.find(text) == [], text
 

@@ -925,6 +925,8 @@ class Detector:
                 continue
             if r.start + lead == label_at and recognizer == "SpacyRecognizer":
                 continue  # an option label read as an initial, not a name
+            if r.entity_type == "URL" and line[r.end : r.end + 1].isalnum():
+                continue  # a file's name, not a domain: "report.docx" is no "report.do"
             start = offset + r.start + lead
             findings.append(
                 Finding(
