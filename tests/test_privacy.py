@@ -196,6 +196,26 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         assert detector.find(text) == [], text
 
 
+def test_a_bare_file_name_is_no_domain_and_no_name(detector: Detector) -> None:
+    """.py, .md, .rs, .sh and .cc are also countries' domains, and spaCy reads some file
+    names as people; a code question keeps its files.  A scheme, "www." or a slash
+    keeps a URL, and endings as often a site's (.pl, .so) stay URLs."""
+    for text in [
+        "Why does setup.py fail, and where is README.md?",
+        "cargo says lib.rs and build.sh are missing",
+        "main.cc and main.go both crash",
+        "run my_utils.py and ./scripts/deploy.sh",  # a path inside spaCy's "person"
+    ]:
+        assert detector.find(text) == [], text
+    text = "see https://foo.sh/x, www.myblog.md, johnsmith.com and allegro.pl"
+    assert set(kinds(detector.find(text))) == {
+        "https://foo.sh/x",
+        "www.myblog.md",
+        "johnsmith.com",
+        "allegro.pl",
+    }
+
+
 def test_a_path_is_no_name_and_the_user_in_it_is(detector: Detector) -> None:
     """spaCy takes the whole Windows path for an organisation; a path is no name, and
     the user's folder in it is the user name: only that part is replaced."""

@@ -72,9 +72,9 @@ class Scanner(Protocol):
     def find(self, text: str) -> list[Finding]: ...
 
 
-# A file path: a backslash between two names, a drive, or a leading /, ~/ or ./
+# A file path: a backslash between two names, a drive, or a /, ~/ or ./ opening a word
 # ("C:\\Users\\mhartley\\Documents"); not "Pfizer/BioNTech".
-_PATH = re.compile(r"\w\\\w|^[A-Za-z]:[\\/]|^(?:~|\.{1,2})?/\w")
+_PATH = re.compile(r"\w\\\w|^[A-Za-z]:[\\/]|(?:^|\s)(?:~|\.{1,2})?/\w")
 
 # Words holding digits at either end of a span ("ab213966 Abcam Inc.").
 _NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")
@@ -96,6 +96,23 @@ class EntityRule:
         if self.drop_paths and _PATH.search(text):
             return False
         return not (self.drop_digits and any(ch.isdigit() for ch in text))
+
+
+@dataclass(frozen=True)
+class FileNameRule:
+    """A bare file name is neither a domain nor a name: one word ``stem.ending``, its
+    ending one of ``extensions`` ("setup.py": Paraguay's domain, "main.go": a PERSON to
+    spaCy).  A scheme, "www." or a slash keeps a URL a URL."""
+
+    extensions: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        endings = "|".join(sorted(map(re.escape, self.extensions), key=len, reverse=True))
+        return re.compile(rf"(?!www\.)[\w-]+\.(?:{endings})", re.I)
+
+    def matches(self, text: str) -> bool:
+        return bool(self.extensions) and self._pattern.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -301,6 +318,7 @@ class Policy:
     disabled: tuple[str, ...]
     recognizers: tuple[dict[str, Any], ...]
     context: ContextRule = ContextRule()
+    file_names: FileNameRule = FileNameRule()
     contact_block: ContactBlockRule = ContactBlockRule()
     lowercase: LowercaseRule = LowercaseRule()
     cued_names: tuple[CuedNameRule, ...] = ()
@@ -388,6 +406,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         categories=categories,
         contextual=ContextualRule(**section("contextual")),
         generalise=GeneraliseRule(**section("generalise")),
+        file_names=FileNameRule(**section("file_names")),
     )
 
 
@@ -927,6 +946,10 @@ class Detector:
                 continue  # an option label read as an initial, not a name
             if r.entity_type == "URL" and line[r.end : r.end + 1].isalnum():
                 continue  # a file's name, not a domain: "report.docx" is no "report.do"
+            if (r.entity_type == "URL" or rule.drop_paths) and self.policy.file_names.matches(
+                stripped
+            ):
+                continue  # "setup.py", "main.go"
             start = offset + r.start + lead
             findings.append(
                 Finding(
