@@ -72,6 +72,14 @@ class TeacherSettings:
     n_ctx: int = field(
         default=8192, metadata={"help": "context of the embedded local server", "min": 512}
     )
+    keep_alive: float = field(
+        default=60.0,
+        metadata={
+            "help": "seconds the embedded local server stays up after the last drag process "
+            "using it exits (0: it stops at once)",
+            "min": 0,
+        },
+    )
 
 
 @dataclass(frozen=True)

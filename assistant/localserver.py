@@ -1,14 +1,22 @@
 """The embedded teacher: ``python -m llama_cpp.server`` on 127.0.0.1.
 
 Used when ``teacher.endpoint = "local"``.  ``drag teacher serve`` keeps one
-running and records it in the state directory; other commands reuse a running
-one, or start their own for the length of the command and stop it after.
-It binds to loopback only, so nothing off the machine can reach it.
+running and records it in the state directory, and other commands use it.
+Without one, the first command that needs a teacher starts a *shared* server: a
+keeper process (``python -m assistant.localserver``) runs it apart from that
+command and records it, and every drag process that uses it holds a lease (a
+shared ``flock``) until it exits.  So two terminals, or the app and a script,
+use one server rather than two that fight for the same cores.  The keeper stops
+the server ``teacher.keep_alive`` seconds after the last lease is let go, or at
+once when it is 0.  Where there is no ``flock`` (Windows), each command starts
+its own server and stops it after.  The server binds to loopback only, so
+nothing off the machine can reach it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -16,9 +24,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from assistant import egress, paths
 from assistant.errors import TeacherError
@@ -26,6 +35,8 @@ from assistant.student import default_threads
 
 HOST = "127.0.0.1"
 ALIAS = "local-teacher"
+# How often a keeper looks for leases.
+POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -71,10 +82,10 @@ def _probe(base_url: str, timeout: float = 2.0) -> bool:
     return True
 
 
-def running(model_path: Path | None = None) -> ServerInfo | None:
-    """The server ``drag teacher serve`` left running, if it is alive and serves that model."""
+def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
+    """The server recorded in ``path``, if it is alive, answers, and serves that model."""
     try:
-        data = json.loads(state_file().read_text("utf-8"))
+        data = json.loads(path.read_text("utf-8"))
         info = ServerInfo(int(data["pid"]), int(data["port"]), str(data["model_path"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -83,6 +94,67 @@ def running(model_path: Path | None = None) -> ServerInfo | None:
     if model_path is not None and Path(info.model_path) != model_path:
         return None
     return info if _probe(info.base_url) else None
+
+
+def running(model_path: Path | None = None) -> ServerInfo | None:
+    """The server ``drag teacher serve`` left running, if it is alive and serves that model."""
+    return _recorded(state_file(), model_path)
+
+
+def _key(model_path: Path, n_ctx: int) -> str:
+    return hashlib.sha256(f"{model_path.resolve()}|{n_ctx}".encode()).hexdigest()[:12]
+
+
+def shared_files(model_path: Path, n_ctx: int) -> tuple[Path, Path, Path]:
+    """The record, the lease file and the log of the shared server for this model and
+    context (another model or context gets a server of its own)."""
+    folder = paths.private_dir(paths.state_dir())
+    key = _key(model_path, n_ctx)
+    return (
+        folder / f"teacher-{key}.json",
+        folder / f"teacher-{key}.lease",
+        folder / f"teacher-{key}.log",
+    )
+
+
+def _fcntl() -> Any:
+    try:
+        import fcntl
+    except ImportError:  # Windows: no shared server
+        return None
+    return fcntl
+
+
+@contextlib.contextmanager
+def _deciding() -> Iterator[None]:
+    """One drag process at a time starts, picks up or stops a shared server."""
+    fcntl = _fcntl()
+    with paths.open_private(paths.private_dir(paths.state_dir()) / "teacher.lock") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _take_lease(lease: Path) -> IO[bytes]:
+    """A shared lock on ``lease``, held while the returned file is open."""
+    fh = paths.open_private(lease)
+    _fcntl().flock(fh.fileno(), _fcntl().LOCK_SH)
+    return fh
+
+
+def _leased(lease: Path) -> bool:
+    """Whether a drag process holds a lease on ``lease`` (asked by trying the lock
+    exclusively and letting it go at once)."""
+    fcntl = _fcntl()
+    with paths.open_private(lease) as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
 
 
 def log_file() -> Path:
@@ -101,12 +173,19 @@ class LocalServer:
     """A llama_cpp.server child process."""
 
     def __init__(
-        self, model_path: Path, *, n_ctx: int = 8192, port: int = 0, threads: int = 0
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int = 8192,
+        port: int = 0,
+        threads: int = 0,
+        log: Path | None = None,
     ) -> None:
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.threads = threads or default_threads()
         self.port = port or free_port()
+        self.log = log or log_file()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -134,7 +213,7 @@ class LocalServer:
             str(self.threads),
         ]
 
-    def start(self, *, timeout: float = 180.0) -> None:
+    def start(self, *, timeout: float = 180.0, die_with_parent: bool = False) -> None:
         try:
             import llama_cpp.server  # noqa: F401
         except ImportError:
@@ -142,17 +221,21 @@ class LocalServer:
                 "the embedded teacher needs llama-cpp-python's server extra: "
                 "pip install 'drag-assistant[server]'"
             ) from None
-        log = log_file()
+        log = self.log
         with paths.open_private(log) as out:
             self.process = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_death_signal() if die_with_parent else None,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise TeacherError(
-                    f"the local teacher server exited (code {self.process.returncode}): "
-                    f"{_tail(log)} (log: {log})"
+                    f"the local teacher server exited (code {self.process.returncode}; "
+                    f"log: {log}): {_tail(log)}"
                 )
             if _probe(self.base_url, timeout=5.0):
                 return
@@ -173,27 +256,151 @@ class LocalServer:
             proc.kill()
             proc.wait(timeout=10)
 
-    def record(self) -> None:
+    def record(self, path: Path | None = None) -> None:
         """Let other drag commands find and reuse this server."""
         assert self.process is not None
         info = ServerInfo(self.process.pid, self.port, str(self.model_path))
-        paths.write_private(state_file(), json.dumps(asdict(info)))
+        paths.write_private(path or state_file(), json.dumps(asdict(info)))
 
-    def forget(self) -> None:
-        with contextlib.suppress(OSError):
-            state_file().unlink()
+    def forget(self, path: Path | None = None) -> None:
+        """Take the record away, unless it names another server by now."""
+        path = path or state_file()
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            pid = int(json.loads(path.read_text("utf-8"))["pid"])
+            if self.process is None or pid == self.process.pid:
+                path.unlink()
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """What the server's process runs before exec on Linux: end with the keeper, even if
+    the keeper is killed outright, so that no server outlives its keeper."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None).prctl
+    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+# Keepers this process started: held so that no Popen of a running keeper is collected.
+_KEEPERS: list[subprocess.Popen[bytes]] = []
+
+
+def _start_shared(model_path: Path, n_ctx: int, keep_alive: float, timeout: float) -> ServerInfo:
+    """Start a keeper for a shared server and wait until it records the server."""
+    record, _lease, log = shared_files(model_path, n_ctx)
+    with paths.open_private(log) as out:
+        keeper = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "assistant.localserver",
+                str(model_path),
+                "--n-ctx",
+                str(n_ctx),
+                "--keep-alive",
+                str(keep_alive),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl+C in this terminal is not the server's
+        )
+    _KEEPERS.append(keeper)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if keeper.poll() is not None:  # its last line says why
+            why = _tail(log, 1).removeprefix("drag: ")
+            raise TeacherError(why or f"the local teacher could not start (log: {log})")
+        info = _recorded(record, model_path)
+        if info is not None:
+            return info
+        time.sleep(0.25)
+    keeper.terminate()
+    raise TeacherError(f"the local teacher server did not start within {timeout:g} s (log: {log})")
+
+
+def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
+    """The keeper: run the shared server until no lease has been held for ``keep_alive``
+    seconds (or the server ends, or this process is told to stop)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    record, lease, log = shared_files(model_path, n_ctx)
+    server = LocalServer(model_path, n_ctx=n_ctx, log=log.with_suffix(".server.log"))
+    try:
+        server.start(die_with_parent=True)
+        server.record(record)
+        idle_since: float | None = None
+        while server.process is not None and server.process.poll() is None:
+            time.sleep(POLL_SECONDS)
+            with _deciding():
+                if _leased(lease):
+                    idle_since = None
+                    continue
+                now = time.monotonic()
+                idle_since = now if idle_since is None else idle_since
+                if now - idle_since >= keep_alive:
+                    server.forget(record)  # under the lock: no process picks it up now
+                    break
+    except KeyboardInterrupt:
+        pass
+    except TeacherError as exc:
+        print(f"drag: {exc}", flush=True)
+        return 1
+    finally:
+        server.forget(record)
+        server.stop()
+    return 0
 
 
 @contextlib.contextmanager
-def serving(model_path: Path, *, n_ctx: int) -> Iterator[str]:
-    """Base URL of a local teacher: a running ``drag teacher serve``, or one started for now."""
+def serving(
+    model_path: Path, *, n_ctx: int, keep_alive: float = 0.0, timeout: float = 180.0
+) -> Iterator[str]:
+    """Base URL of a local teacher: a running ``drag teacher serve``, else the shared
+    server for this model, started if there is none.  This process holds a lease on the
+    shared server until the context ends."""
     existing = running(model_path)
     if existing is not None:
         yield existing.base_url
         return
-    server = LocalServer(model_path, n_ctx=n_ctx)
-    server.start()
+    if _fcntl() is None:  # no leases here: a server of this command's own
+        server = LocalServer(model_path, n_ctx=n_ctx)
+        server.start(timeout=timeout)
+        try:
+            yield server.base_url
+        finally:
+            server.stop()
+        return
+    record, lease_path, _log = shared_files(model_path, n_ctx)
+    with _deciding():
+        lease = _take_lease(lease_path)  # before any keeper can look for leases
+        try:
+            info = _recorded(record, model_path) or _start_shared(
+                model_path, n_ctx, keep_alive, timeout
+            )
+        except BaseException:
+            lease.close()
+            raise
     try:
-        yield server.base_url
+        yield info.base_url
     finally:
-        server.stop()
+        lease.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m assistant.localserver",
+        description="Keeper of a shared local teacher server (started by drag itself).",
+    )
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--n-ctx", type=int, required=True)
+    parser.add_argument("--keep-alive", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    return keep(args.model, args.n_ctx, args.keep_alive)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

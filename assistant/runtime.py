@@ -276,7 +276,9 @@ class Runtime:
         if self.teacher_is_local:
             path = self.teacher_model_path
             self.status(f"starting the local teacher ({path.name})…")
-            base_url = self._stack.enter_context(localserver.serving(path, n_ctx=t.n_ctx))
+            base_url = self._stack.enter_context(
+                localserver.serving(path, n_ctx=t.n_ctx, keep_alive=t.keep_alive)
+            )
             return Teacher.from_settings(
                 t,
                 base_url=base_url,

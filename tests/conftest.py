@@ -31,6 +31,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # Never touch the keyring of the machine running the tests: the 0600 key file, and
     # no keyring backend at all for the API key (a test that needs one sets its own).
     os.environ["DRAG_STORE_KEY"] = "file"
+    # A shared local teacher stops as soon as its last user exits: no server started by
+    # one test lingers into the next (the keep-alive has a test of its own).
+    os.environ["DRAG_TEACHER_KEEP_ALIVE"] = "0"
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
 

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -304,9 +305,33 @@ def _llama_children(parent: int = 0) -> set[int]:
     return found
 
 
+def _llama_servers(model: Path) -> set[int]:
+    """The llama.cpp servers of ``model`` on this machine, whoever started them."""
+    found = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"llama_cpp.server" in args and str(model).encode() in args:
+            found.add(int(cmdline.parent.name))
+    return found
+
+
+def _gone(pids: set[int], timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{pid}").exists() for pid in pids):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_local_endpoint_starts_and_stops_its_own_server(teacher_server: str) -> None:
-    before = _llama_children()
+def test_local_endpoint_starts_and_stops_its_own_server(
+    teacher_server: str, test_model_path: Path
+) -> None:
+    before = _llama_servers(test_model_path)  # the session's test server
     env = {
         "DRAG_STUDENT_MODEL": TEST_MODEL,
         "DRAG_TEACHER_ENDPOINT": "local",
@@ -316,7 +341,49 @@ def test_local_endpoint_starts_and_stops_its_own_server(teacher_server: str) -> 
     data = run_ask(env, "--mode", "evidence", "--k", "2", "--n", "3", QUESTION)
     assert data["teacher"]["endpoint"] == "local" and data["teacher"]["structured"] == "json_object"
     assert data["evidence"] and data["answer"].strip()
-    assert _llama_children() == before  # the server it started is gone
+    # keep_alive is 0 in the tests: the server it started stops once the command is done
+    assert _gone(_llama_servers(test_model_path) - before)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_drag_processes_share_one_local_teacher(test_model_path: Path) -> None:
+    """Two users of the local teacher (two terminals, the app and a script) get one
+    server; it outlives the one that started it and stops after the last leaves, at once
+    with keep_alive 0, or keep_alive seconds later, when a newcomer may still take it.
+    Each use here opens its own lock, as another process would."""
+    from assistant.localserver import _KEEPERS, serving, shared_files
+
+    before = _llama_servers(test_model_path)
+    first = serving(test_model_path, n_ctx=2048, keep_alive=0)
+    url = first.__enter__()
+    servers = _llama_servers(test_model_path) - before
+    assert len(servers) == 1
+    with serving(test_model_path, n_ctx=2048, keep_alive=0) as second:
+        assert second == url and _llama_servers(test_model_path) - before == servers
+        first.__exit__(None, None, None)  # the one that started it leaves first
+        time.sleep(1.5)  # three of the keeper's looks
+        assert all(Path(f"/proc/{pid}").exists() for pid in servers)
+    assert _gone(servers) and not shared_files(test_model_path, 2048)[0].exists()
+    assert _KEEPERS[-1].wait(timeout=30) == 0
+
+    with serving(test_model_path, n_ctx=2048, keep_alive=4) as url:
+        servers = _llama_servers(test_model_path) - before
+    time.sleep(1)
+    with serving(test_model_path, n_ctx=2048, keep_alive=4) as again:
+        assert again == url and _llama_servers(test_model_path) - before == servers
+    assert all(Path(f"/proc/{pid}").exists() for pid in servers)  # kept alive...
+    assert _gone(servers)  # ...for a while
+
+
+def test_a_local_teacher_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None:
+    from assistant.errors import TeacherError
+    from assistant.localserver import serving
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF but not a model")
+    with pytest.raises(TeacherError, match="exited") as caught, serving(bad, n_ctx=2048):
+        pass
+    assert "\n" not in str(caught.value) and "log:" in str(caught.value)
 
 
 def test_truncated_real_teacher_output_is_a_one_line_error(env: dict[str, str]) -> None:
