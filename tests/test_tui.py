@@ -218,6 +218,41 @@ async def test_ask_review_answer(
 
 
 @pytest.mark.integration
+async def test_the_answer_shows_in_the_app_as_it_is_written(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app draws the answer's first words before its last: each redraw of the turn
+    is recorded, with whether the finished result had replaced the stream yet."""
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    monkeypatch.setattr(ChatScreen, "STREAM_INTERVAL", 0.0)  # a redraw per piece
+    drawn: list[tuple[str, bool]] = []
+    add_text = Turn.add_text
+
+    def recording(turn: Turn, piece: str) -> None:
+        add_text(turn, piece)
+        drawn.append((turn.answer, turn.result is not None))
+
+    monkeypatch.setattr(Turn, "add_text", recording)
+    app = DragApp(settings_from({**env, "DRAG_PIPELINE_MODE": "evidence"}))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.click("#question")
+        app.screen.query_one("#question", Input).value = "What does glutamine do in the body?"
+        await pilot.press("enter")
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        await wait_for(pilot, lambda: chat.pending is None, 300)
+        turn = chat.query(Turn).last()
+        assert turn.result is not None and turn.result.answer.strip(), turn.note
+    assert len(drawn) >= 2 and not any(finished for _, finished in drawn)
+    first, last = drawn[0][0], drawn[-1][0]
+    assert first and len(first) < len(last) and last.startswith(first)
+    assert last.strip() == turn.result.answer.strip()  # nothing to restore in this question
+
+
+@pytest.mark.integration
 async def test_a_question_asked_while_the_graph_is_built_waits_its_turn(
     env: dict[str, str],
     teacher_server: str,

@@ -198,6 +198,9 @@ class ChatScreen(DragScreen):
         Binding("ctrl+o", "toggle_offline", "Offline"),
         Binding("ctrl+f", "focus_search", "Search", show=False),
     ]
+    # The streamed answer is drawn at most this often (seconds): a redraw per token
+    # would cost the student time on a small machine.
+    STREAM_INTERVAL = 0.1
 
     def __init__(self) -> None:
         super().__init__()
@@ -396,7 +399,7 @@ class ChatScreen(DragScreen):
             if self._cancel.is_set():
                 raise Interrupted("the app was closed")
             buffer.append(piece)
-            if time.monotonic() - last[0] > 0.1:
+            if time.monotonic() - last[0] > self.STREAM_INTERVAL:
                 last[0] = time.monotonic()
                 flush()
 
