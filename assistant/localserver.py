@@ -355,16 +355,22 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
 
 @contextlib.contextmanager
 def serving(
-    model_path: Path, *, n_ctx: int, keep_alive: float = 0.0, timeout: float = 180.0
+    model_path: Path,
+    *,
+    n_ctx: int,
+    keep_alive: float = 0.0,
+    timeout: float = 180.0,
+    starting: Callable[[], None] = lambda: None,
 ) -> Iterator[str]:
     """Base URL of a local teacher: a running ``drag teacher serve``, else the shared
-    server for this model, started if there is none.  This process holds a lease on the
-    shared server until the context ends."""
+    server for this model, started if there is none (``starting`` is told first).  This
+    process holds a lease on the shared server until the context ends."""
     existing = running(model_path)
     if existing is not None:
         yield existing.base_url
         return
     if _fcntl() is None:  # no leases here: a server of this command's own
+        starting()
         server = LocalServer(model_path, n_ctx=n_ctx)
         server.start(timeout=timeout)
         try:
@@ -376,9 +382,10 @@ def serving(
     with _deciding():
         lease = _take_lease(lease_path)  # before any keeper can look for leases
         try:
-            info = _recorded(record, model_path) or _start_shared(
-                model_path, n_ctx, keep_alive, timeout
-            )
+            info = _recorded(record, model_path)
+            if info is None:
+                starting()
+                info = _start_shared(model_path, n_ctx, keep_alive, timeout)
         except BaseException:
             lease.close()
             raise

@@ -275,9 +275,13 @@ class Runtime:
         _ = self.store.sealer
         if self.teacher_is_local:
             path = self.teacher_model_path
-            self.status(f"starting the local teacher ({path.name})…")
             base_url = self._stack.enter_context(
-                localserver.serving(path, n_ctx=t.n_ctx, keep_alive=t.keep_alive)
+                localserver.serving(
+                    path,
+                    n_ctx=t.n_ctx,
+                    keep_alive=t.keep_alive,
+                    starting=lambda: self.status(f"starting the local teacher ({path.name})…"),
+                )
             )
             return Teacher.from_settings(
                 t,

@@ -354,12 +354,16 @@ def test_drag_processes_share_one_local_teacher(test_model_path: Path) -> None:
     from assistant.localserver import _KEEPERS, serving, shared_files
 
     before = _llama_servers(test_model_path)
-    first = serving(test_model_path, n_ctx=2048, keep_alive=0)
+    started: list[str] = []
+    first = serving(test_model_path, n_ctx=2048, keep_alive=0, starting=lambda: started.append("1"))
     url = first.__enter__()
     servers = _llama_servers(test_model_path) - before
-    assert len(servers) == 1
-    with serving(test_model_path, n_ctx=2048, keep_alive=0) as second:
+    assert len(servers) == 1 and started == ["1"]
+    with serving(
+        test_model_path, n_ctx=2048, keep_alive=0, starting=lambda: started.append("2")
+    ) as second:
         assert second == url and _llama_servers(test_model_path) - before == servers
+        assert started == ["1"]  # the second user is not told of a start
         first.__exit__(None, None, None)  # the one that started it leaves first
         time.sleep(1.5)  # three of the keeper's looks
         assert all(Path(f"/proc/{pid}").exists() for pid in servers)
