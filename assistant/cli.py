@@ -387,7 +387,8 @@ def config_path_cmd() -> None:
         echo(f"{name:<6} {value}")
 
 
-@config_group.command("set")
+# A negative VALUE ("-1") is a value, not an option.
+@config_group.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
 @click.pass_context

@@ -124,6 +124,13 @@ def test_bad_config_is_one_line(tmp_path: Path) -> None:
     assert "is not one of evidence, graph, combined, none" in one_line_error(proc)
 
 
+def test_a_negative_config_value_is_a_value_not_an_option(tmp_path: Path) -> None:
+    cfg = str(tmp_path / "config.toml")
+    proc = drag("--config", cfg, "config", "set", "teacher.keep_alive", "-1")
+    assert "teacher.keep_alive (new value): -1.0 is below the minimum 0" in one_line_error(proc)
+    assert proc.returncode == 78
+
+
 def test_remote_teacher_without_model_says_what_to_set() -> None:
     proc = drag("ask", "hello", env={"DRAG_TEACHER_ENDPOINT": "http://127.0.0.1:9/v1"})
     assert "teacher.model is not set" in one_line_error(proc)
