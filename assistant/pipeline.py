@@ -104,6 +104,10 @@ def _from_cache(runtime: Runtime, result: AskResult, sent: str, found: recall.Re
         )
     triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
     _set_triples(runtime, result, sent, triples)
+    if answer.uses_graph(result.mode) and found.entry is not None and not found.entry.has_graph:
+        result.warnings.append(
+            "the cached answer has no knowledge graph (it was asked in evidence mode)"
+        )
     result.source = "cache"
     result.provenance = {
         "how": found.how,
@@ -328,6 +332,16 @@ def _gather(
     if result.mode == "none":
         return result, None
     with runtime.local:
+        if runtime.offline and runtime.settings.store.cache:
+            # Offline nothing leaves the machine, so a question need not be checked to be
+            # answered: an exact repeat of a cached question that had nothing to replace
+            # (its cache key is its own text) is answered without loading the detector.
+            runtime.status("looking in the local cache…")
+            with _timed(result.timings, "recall"):
+                repeat = recall.exact(runtime.store.db, runtime.cache_space, question, result.n)
+            if repeat is not None:
+                _from_cache(runtime, result, question, repeat)
+                return result, None
         with _timed(result.timings, "sanitize"):
             sanitized = runtime.sanitize(question)
         result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
@@ -336,14 +350,6 @@ def _gather(
             found = recall.Recalled("none", 0.0)
         if found.covers(runtime.settings.store.coverage):
             _from_cache(runtime, result, sanitized.text, found)
-            if (
-                answer.uses_graph(result.mode)
-                and found.entry is not None
-                and not found.entry.has_graph
-            ):
-                result.warnings.append(
-                    "the cached answer has no knowledge graph (it was asked in evidence mode)"
-                )
             return result, None
     if runtime.offline:
         why = (

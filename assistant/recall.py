@@ -188,6 +188,14 @@ def _evidence_by_id(db: sqlite_utils.Database, ids: Sequence[int]) -> list[cache
     return [by_id[i] for i in ids if i in by_id]
 
 
+def exact(db: sqlite_utils.Database, space: str, question: str, n: int) -> Recalled | None:
+    """The cache entry of this very question in ``space``, if it holds ``n`` statements."""
+    entry = cache.find(db, cache.key_of(space, question))
+    if entry is None or entry.n < n:
+        return None
+    return Recalled("exact", 1.0, entry, list(entry.evidence), list(entry.triples))
+
+
 def recall(
     db: sqlite_utils.Database,
     index: SpaceIndex,
@@ -200,9 +208,9 @@ def recall(
     near_duplicate: float,
 ) -> Recalled:
     """What the cache holds for ``question`` (sanitized) in ``index``'s space."""
-    exact = cache.find(db, cache.key_of(index.space, question))
-    if exact is not None and exact.n >= n:
-        return Recalled("exact", 1.0, exact, list(exact.evidence), list(exact.triples))
+    found = exact(db, index.space, question, n)
+    if found is not None:
+        return found
     index.refresh(db)
     if index.empty:
         return Recalled("none", 0.0)

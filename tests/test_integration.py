@@ -521,6 +521,32 @@ def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
     assert not any(Path(f"/proc/{pid}").exists() for pid in child)
 
 
+def test_an_exact_repeat_asked_offline_loads_no_detector(
+    env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+) -> None:
+    """Offline nothing is sent: a question the cache holds word for word is answered
+    without the personal-data detector (3 s of a cold start); any other question is
+    checked as before, to find its cached form."""
+    from assistant import config, pipeline
+    from assistant.runtime import Runtime
+
+    socket_guard.allowed.add(address(teacher_server))
+    assert run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)["source"] == "teacher"
+    socket_guard.allowed.clear()
+    runtime = Runtime(config.load(env={**os.environ, **env, "DRAG_STORE_OFFLINE": "true"}))
+    try:
+        repeat = pipeline.ask(runtime, QUESTION, mode="evidence", n=5)
+        assert repeat.source == "cache" and repeat.provenance["how"] == "exact"
+        assert repeat.answer.strip() and repeat.used_evidence
+        assert "detector" not in vars(runtime) and repeat.privacy == {}
+        other = pipeline.ask(runtime, "What's the capital of France?", mode="evidence", n=5)
+        assert other.source == "cache" and "detector" in vars(runtime)
+        assert other.privacy["sent_question"] == "What's the capital of France?"
+    finally:
+        runtime.close()
+    assert socket_guard.refused == []
+
+
 def test_offline_answers_from_the_cache_and_touches_no_network(
     env: dict[str, str],
     teacher_server: str,
