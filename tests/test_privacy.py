@@ -196,6 +196,25 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         assert detector.find(text) == [], text
 
 
+def test_a_term_an_answer_option_writes_in_lower_case_is_no_name(detector: Detector) -> None:
+    """In a multiple-choice question, a capitalised word the vectors do not know that an
+    option writes in lower case is a term of the subject (the guard refused this MedMCQA
+    question: "thyroglossal" was left of a protected "Thyroglossal Duct").  Outside the
+    options the same word stays an obscure name."""
+    question = (
+        "False statement about Thyroglossal Duct cyst is-\n"
+        "A. Infected thyroglossal cyst from sinus\n"
+        "B. Lined by pseudostratified columnar epithelium\n"
+        "C. 40% cases have sub hyoid location\n"
+        "D. It is due to congenital"
+    )
+    assert detector.find(question) == []
+    text = "What does Nordlys Biotech make? nordlys means northern lights."
+    assert "Nordlys Biotech" in kinds(detector.find(text))
+    quiz = "Which firm is Nordlys Biotech?\nA. a brewer\nB. a lab\nC. nordlys means light"
+    assert detector.find(quiz) == []  # a term of the question's own options
+
+
 def test_a_bare_file_name_is_no_domain_and_no_name(detector: Detector) -> None:
     """.py, .md, .rs, .sh and .cc are also countries' domains, and spaCy reads some file
     names as people; a code question keeps its files.  A scheme, "www." or a slash

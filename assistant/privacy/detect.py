@@ -410,6 +410,21 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     )
 
 
+def _subject_words(text: str, min_options: int = 2) -> set[str]:
+    """In a multiple-choice question (``min_options`` answer-option lines or more), the
+    capitalised words that an option writes in lower case: terms of the subject, not
+    obscure names ("False statement about Thyroglossal Duct cyst … A. Infected
+    thyroglossal cyst").  The unknown-word rules leave them alone.  Only options count:
+    in a user's own text a name and a login made of it ("Belal … belal is his login")
+    stay a name.  (Written from a MedMCQA question that the guard refused in the accuracy
+    benchmark's teacher pass, not from a privacy benchmark.)"""
+    options = [line for line in text.splitlines() if _option_label(line)]
+    if len(options) < min_options:
+        return set()
+    lower = {w for line in options for w in re.findall(r"[^\W\d_]+", line) if w.islower()}
+    return {w for w in re.findall(r"[^\W\d_]+", text) if w[:1].isupper() and w.lower() in lower}
+
+
 def spacy_model(name: str) -> str:
     """What ``spacy.load`` takes for the policy's ``model``: an installed model
     package's name as it is, ``PACKAGE/FOLDER`` as the path of that folder."""
@@ -608,6 +623,8 @@ class Detector:
                 label = [w.lower() for w in words] if short else []
             findings += self._lowercase_lines(lines)
             findings += self._cued_names(lines)
+        common = _subject_words(text, self.policy.contextual.single_word_options)
+        findings = [f for f in findings if f.recognizer != "RareWord" or f.text not in common]
         findings += self._contact_lines(lines, per_line)
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
@@ -616,12 +633,17 @@ class Detector:
         # person (a user name in a path spaCy took for a firm) is kept.
         return resolve_overlaps(self._in_context(text, findings))
 
-    def _unknown_word(self, text: str) -> bool:
-        """Whether ``text`` holds a word of the kind the rare-word rule takes (see
-        :func:`_unknown`)."""
+    def _unknown_word(self, span: str, text: str) -> bool:
+        """Whether ``span`` holds a word of the kind the rare-word rule takes (see
+        :func:`_unknown`), other than a word of the subject (:func:`_subject_words`)."""
         n = self.policy.contextual.unknown_letters
+        if n <= 0:
+            return False
         vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
-        return n > 0 and any(_unknown(vocab, w, n) for w in re.findall(r"[^\W\d_]+", text))
+        common = _subject_words(text, self.policy.contextual.single_word_options)
+        return any(
+            _unknown(vocab, w, n) and w not in common for w in re.findall(r"[^\W\d_]+", span)
+        )
 
     def _rule_backed(self, text: str, f: Finding) -> bool:
         """Whether one of the policy's own patterns for ``f``'s entity also finds it
@@ -646,7 +668,9 @@ class Detector:
         ``single_word_from`` recognizer in a multiple-choice question (``quiz``)."""
         mode = self.policy.mode(f.entity)
         c = self.policy.contextual
-        if mode == "contextual" and (self._unknown_word(f.text) or self._rule_backed(text, f)):
+        if mode == "contextual" and (
+            self._unknown_word(f.text, text) or self._rule_backed(text, f)
+        ):
             return "strict"
         if (
             mode == "strict"
