@@ -303,13 +303,14 @@ def _seconds(value: float | None) -> str:
 
 def plot(summary: dict[str, Any], path: Path, title: str) -> Path:
     """Accuracy against K (the paper's Figure 2): a colour per mode, a line style per
-    student, the student alone as a dashed level; bars are 95 % intervals."""
+    student, the student alone as a grey level in its student's line style; bars are 95 %
+    intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=120)
     colours = {"none": "#555555", "evidence": "#1f77b4", "graph": "#2ca02c", "combined": "#d62728"}
     lines = ["-", ":", "-.", "--"]
     ks = sorted({int(c.split("K=")[1]) for c in summary["columns"] if "K=" in c})
@@ -319,7 +320,8 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> Path:
         if alone and alone["accuracy"] is not None:
             xs = [ks[0] - 3 * step, ks[-1] + 3 * step] if ks else [0, 1]
             level = 100 * alone["accuracy"]
-            ax.plot(xs, [level, level], "--", color=colours["none"], label=f"{name}: none")
+            style = lines[i % len(lines)]
+            ax.plot(xs, [level, level], style, color=colours["none"], label=f"{name}: none")
         for j, mode in enumerate(("evidence", "graph", "combined")):
             points = [
                 (k, row["cells"][f"{mode} K={k}"])
@@ -348,7 +350,7 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> Path:
     ax.set_ylim(0, 100)
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside, off the points
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
