@@ -16,6 +16,12 @@ Three ways, tried in order (all on the sanitized question, within one space):
 
 A graph recall *covers* the question when the mean cosine of its best three
 items reaches ``store.coverage``; exact and near-duplicate hits always do.
+
+A placeholder means a value only within the question it was made for: ``<ORG_1>`` of a
+cached question is another conversation's firm, and the current vault would put its own
+``<ORG_1>`` in its place.  So a near-duplicate must hold the same placeholders in the
+same order (the evidence then speaks of the same roles, as for an exact hit), and the
+graph leaves out every cached statement, triple and entity that holds one.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import numpy as np
 import sqlite_utils
 from numpy.typing import NDArray
 
+from assistant.privacy.placeholders import ANY_PLACEHOLDER, PLACEHOLDER
 from assistant.ranking import Embedder
 from assistant.store import cache
 from assistant.store.index import SpaceIndex
@@ -81,8 +88,14 @@ def markers(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def same_intent(a: str, b: str) -> bool:
-    """False when one question negates, contrasts or changes a number of the other."""
-    return markers(a) == markers(b)
+    """False when one question negates, contrasts or changes a number of the other, or
+    holds other placeholders (``<ORG_1>`` for ``<PERSON_1>``)."""
+    return markers(a) == markers(b) and PLACEHOLDER.findall(a) == PLACEHOLDER.findall(b)
+
+
+def bound(text: str) -> bool:
+    """Whether cached text names a placeholder: a value of the question it came from."""
+    return ANY_PLACEHOLDER.search(text) is not None
 
 
 def ngrams(text: str, sizes: Sequence[int] = (1, 2, 3)) -> list[str]:
@@ -165,6 +178,10 @@ def _triples_touching(
     kept = [r for r in rows if r[0] in by_id]
     matrix = cache.unpack_many([r[1] for r in kept], len(cache.unpack(kept[0][1])))
     return [by_id[r[0]] for r in kept], matrix
+
+
+def _bound_triple(t: cache.CachedTriple) -> bool:
+    return any(bound(part) for part in (t.entity1, t.entity2, t.relation, t.text))
 
 
 def _entity_names(db: sqlite_utils.Database, ids: Sequence[int]) -> list[str]:
@@ -251,13 +268,20 @@ def _graph_recall(
             found_triples, matrix = _triples_touching(db, chosen)
             if found_triples:
                 sims = matrix @ q
-                order = [i for i in np.argsort(-sims) if sims[i] > TRIPLE_FLOOR][:k]
+                order = [
+                    i
+                    for i in np.argsort(-sims)
+                    if sims[i] > TRIPLE_FLOOR and not _bound_triple(found_triples[i])
+                ][:k]
                 triples = [found_triples[i] for i in order]
                 triple_sims = [float(sims[i]) for i in order]
-            names = _entity_names(db, chosen)
-    found = index.evidence.nearest(q[None, :], k, EVIDENCE_FLOOR)[0]
-    evidence = _evidence_by_id(db, [eid for eid, _ in found])
-    evidence_sims = [s for _, s in found]
+            names = [name for name in _entity_names(db, chosen) if not bound(name)]
+    # More than k nearest, so that statements bound to their question leave k others.
+    found = index.evidence.nearest(q[None, :], 4 * k, EVIDENCE_FLOOR)[0]
+    sims_of = dict(found)
+    evidence = [e for e in _evidence_by_id(db, [eid for eid, _ in found]) if not bound(e.text)]
+    evidence = evidence[:k]
+    evidence_sims = [sims_of[e.id] for e in evidence]
 
     def top3(values: list[float]) -> float:
         return float(np.mean(sorted(values, reverse=True)[:3])) if values else 0.0

@@ -31,6 +31,9 @@ def test_ngrams_drop_stopwords_and_break_phrases_at_them() -> None:
         ("Which planet is largest?", "Which planet is smallest?", False),
         ("What is the mass of 2 moles of water?", "What is the mass of 3 moles of water?", False),
         ("All of the following are true EXCEPT", "All of the following are true", False),
+        ("Where is <ORG_1> based?", "Where is <ORG_1> based ?", True),
+        # another kind of value under the same number: another conversation's role
+        ("Where is <ORG_1> based?", "Where is <PLACE_1> based?", False),
     ],
 )
 def test_same_intent(a: str, b: str, same: bool) -> None:
@@ -157,3 +160,35 @@ def test_nothing_related_is_not_covered(filled: tuple[Store, str], embedder: Onn
     found = run(store, space, embedder, "Who wrote the novel Pride and Prejudice?")
     assert not found.covers(0.55)
     assert not found.triples
+
+
+def test_a_placeholder_of_another_question_is_never_recalled(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """<ORG_1> of a cached question is another conversation's firm: the current vault would
+    put its own <ORG_1> there.  Only the same question, or a near-duplicate with the same
+    placeholders, brings such statements back."""
+    store = Store(tmp_path / "drag.db", key="file")
+    space = cache.space_of("m", {})
+    asked = "What does <ORG_1> (a biotech company) make for detergents?"
+    remember(
+        store,
+        space,
+        embedder,
+        asked,
+        [
+            "<ORG_1> makes enzymes for laundry detergents.",
+            "Enzymes in detergents break down protein stains.",
+        ],
+        [
+            ("<ORG_1>", "enzymes", "<ORG_1> makes enzymes"),
+            ("detergent enzymes", "protein stains", "detergent enzymes break down protein stains"),
+        ],
+    )
+    assert run(store, space, embedder, asked).how == "exact"
+    other = "What does <PERSON_1> (a biotech company) make for detergents?"
+    found = run(store, space, embedder, other)
+    assert found.how == "graph" and found.entry is None
+    texts = [e.text for e in found.evidence] + [t.text for t in found.triples]
+    assert texts and "Enzymes in detergents break down protein stains." in texts
+    assert not any("ORG_1" in t for t in texts + found.entities), texts

@@ -29,6 +29,9 @@ from assistant.privacy.textform import (
 from assistant.safetext import link_spans
 
 PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
+# A placeholder of any tag in the forms models write it in (<ORG_1>, <person 1>, [PERSON_1],
+# &lt;ORG_1&gt;, bare ORG_1): text holding one speaks of a value of its own question.
+ANY_PLACEHOLDER = re.compile(r"(?:<|&lt;|\[)\s*[A-Za-z]+[ _-]?\d+\s*(?:>|&gt;|\])|\b[A-Z]+_\d+\b")
 _NAME_TITLES = {"dr", "prof", "mr", "mrs", "ms", "mx", "miss", "sir", "dame", "rev", "jr", "sr"}
 
 
