@@ -410,7 +410,8 @@ def _parse_policy(path: Path, data: Any) -> Policy:
     )
 
 
-def _subject_words(text: str, min_options: int = 2) -> set[str]:
+@functools.lru_cache(maxsize=4)  # asked once per finding of the same text
+def _subject_words(text: str, min_options: int = 2) -> frozenset[str]:
     """In a multiple-choice question (``min_options`` answer-option lines or more), the
     capitalised words that an option writes in lower case: terms of the subject, not
     obscure names ("False statement about Thyroglossal Duct cyst … A. Infected
@@ -420,9 +421,10 @@ def _subject_words(text: str, min_options: int = 2) -> set[str]:
     benchmark's teacher pass, not from a privacy benchmark.)"""
     options = [line for line in text.splitlines() if _option_label(line)]
     if len(options) < min_options:
-        return set()
+        return frozenset()
     lower = {w for line in options for w in re.findall(r"[^\W\d_]+", line) if w.islower()}
-    return {w for w in re.findall(r"[^\W\d_]+", text) if w[:1].isupper() and w.lower() in lower}
+    words = re.findall(r"[^\W\d_]+", text)
+    return frozenset(w for w in words if w[:1].isupper() and w.lower() in lower)
 
 
 def spacy_model(name: str) -> str:
