@@ -146,6 +146,8 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("My employee ID 48213 is not working", "48213", "ID_NUMBER"),
         # A first name typed in lower case before the surname that was found.
         ("Include my demone Johnson and the company name", "demone Johnson", "PERSON"),
+        # A person's name that spaCy reads as a firm's, which a pronoun refers to.
+        ("Why has Caroline Regis been successful in her career?", "Caroline Regis", "PERSON"),
         # The user's folder in a home path; a handle after its network's name.
         ("/home/jdoe42/projects/app/main.py raises an error", "jdoe42", "USERNAME"),
         ("follow me on twitter: jane_doe_88", "jane_doe_88", "USERNAME"),
@@ -154,6 +156,15 @@ def test_detects_the_papers_example(detector: Detector) -> None:
 )
 def test_added_recognizers(detector: Detector, text: str, value: str, entity: str) -> None:
     assert kinds(detector.find(text)).get(value) == entity
+
+
+def test_a_pronoun_makes_no_firm_a_person_beside_a_person(detector: Detector) -> None:
+    """The pronoun rule leaves a firm when a person is found in its sentence, or when no
+    personal pronoun follows it there."""
+    text = "Why did Anna Berg leave Excel Systems after her promotion?"
+    assert kinds(detector.find(text)) == {"Anna Berg": "PERSON", "Excel Systems": "ORGANIZATION"}
+    assert detector.find("Why has Nordlys Biotech grown its sales?") == []
+    assert detector.find("Why has Caroline Regis grown. Her sales are up.") == []
 
 
 def test_a_recipients_title_is_not_a_name_of_its_own(detector: Detector) -> None:

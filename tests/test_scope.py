@@ -342,6 +342,26 @@ def test_a_pupa_run_reports_both_scorers_per_category(tmp_path: Path) -> None:
     assert "Unit scorer" in md and "The guard's own forms" in md
 
 
+def test_the_summary_tells_a_whole_unit_from_one_of_its_words() -> None:
+    def value(unit: str) -> dict[str, object]:
+        return {"type": "UNIT", "exact": False, "normalised": False, "partial": False,
+                "category": "ORG", "present": True, "unit": unit}  # fmt: skip
+
+    record = {
+        "control": False, "blocked": False, "changed": True, "seconds": {},
+        "values": [value("whole"), value("token"), value(""), value("")],
+        "kept_words": [9, 10], "reference_kept_words": [10, 10],
+        "reference_leaks": 2, "reference_whole_leaks": 1,
+    }  # fmt: skip
+    summary = leakage.summarise([record])
+    assert (summary["unit_leaked"], summary["unit_leaked_whole"]) == (2, 1)
+    assert (summary["unit_leak_rate"], summary["unit_whole_rate"]) == (0.5, 0.25)
+    assert (summary["reference_unit_leak_rate"], summary["reference_whole_rate"]) == (0.5, 0.25)
+    md = leakage.render({"full": summary}, "t")
+    assert "| full | 4 | 2 | 50.00% | 1 (25.00%) |" in md
+    assert "| reference redaction (the dataset's) | 4 | – | 50.00% | 25.00% |" in md
+
+
 def test_presidio_research_splits_by_template(tmp_path: Path) -> None:
     rows = [
         {"full_text": "t", "spans": [], "template_id": n % 3}

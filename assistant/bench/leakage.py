@@ -14,7 +14,8 @@ Two scorers, side by side:
 * the **unit scorer** (``assistant.bench.leakscore``, no code shared with the guard): a
   unit leaked when it, any of its words of 4+ letters, or its digit run is in what was
   sent, after Unicode and case folding -- for every type; reported per category (the
-  spaCy label of the unit where it stands in the text, or LINK / EMAIL / NUMBER);
+  spaCy label of the unit where it stands in the text, or LINK / EMAIL / NUMBER), and
+  apart, the units sent whole (not only a word such as "services" of a longer one);
 * the old columns, for comparison: *exact*, *normalised* and *partial* (the egress
   guard's own ``leak()`` forms).
 
@@ -461,7 +462,9 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     if item.reference is not None:
         record["reference_kept_words"] = leakscore.kept_words(item.text, item.reference, units)
         ref = leakscore.SentText(item.reference)
-        record["reference_leaks"] = sum(1 for v in units if presence[v] and ref.leak(v))
+        ref_forms = [ref.leak(v) for v in units if presence[v]]
+        record["reference_leaks"] = sum(1 for form in ref_forms if form)
+        record["reference_whole_leaks"] = ref_forms.count("whole")
     return record
 
 
@@ -493,6 +496,7 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         c[0] += int(bool(v.get("unit")))
         c[1] += 1
     unit_leaks = sum(bool(v.get("unit")) for v in units)
+    whole_leaks = sum(v.get("unit") == "whole" for v in units)
     with_reference = [r for r in records if "reference_kept_words" in r]
     return {
         "items": len(records),
@@ -501,6 +505,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "units_absent": len(values) - len(units),
         "unit_leaked": unit_leaks,
         "unit_leak_rate": _rate(unit_leaks, len(units)),
+        # The unit itself in what was sent, not only one of its words ("services").
+        "unit_leaked_whole": whole_leaks,
+        "unit_whole_rate": _rate(whole_leaks, len(units)),
         "by_category": by_category,
         "kept_words": leakscore.share(tuple(r["kept_words"]) for r in records if "kept_words" in r),
         "reference_kept_words": (
@@ -510,6 +517,11 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         ),
         "reference_unit_leak_rate": (
             _rate(sum(r["reference_leaks"] for r in with_reference), len(units))
+            if with_reference
+            else None
+        ),
+        "reference_whole_rate": (
+            _rate(sum(r.get("reference_whole_leaks", 0) for r in with_reference), len(units))
             if with_reference
             else None
         ),
@@ -549,19 +561,21 @@ def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
         "Unit scorer (independent of the guard: the unit, a word of 4+ letters or its "
         "digits, folded):",
         "",
-        "| method | units | leaked | rate | refused | non-PII words kept |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| method | units | leaked | rate | whole unit leaked | refused | non-PII words kept |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for method, s in summaries.items():
         lines.append(
             f"| {method} | {s['units']} | {s['unit_leaked']} | {s['unit_leak_rate']:.2%} "
+            f"| {s['unit_leaked_whole']} ({s['unit_whole_rate']:.2%}) "
             f"| {s['blocked']} | {s['kept_words']:.1%} |"
         )
     ref = next(iter(summaries.values()), {})
     if ref.get("reference_kept_words") is not None:
         lines.append(
             f"| reference redaction (the dataset's) | {ref['units']} | – "
-            f"| {ref['reference_unit_leak_rate']:.2%} | – | {ref['reference_kept_words']:.1%} |"
+            f"| {ref['reference_unit_leak_rate']:.2%} | {ref['reference_whole_rate']:.2%} "
+            f"| – | {ref['reference_kept_words']:.1%} |"
         )
     if ref.get("units_absent"):
         lines.append(f"\n{ref['units_absent']} unit(s) not found in their own text: not counted.")

@@ -242,6 +242,20 @@ class SpeakerRule:
     score: float = 0.6
 
 
+@dataclass(frozen=True)
+class PronounRule:
+    """A finding of one of ``organisations`` made of 2 to ``max_words`` capitalised words,
+    that spaCy alone found, followed in its sentence by one of ``pronouns``, with no
+    ``entity`` found in that sentence ("Why has Caroline Regis been successful in her
+    career?"): a person's name that spaCy read as a firm's, taken as ``entity``."""
+
+    entity: str = ""
+    organisations: tuple[str, ...] = ()
+    pronouns: tuple[str, ...] = ()
+    max_words: int = 3
+    score: float = 0.6
+
+
 MODES = ("strict", "contextual", "off")
 
 
@@ -327,6 +341,7 @@ class Policy:
     rare_words: RareWordRule = RareWordRule()
     vocatives: VocativeRule = VocativeRule()
     speakers: SpeakerRule = SpeakerRule()
+    pronouns: PronounRule = PronounRule()
     categories: dict[str, str] = dataclasses.field(default_factory=dict)
     contextual: ContextualRule = ContextualRule()
     generalise: GeneraliseRule = GeneraliseRule()
@@ -403,6 +418,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
         speakers=SpeakerRule(**section("speakers")),
+        pronouns=PronounRule(**section("pronoun_persons")),
         categories=categories,
         contextual=ContextualRule(**section("contextual")),
         generalise=GeneraliseRule(**section("generalise")),
@@ -631,6 +647,7 @@ class Detector:
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
         findings += self._given_names(text, findings)
+        findings += self._pronoun_persons(text, findings)
         # Context first: a strict finding inside a contextual one that nothing ties to a
         # person (a user name in a path spaCy took for a firm) is kept.
         return resolve_overlaps(self._in_context(text, findings))
@@ -907,6 +924,35 @@ class Detector:
             if self._accepts(rule.entity, value, f.score):
                 longer.append(Finding(rule.entity, m.start(1), f.end, value, f.score, "GivenName"))
         return longer
+
+    def _pronoun_persons(self, text: str, found: list[Finding]) -> list[Finding]:
+        """spaCy's organisations that a personal pronoun refers to (PronounRule)."""
+        rule = self.policy.pronouns
+        if not rule.entity or not rule.pronouns:
+            return []
+        pronoun = re.compile(r"\b(?:" + "|".join(map(re.escape, rule.pronouns)) + r")\b", re.I)
+        people = [f for f in found if f.entity == rule.entity]
+        out = []
+        for f in found:
+            words = f.text.split()
+            if (
+                f.entity not in rule.organisations
+                or f.recognizer != "SpacyRecognizer"
+                or not 2 <= len(words) <= rule.max_words
+                or not all(w[:1].isupper() and w[1:].islower() for w in words)
+            ):
+                continue
+            start = max(text.rfind(c, 0, f.start) for c in ".!?\n") + 1
+            ends = [i for i in (text.find(c, f.end) for c in ".!?\n") if i >= 0]
+            end = min(ends, default=len(text))
+            alone = not any(start <= p.start < end for p in people)
+            if (
+                alone
+                and pronoun.search(text, f.end, end)
+                and self._accepts(rule.entity, f.text, rule.score)
+            ):
+                out.append(dataclasses.replace(f, entity=rule.entity, recognizer="Pronoun"))
+        return out
 
     def _contact_lines(
         self, lines: list[tuple[int, str]], per_line: list[list[Finding]]
