@@ -234,13 +234,27 @@ def test_a_failing_recognizer_sends_nothing() -> None:
         EgressGuard(FaultyScanner()).check(Outgoing(("I live in <PLACE_1>",), "", ()))
 
 
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "_personal",
+        "_pronoun_persons",
+        "_given_names",
+        "_name_lists",
+        "_speakers",
+        "_cued_names",
+        "_lowercase_lines",
+        "_contact_lines",
+        "_in_tokens",
+    ],
+)
 def test_a_failing_contextual_rule_sends_nothing(
-    detector: Detector, monkeypatch: pytest.MonkeyPatch
+    detector: Detector, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
     def broken(*_a: object) -> bool:
         raise ValueError("rule failed")
 
-    monkeypatch.setattr(detector, "_personal", broken)
+    monkeypatch.setattr(detector, rule, broken)
     with pytest.raises(PrivacyError, match="nothing was sent"):
         sanitize("I live in Tromsø.", scanner=detector, vault=Vault(), guard=EgressGuard(detector))
 
