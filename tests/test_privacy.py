@@ -138,6 +138,7 @@ def test_detects_the_papers_example(detector: Detector) -> None:
             "PERSON",
         ),
         ("Write a follow up email to Mrs. Dipert about the tour", "Dipert", "PERSON"),
+        ("Between May and June MCpl King volunteered twice", "King", "PERSON"),  # a rank
         # A phone number after its label; an identifier after its label.
         ("Patient Call IMC Network Unified Number 920027778", "920027778", "PHONE_NUMBER"),
         ("Our contact no: 98765 43210", "98765 43210", "PHONE_NUMBER"),
@@ -165,6 +166,12 @@ def test_a_pronoun_makes_no_firm_a_person_beside_a_person(detector: Detector) ->
     assert kinds(detector.find(text)) == {"Anna Berg": "PERSON", "Excel Systems": "ORGANIZATION"}
     assert detector.find("Why has Nordlys Biotech grown its sales?") == []
     assert detector.find("Why has Caroline Regis grown. Her sales are up.") == []
+
+
+def test_a_legal_form_is_no_rank(detector: Detector) -> None:
+    """A private's rank, "Pte", is also Singapore's legal form: no title before a name."""
+    found = kinds(detector.find("We ordered from Acme Pte Ltd in May."))
+    assert "PERSON" not in found.values() and "Ltd" not in found
 
 
 def test_a_recipients_title_is_not_a_name_of_its_own(detector: Detector) -> None:
