@@ -10,7 +10,9 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -133,7 +135,6 @@ def _kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.Dr
 def cli(ctx: click.Context, config_path: str | None) -> None:
     """drag: a private assistant. A small local model answers; a large teacher
     only ever sees the question, and gives evidence and a knowledge graph."""
-    from pathlib import Path
 
     ctx.ensure_object(dict)
     ctx.obj["settings"] = config_mod.load(config_file=Path(config_path) if config_path else None)
@@ -459,6 +460,8 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     # shell without job control does) all stop the llama.cpp child and the record.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if not port and _serve_running(path, settings.teacher.n_ctx):
+        return
     echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)
     recorded = False
     try:
@@ -477,6 +480,34 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
         server.stop()
         if recorded:
             server.forget()
+
+
+def _serve_running(path: Path, n_ctx: int) -> bool:
+    """What ``drag teacher serve`` does when a local teacher for ``path`` already runs:
+    another serve is told of and left; the shared server that other drag commands
+    started is held until Ctrl+C (as a server of serve's own would be).  False: none runs."""
+    from assistant import localserver
+
+    existing = localserver.running(path)
+    if existing is not None:
+        echo(
+            f"a local teacher for {path.name} already runs at {existing.base_url} "
+            f"(drag teacher serve, pid {existing.pid}); nothing started"
+        )
+        return True
+    with localserver.holding_shared(path, n_ctx=n_ctx) as shared:
+        if shared is None:
+            return False
+        echo(
+            f"local teacher ready at {shared.base_url} (model alias {localserver.ALIAS}; "
+            "the server other drag commands started, held while this runs); Ctrl+C lets it go"
+        )
+        try:
+            while localserver.alive(shared.pid):
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            return True
+    raise errors.TeacherError(f"the shared local teacher (pid {shared.pid}) stopped")
 
 
 @cli.group("bench")

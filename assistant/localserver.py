@@ -353,6 +353,38 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
     return 0
 
 
+def _lease(model_path: Path, n_ctx: int) -> tuple[IO[bytes], ServerInfo | None]:
+    """A lease on the shared server for this model and context, taken before any keeper
+    can look for leases, and that server's record if it runs.  Call it while _deciding."""
+    record, lease_path, _log = shared_files(model_path, n_ctx)
+    lease = _take_lease(lease_path)
+    return lease, _recorded(record, model_path)
+
+
+@contextlib.contextmanager
+def holding_shared(model_path: Path, *, n_ctx: int) -> Iterator[ServerInfo | None]:
+    """The shared server for this model and context, held (a lease) until the context
+    ends, if one runs; None if none does or this system has no leases."""
+    if _fcntl() is None:
+        yield None
+        return
+    with _deciding():
+        lease, info = _lease(model_path, n_ctx)
+    if info is None:
+        lease.close()
+        yield None
+        return
+    try:
+        yield info
+    finally:
+        lease.close()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is still there."""
+    return _alive(pid)
+
+
 @contextlib.contextmanager
 def serving(
     model_path: Path,
@@ -378,11 +410,9 @@ def serving(
         finally:
             server.stop()
         return
-    record, lease_path, _log = shared_files(model_path, n_ctx)
     with _deciding():
-        lease = _take_lease(lease_path)  # before any keeper can look for leases
+        lease, info = _lease(model_path, n_ctx)
         try:
-            info = _recorded(record, model_path)
             if info is None:
                 starting()
                 info = _start_shared(model_path, n_ctx, keep_alive, timeout)

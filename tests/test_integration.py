@@ -521,6 +521,54 @@ def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
     assert not any(Path(f"/proc/{pid}").exists() for pid in child)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_teacher_serve_holds_the_shared_server_instead_of_starting_one(
+    test_model_path: Path,
+) -> None:
+    """With a shared local teacher running (started by another drag command), `drag
+    teacher serve` starts none: it holds the shared one until Ctrl+C, so the server
+    outlives the command that started it.  A second serve is told of the first."""
+    import signal
+
+    from assistant.localserver import serving
+
+    before = _llama_servers(test_model_path)
+    first = serving(test_model_path, n_ctx=2048, keep_alive=0)
+    url = first.__enter__()
+    servers = _llama_servers(test_model_path) - before
+    serve = _serve(2048)
+    try:
+        assert serve.stdout is not None
+        ready = serve.stdout.readline()
+        assert "local teacher ready at " + url in ready and "held" in ready, ready
+        assert _llama_servers(test_model_path) - before == servers  # none of its own
+        first.__exit__(None, None, None)  # the command that started it ends
+        time.sleep(1.5)  # three of the keeper's looks
+        assert all(Path(f"/proc/{pid}").exists() for pid in servers)
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert _gone(servers)
+
+
+def test_a_second_teacher_serve_starts_nothing() -> None:
+    import signal
+
+    serve = _serve(2048)
+    try:
+        assert serve.stdout is not None
+        assert "local teacher ready" in serve.stdout.readline()
+        again = _serve(2048)
+        out, _ = again.communicate(timeout=120)
+        assert again.returncode == 0 and "already runs" in out and "nothing started" in out
+        assert serve.poll() is None  # the first one is left running
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=60)
+
+
 def test_an_exact_repeat_asked_offline_loads_no_detector(
     env: dict[str, str], teacher_server: str, socket_guard: SocketLog
 ) -> None:
