@@ -1,0 +1,65 @@
+"""The benchmark results the README cites (docs/results/*) agree with themselves.
+
+Every cell of each ``summary.json`` and every paired count against the student alone is
+recounted from the gzipped per-answer records by plain counting, and each McNemar p by
+the binomial formula: no code of ``assistant.bench`` is used, so a fault in the
+benchmark's own counting would show here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+FOLDERS = sorted(p.parent for p in RESULTS.glob("*/summary.json"))
+
+
+def _answers(folder: Path) -> list[dict[str, Any]]:
+    with gzip.open(folder / "answers.jsonl.gz", "rt", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    return [r for r in records if r["kind"] == "answer"]
+
+
+def _mcnemar(b: int, c: int) -> float:
+    """Exact two-sided McNemar p: the binomial test of min(b, c) in b + c at 1/2."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def test_there_are_published_results() -> None:
+    assert {"arc-c-n200", "medmcqa-n200"} <= {f.name for f in FOLDERS}
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_the_summary_is_recounted_from_the_answers(folder: Path) -> None:
+    answers = _answers(folder)
+    summary = json.loads((folder / "summary.json").read_text("utf-8"))
+    assert answers and all(a["correct"] == (a["choice"] == a["answer_key"]) for a in answers)
+    for row in summary["rows"].values():
+        by_column: dict[str, dict[str, bool]] = {}
+        for a in answers:
+            if (a["student"], a["teacher"]) == (row["student"], row["teacher"]):
+                column = "none" if a["mode"] == "none" else f"{a['mode']} K={a['k']}"
+                assert a["id"] not in by_column.setdefault(column, {}), "answered twice"
+                by_column[column][a["id"]] = a["correct"]
+        assert set(by_column) == set(row["cells"])
+        for column, cell in row["cells"].items():
+            got = by_column[column]
+            assert (cell["correct"], cell["total"]) == (sum(got.values()), len(got)), column
+        alone = by_column["none"]
+        assert set(row["against_none"]) == set(row["cells"]) - {"none"}
+        for column, pair in row["against_none"].items():
+            both = [q for q in alone if q in by_column[column]]
+            w2r = sum(not alone[q] and by_column[column][q] for q in both)
+            r2w = sum(alone[q] and not by_column[column][q] for q in both)
+            assert (pair["wrong_to_right"], pair["right_to_wrong"]) == (w2r, r2w), column
+            assert pair["mcnemar_p"] == pytest.approx(_mcnemar(w2r, r2w)), column
