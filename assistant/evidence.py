@@ -8,7 +8,6 @@ where the server supports it) and parsed robustly either way.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,15 +53,8 @@ def schema(n: int) -> dict[str, Any]:
     }
 
 
-# The reply format's own example ("statement 1", "statement 2", ...), which a small
-# teacher sometimes writes back instead of evidence: 11 of 342 MMLU replies of the local
-# 1.5B teacher held it.
-_FORMAT_ECHO = re.compile(r"statement\s*\d+\s*[.:]?", re.IGNORECASE)
-
-
 def parse(text: str, n: int) -> list[Evidence]:
-    items = parse_list(text, keys=("evidence", "evidences", "statements"))
-    items = [item for item in items if not _FORMAT_ECHO.fullmatch(item.strip())][:n]
+    items = parse_list(text, keys=("evidence", "evidences", "statements"), limit=n)
     return [Evidence(text=item, teacher_rank=i) for i, item in enumerate(items, start=1)]
 
 

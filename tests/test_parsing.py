@@ -79,16 +79,6 @@ def test_empty_and_junk() -> None:
         assert parse_list(text, keys=("evidence",)) == []
 
 
-def test_evidence_parse_drops_the_reply_formats_own_example() -> None:
-    """A teacher that writes back "statement 1", "statement 2" gave no evidence."""
-    echoed = {"evidence": ["statement 1", "Statement 2.", "Water boils at 100 °C.", "statement 3"]}
-    parsed = evidence.parse(json.dumps(echoed), n=2)
-    assert [(e.text, e.teacher_rank) for e in parsed] == [("Water boils at 100 °C.", 1)]
-    assert evidence.parse(json.dumps({"evidence": ["statement 1", "statement 2"]}), n=15) == []
-    kept = "Statement 2 of the theorem holds for every finite group."
-    assert [e.text for e in evidence.parse(json.dumps({"evidence": [kept]}), n=5)] == [kept]
-
-
 def test_evidence_parse_assigns_teacher_ranks() -> None:
     parsed = evidence.parse(json.dumps({"evidence": ITEMS}), n=2)
     assert [(e.text, e.teacher_rank) for e in parsed] == [(ITEMS[0], 1), (ITEMS[1], 2)]
