@@ -60,7 +60,8 @@ def state_file() -> Path:
     return paths.state_dir() / "teacher.json"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is still there."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -89,7 +90,7 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
         info = ServerInfo(int(data["pid"]), int(data["port"]), str(data["model_path"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(info.pid):
+    if not alive(info.pid):
         return None
     if model_path is not None and Path(info.model_path) != model_path:
         return None
@@ -378,11 +379,6 @@ def holding_shared(model_path: Path, *, n_ctx: int) -> Iterator[ServerInfo | Non
         yield info
     finally:
         lease.close()
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` is still there."""
-    return _alive(pid)
 
 
 @contextlib.contextmanager

@@ -528,6 +528,12 @@ class Detector:
         self._greetings = _words_pattern(c.greetings)
         self._tie_phrase = _words_pattern(c.tie_phrases)
         self._task_verb = _words_pattern(c.task_verbs)
+        pronouns = self.policy.pronouns.pronouns
+        self._pronoun = (
+            re.compile(r"\b(?:" + "|".join(map(re.escape, pronouns)) + r")\b", re.I)
+            if pronouns
+            else None
+        )
         self.allow = [a for a in allow if a.strip()]
         # The policy's pattern recognizers per entity (_rule_backed asks them again).
         self._patterns: dict[str, list[Any]] = {}
@@ -927,10 +933,9 @@ class Detector:
 
     def _pronoun_persons(self, text: str, found: list[Finding]) -> list[Finding]:
         """spaCy's organisations that a personal pronoun refers to (PronounRule)."""
-        rule = self.policy.pronouns
-        if not rule.entity or not rule.pronouns:
+        rule, pronoun = self.policy.pronouns, self._pronoun
+        if not rule.entity or pronoun is None:
             return []
-        pronoun = re.compile(r"\b(?:" + "|".join(map(re.escape, rule.pronouns)) + r")\b", re.I)
         people = [f for f in found if f.entity == rule.entity]
         out = []
         for f in found:
