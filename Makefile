@@ -8,24 +8,41 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 # ONNX Runtime for the embedder: cpu (onnxruntime) or gpu (onnxruntime-gpu), never both.
 ORT    ?= cpu
-# llama-cpp-python compiles on Linux (about 5 minutes on 2 cores, once; pip caches the wheel).
-# For a GPU build: make run CMAKE_ARGS="-DGGML_CUDA=on"
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# llama-cpp-python compiles on Linux, portable: one build for every x86-64 CPU, its CPU
+# code chosen at load (packaging/build-llama.sh; about 25 minutes on 2 cores, once: the
+# wheel is kept under ~/.cache/drag-assistant/wheels).  CMAKE_ARGS adds to its flags;
+# for a GPU build: make run CMAKE_ARGS="-DGGML_CUDA=on"
+export CMAKE_ARGS ?=
 
-.PHONY: run test lint typecheck bench wheel wheelhouse clean
+.PHONY: run test lint typecheck bench wheel wheelhouse clean llama FORCE
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.run: pyproject.toml packaging/no-deps.txt | $(BIN)/python
-	@echo "installing drag-assistant (llama-cpp-python compiles the first time: a few minutes)…"
+# Rewritten only when the flags change, so that llama-cpp-python is installed again then
+# (and only then; a new version in build-llama.sh does the same).
+$(VENV)/.llama-flags: FORCE | $(BIN)/python
+	@echo '$(CMAKE_ARGS)' | cmp -s - $@ || echo '$(CMAKE_ARGS)' > $@
+
+$(VENV)/.llama: $(VENV)/.llama-flags packaging/build-llama.sh
+	wheel=$$(PYTHON=$(BIN)/python sh packaging/build-llama.sh) && \
+	$(PIP) install -q --force-reinstall --no-deps "$$wheel" && $(PIP) install -q "$$wheel"
+	touch $@
+
+# llama-cpp-python again, from the portable wheel (drag names this when a build crashed).
+llama:
+	rm -f $(VENV)/.llama
+	$(MAKE) $(VENV)/.llama
+
+$(VENV)/.run: pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
+	@echo "installing drag-assistant…"
 	$(PIP) install -q -e ".[$(ORT),server,model]"
 	$(PIP) install -q --no-deps -r packaging/no-deps.txt
 	touch $@
 
-$(VENV)/.test: pyproject.toml packaging/no-deps.txt | $(BIN)/python
-	@echo "installing drag-assistant for tests (llama-cpp-python compiles the first time: a few minutes)…"
+$(VENV)/.test: pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
+	@echo "installing drag-assistant for tests…"
 	$(PIP) install -q -e ".[$(ORT),server,dev]"
 	$(PIP) install -q --no-deps -r packaging/no-deps.txt
 	# The tiny test model; its declared dependency `llm` is not needed.

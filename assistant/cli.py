@@ -473,7 +473,10 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
             "Ctrl+C stops it"
         )
         assert server.process is not None
-        server.process.wait()
+        code = server.process.wait()
+        # It ended by itself: the commands that used it are told how, and so is this one.
+        server.write_exit(localserver.exit_file(localserver.state_file()))
+        raise errors.TeacherError(localserver.crash_line(code, server.log))
     except KeyboardInterrupt:
         pass
     finally:
@@ -543,6 +546,15 @@ def bench_speed(ctx: click.Context) -> None:
     from assistant.bench import speed
 
     ctx.exit(speed.main(list(ctx.args)))
+
+
+@bench_group.command("builds", context_settings=_PASS_THROUGH)
+@click.pass_context
+def bench_builds(ctx: click.Context) -> None:
+    """llama.cpp builds side by side (each venv's own): prefill and decode (--help)."""
+    from assistant.bench import builds
+
+    ctx.exit(builds.main(list(ctx.args)))
 
 
 @bench_group.command("embedder", context_settings=_PASS_THROUGH)

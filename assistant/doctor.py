@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from assistant import modelfiles, secrets
+from assistant import llamabuild, modelfiles, secrets
 from assistant.embedder import onnxruntime_packages
 from assistant.errors import DragError
 from assistant.privacy.detect import load_policy
@@ -67,11 +67,36 @@ def checks(runtime: Runtime) -> Iterator[Check]:
 
     yield _run("GPU offload", gpu, "")
 
-    def student_loads() -> str:
-        s = runtime.student
-        return f"loaded {s.path.name} ({'GPU' if s.on_gpu else 'CPU'}, n_ctx {s.n_ctx})"
+    def build() -> str:
+        import llama_cpp
 
-    yield _run("student loads", student_loads, "check the model file and student.n_ctx")
+        gpu_layers = -1 if settings.student.gpu == "auto" and gpu_offload_supported() else 0
+        verdict = llamabuild.ready(runtime.student_path, gpu_layers=gpu_layers)
+        variants = llamabuild.cpu_variants()
+        kind = f"portable, {len(variants)} CPU variants" if variants else "built for one CPU"
+        when = f"now, in {verdict.seconds:.1f} s" if verdict.checked else "on an earlier run"
+        skipped = f"; skipped, as they died here: {', '.join(verdict.skipped)}"
+        return (
+            f"llama-cpp-python {llama_cpp.__version__} ({kind}): runs the {verdict.name} CPU "
+            f"code; a first token computed in a child process {when}"
+            + (skipped if verdict.skipped else "")
+        )
+
+    yield _run("llama.cpp build", build, llamabuild.REBUILD)
+
+    def student_computes() -> str:
+        s = runtime.student
+        started = time.perf_counter()
+        reply = s.chat([{"role": "user", "content": "Say OK."}], max_tokens=2)
+        if reply.completion_tokens < 1:
+            raise DragError("the student loaded but computed no token")
+        return (
+            f"loaded {s.path.name} ({'GPU' if s.on_gpu else 'CPU'}, n_ctx {s.n_ctx}); "
+            f"{reply.completion_tokens} tokens computed in {time.perf_counter() - started:.2f} s "
+            f"with {llamabuild.features()}"
+        )
+
+    yield _run("student computes", student_computes, "check the model file and student.n_ctx")
 
     def embedder() -> str:
         vectors = runtime.embedder.embed(["drag doctor"])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant import paths
-from assistant.errors import DragError, InputError, Interrupted, StoreError
+from assistant.errors import LINE_LIMIT, DragError, InputError, Interrupted, StoreError, one_line
 from assistant.store.sealing import Sealer, load_key
 
 SUFFIX = ".sealed"
@@ -81,7 +81,9 @@ def kept_error(question: str, exc: BaseException) -> DragError:
         kept = keep(question, str(error), getattr(error, "reply", None))
     except (StoreError, OSError) as why:
         return type(error)(f"{error} (your question could not be kept: {why})")
-    return type(error)(f"{error} (your question is kept in drag drafts as {kept.stem})")
+    # The message is cut to fit one line, never the name the question is kept under.
+    where = f" (your question is kept in drag drafts as {kept.stem})"
+    return type(error)(one_line(str(error), LINE_LIMIT - len(where)) + where)
 
 
 def _path(name: str) -> Path:

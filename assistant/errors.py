@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+# The longest message a DragError carries.
+LINE_LIMIT = 300
 
-def one_line(text: str, limit: int = 300) -> str:
+
+def one_line(text: str, limit: int = LINE_LIMIT) -> str:
     """Collapse whitespace so a message fits on one terminal line."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from assistant import egress, paths
+from assistant import egress, llamabuild, paths
 from assistant.errors import TeacherError
 from assistant.student import default_threads
 
@@ -162,12 +162,64 @@ def log_file() -> Path:
     return paths.private_dir(paths.state_dir()) / "teacher-server.log"
 
 
-def _tail(path: Path, lines: int = 3) -> str:
+def _tail(path: Path, lines: int = 3, limit: int = 0) -> str:
     try:
         text = path.read_text("utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return " | ".join(text[-lines:])
+    tail = " | ".join(text[-lines:])
+    return "…" + tail[-limit:] if limit and len(tail) > limit else tail
+
+
+def exit_file(record: Path) -> Path:
+    """Where the keeper (or ``drag teacher serve``) writes how a server it ran ended."""
+    return record.with_name(record.stem + ".exit.json")
+
+
+def crash_line(code: int, log: Path) -> str:
+    """What a user is told when the server died on its own: how, and where its log is."""
+    return (
+        f"the local teacher crashed: its llama.cpp server was {llamabuild.describe_exit(code)} "
+        f"(log: {log}; last lines: {_tail(log, 2, limit=80)})"
+    )
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    """The process has ended (its parent may not have collected it yet)."""
+    if not alive(pid):
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("Z", "X")
+
+
+# Base URL -> (server pid, its exit file) of the servers this process uses.
+_served: dict[str, tuple[int, Path]] = {}
+
+
+def crash_report(base_url: str, wait: float = 5.0) -> str | None:
+    """Why the local server at ``base_url`` stopped answering, when it has died: its crash
+    line, or None while it runs (the failure was something else).  Its keeper writes
+    the exit within half a second; this waits that long for it, and no more."""
+    entry = _served.get(base_url)
+    if entry is None:
+        return None
+    pid, exit_path = entry
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            data = json.loads(exit_path.read_text("utf-8"))
+            if int(data["pid"]) == pid:
+                return crash_line(int(data["code"]), Path(data["log"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        if not _gone_or_zombie(pid):
+            return None
+        if time.monotonic() > deadline:
+            return f"the local teacher's llama.cpp server (pid {pid}) has stopped"
+        time.sleep(0.1)
 
 
 class LocalServer:
@@ -193,10 +245,10 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}/v1"
 
-    def command(self) -> list[str]:
+    def command(self, cpu: Path | None = None) -> list[str]:
+        """``llama_cpp.server`` run with the CPU variant ``cpu`` of a portable build."""
         return [
-            sys.executable,
-            "-m",
+            *llamabuild.run_command(cpu),
             "llama_cpp.server",
             "--model",
             str(self.model_path),
@@ -223,9 +275,12 @@ class LocalServer:
                 "pip install 'drag-assistant[server]'"
             ) from None
         log = self.log
+        # The same check as the student's, in a process of its own: a build that dies on
+        # this CPU is an error that says so, not a server that dies on its first request.
+        cpu = llamabuild.ready(self.model_path).variant
         with paths.open_private(log) as out:
             self.process = subprocess.Popen(
-                self.command(),
+                self.command(cpu),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -234,9 +289,9 @@ class LocalServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                how = llamabuild.describe_exit(self.process.returncode)
                 raise TeacherError(
-                    f"the local teacher server exited (code {self.process.returncode}; "
-                    f"log: {log}): {_tail(log)}"
+                    f"the local teacher server exited ({how}; log: {log}): {_tail(log)}"
                 )
             if _probe(self.base_url, timeout=5.0):
                 return
@@ -244,6 +299,25 @@ class LocalServer:
         self.stop()
         raise TeacherError(
             f"the local teacher server did not start within {timeout:g} s (log: {log})"
+        )
+
+    def ended(self) -> int | None:
+        """The exit code of a server that ended by itself (negative: the signal), or None."""
+        return None if self.process is None else self.process.poll()
+
+    def write_exit(self, path: Path) -> None:
+        """Record how the server ended, for the drag processes that were using it."""
+        assert self.process is not None
+        paths.write_private(
+            path,
+            json.dumps(
+                {
+                    "pid": self.process.pid,
+                    "port": self.port,
+                    "code": self.process.returncode,
+                    "log": str(self.log),
+                }
+            ),
         )
 
     def stop(self) -> None:
@@ -343,6 +417,11 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
                 if now - idle_since >= keep_alive:
                     server.forget(record)  # under the lock: no process picks it up now
                     break
+        code = server.ended()
+        if code is not None:  # it died by itself: its users are told how
+            server.write_exit(exit_file(record))
+            print(f"drag: {crash_line(code, server.log)}", flush=True)
+            return 1
     except KeyboardInterrupt:
         pass
     except TeacherError as exc:
@@ -395,6 +474,7 @@ def serving(
     process holds a lease on the shared server until the context ends."""
     existing = running(model_path)
     if existing is not None:
+        _served[existing.base_url] = (existing.pid, exit_file(state_file()))
         yield existing.base_url
         return
     if _fcntl() is None:  # no leases here: a server of this command's own
@@ -415,6 +495,7 @@ def serving(
         except BaseException:
             lease.close()
             raise
+    _served[info.base_url] = (info.pid, exit_file(shared_files(model_path, n_ctx)[0]))
     try:
         yield info.base_url
     finally:

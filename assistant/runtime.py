@@ -158,7 +158,7 @@ class Runtime:
         s = self.settings.student
         path = self.student_path
         self.status(f"loading the student model {path.name}…")
-        return Student(path, n_ctx=s.n_ctx, gpu=s.gpu, threads=s.threads)
+        return Student(path, n_ctx=s.n_ctx, gpu=s.gpu, threads=s.threads, status=self.status)
 
     def prime_student(self) -> None:
         """Have the student read ahead the head of every answer's prompt (the app does,
@@ -267,6 +267,15 @@ class Runtime:
     def generaliser(self) -> Generaliser:
         return Generaliser.from_policy(load_policy().generalise)
 
+    def _crashed(self, base_url: str) -> str | None:
+        """How the local teacher's server died, if it did; then the next question starts
+        a new one (its lease on the dead one is let go with the others at close)."""
+        report = localserver.crash_report(base_url)
+        if report is not None:
+            self.__dict__.pop("teacher", None)
+            report += "; the next question starts it again"
+        return report
+
     @cached_property
     def teacher(self) -> Teacher:
         t = self.settings.teacher
@@ -292,6 +301,7 @@ class Runtime:
                 guard=self.guard,
                 protected=lambda: self.vault.values(),
                 ledger=self._record_upload,
+                diagnose=lambda: self._crashed(base_url),
             )
         if not t.model:
             raise ConfigError(

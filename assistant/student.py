@@ -60,6 +60,9 @@ def gpu_offload_supported() -> bool:
     """True when this llama.cpp build can offload layers to a GPU (CUDA, Metal, Vulkan...)."""
     import llama_cpp
 
+    from assistant import llamabuild
+
+    llamabuild.load_other_backends()  # a portable build's GPU backends are libraries of their own
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
@@ -81,16 +84,28 @@ class Generation:
 
 class Student:
     def __init__(
-        self, path: Path, *, n_ctx: int = 4096, gpu: str = "auto", threads: int = 0, seed: int = 0
+        self,
+        path: Path,
+        *,
+        n_ctx: int = 4096,
+        gpu: str = "auto",
+        threads: int = 0,
+        seed: int = 0,
+        status: Callable[[str], None] = lambda _message: None,
     ) -> None:
         try:
             from llama_cpp import Llama
         except ImportError as exc:  # pragma: no cover - a broken install
             raise ModelError(f"llama-cpp-python is not installed: {exc}") from None
+        from assistant import llamabuild
+
         self.path = path
         self._lock = threading.Lock()
         self._grammars: dict[tuple[str, ...], Any] = {}  # per set of choices (see chat)
         self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
+        # llama.cpp runs in this process: a build that dies on this CPU would take the app
+        # with it, so a child process computes with it first (once per build and model).
+        self.build = llamabuild.prepare(path, gpu_layers=self.gpu_layers, status=status)
         kwargs: dict[str, Any] = {
             "model_path": str(path),
             "n_ctx": n_ctx,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +44,9 @@ class Teacher:
     released: tuple[str, ...] = ()
     # Coarser values sent after placeholders ("a city in Norway"): our words, not the user's.
     hints: tuple[str, ...] = ()
+    # Why a request failed when the teacher itself is gone (the local server crashed):
+    # asked after a failure, None when it is not that.
+    diagnose: Callable[[], str | None] | None = None
 
     @classmethod
     def from_settings(
@@ -56,6 +60,7 @@ class Teacher:
         guard: egress.Guard | None,
         protected: Callable[[], Sequence[tuple[str, str]]],
         ledger: Callable[[Upload], int] | None = None,
+        diagnose: Callable[[], str | None] | None = None,
     ) -> Teacher:
         structured = settings.structured
         if structured == "auto":
@@ -78,6 +83,7 @@ class Teacher:
             guard=guard,
             protected=protected,
             ledger=ledger,
+            diagnose=diagnose,
         )
 
     def for_question(
@@ -154,9 +160,10 @@ class Teacher:
             except Exception as exc:  # disk full, locked database: reported below
                 failed.append(f"{type(exc).__name__}: {exc}")
 
-        reply = egress.send(
-            self.endpoint, request, self.guard, record=record if self.ledger else None
-        )
+        with self._diagnosed():
+            reply = egress.send(
+                self.endpoint, request, self.guard, record=record if self.ledger else None
+            )
         if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
             raise TeacherError("the teacher gave an unexpected reply type")
         if failed:  # fail closed: no further uploads that the ledger cannot show
@@ -177,7 +184,20 @@ class Teacher:
         )
         return reply
 
+    @contextlib.contextmanager
+    def _diagnosed(self) -> Iterator[None]:
+        """A failure because the teacher itself died is told as that (a crashed local
+        server: how it died and its log), with what it had sent kept."""
+        try:
+            yield
+        except TeacherError as exc:
+            crash = self.diagnose() if self.diagnose is not None else None
+            if crash is None:
+                raise
+            raise TeacherError(crash, reply=exc.reply) from None
+
     def probe(self) -> tuple[str, ...]:
-        reply = egress.send(self.endpoint, egress.ModelsRequest(), egress.BodylessOnly())
+        with self._diagnosed():
+            reply = egress.send(self.endpoint, egress.ModelsRequest(), egress.BodylessOnly())
         assert isinstance(reply, egress.ModelsReply)
         return reply.models

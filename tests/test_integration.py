@@ -420,13 +420,21 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     assert set(checks) == {
         "student model file",
         "GPU offload",
-        "student loads",
+        "llama.cpp build",
+        "student computes",
         "embedder",
         "personal-data detector",
         "local store",
         "teacher reachable",
     }
     assert "sha256 verified" in checks["student model file"]["detail"]
+    # The portable build, the CPU code it runs here, and a token computed, not only a load.
+    from assistant import llamabuild, modelfiles
+
+    chosen = llamabuild.ready(modelfiles.resolve(TEST_MODEL)[0]).name
+    assert "portable, 14 CPU variants" in checks["llama.cpp build"]["detail"]
+    assert f"runs the {chosen} CPU code" in checks["llama.cpp build"]["detail"]
+    assert re.search(r"\b[12] tokens computed in", checks["student computes"]["detail"])
     assert "chain and MACs intact" in checks["local store"]["detail"]
     assert "key file" in checks["local store"]["detail"]  # the tests never use a keyring
     assert re.search(r"key id [0-9a-f]{8}", checks["local store"]["detail"])

@@ -65,3 +65,43 @@ def test_whole_questions_with_the_graph_before_and_after_the_answer(
     assert "| online, graph after the answer |" in printed
     assert "| offline, the same questions from the cache |" in printed
     assert "sooner with the graph after it" in printed and "raw prefill speed" in printed
+
+
+def test_two_builds_side_by_side_alternate_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`drag bench builds`: each environment in its own process, alternating by round.
+    Here both names run this environment's build (one through a wrapper script)."""
+    import sys
+
+    from assistant import llamabuild, modelfiles
+    from assistant.bench import builds
+
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    out = tmp_path / "builds.json"
+    args = ["--python", sys.executable, "--python", str(wrapper), "--runs", "2"]
+    args += ["--student", "smollm2-135m-instruct", "--decode-tokens", "8", "--json", str(out)]
+    assert builds.main(args) == 0
+    rows = json.loads(out.read_text("utf-8"))
+    assert list(rows) == [sys.executable, str(wrapper)]
+    best = llamabuild.ready(modelfiles.resolve("smollm2-135m-instruct")[0]).name
+    for runs in rows.values():
+        assert len(runs) == 2 and all(r["cpu"] == best and r["prefill_tok_s"] > 0 for r in runs)
+    printed = capsys.readouterr()
+    assert "| 1.000 | 1.000 |" in printed.out  # the first build against itself
+    order = [ln.split(":")[0] for ln in printed.err.splitlines() if ln.startswith("round")]
+    assert order == [
+        f"round 1 {sys.executable}",
+        f"round 1 {wrapper}",
+        f"round 2 {wrapper}",
+        f"round 2 {sys.executable}",
+    ]
+
+
+def test_builds_needs_two_environments(capsys: pytest.CaptureFixture[str]) -> None:
+    from assistant.bench import builds
+
+    assert builds.main(["--python", "python3"]) == 2
+    assert capsys.readouterr().err.startswith("bench: error: ")

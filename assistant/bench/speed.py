@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant import answer, modelfiles
+from assistant import answer, llamabuild, modelfiles
 from assistant.bench import arguments
 from assistant.bench.mc import bundled, bundled_arc, load_arc
 from assistant.errors import DragError
@@ -75,10 +75,13 @@ def measure(name: str, runs: int, decode_tokens: int, threads: int) -> dict[str,
             free[1]["content"] += "\nExplain your answer in detail."
             long = student.chat(free, max_tokens=decode_tokens)
             decode.append(long.tokens_per_second)
+        cpu, features = student.build.name, llamabuild.features()
     finally:
         student.close()
     return {
         "model": name,
+        "cpu": cpu,  # the CPU code llama.cpp ran (a portable build's variant)
+        "features": features,
         "file": path.name,
         "size_mb": round(path.stat().st_size / 1e6),
         "load_s": round(load, 2),

@@ -1,0 +1,51 @@
+#!/bin/sh
+# The llama-cpp-python wheel drag-assistant installs: compiled here once, portable.
+#
+#   packaging/build-llama.sh            prints the wheel's path (building it if needed)
+#
+# Portable: llama.cpp is compiled without -march=native (GGML_NATIVE=OFF), and its CPU
+# backend as one library per CPU level (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS: x64,
+# sse42, sandybridge, haswell, skylakex, icelake, zen4, sapphirerapids, ...), installed
+# beside libllama.so (CMAKE_INSTALL_BINDIR).  At load, drag-assistant checks the best
+# variant for this CPU in a child process and loads it (assistant/llamabuild.py).  So the
+# same wheel runs on any x86-64 CPU, and on the one it was built on no slower than a
+# native build (models/README.md: Builds).
+#
+# CMAKE_ARGS adds to these flags (a GPU: CMAKE_ARGS=-DGGML_CUDA=on).  The wheel is kept in
+# DRAG_WHEELS (default ~/.cache/drag-assistant/wheels) under a key of the version, the
+# flags and the compiler, never in pip's cache, which keys a built wheel on its source
+# alone and would hand a native build back after the flags changed.
+set -eu
+version=${LLAMA_CPP_VERSION:-0.3.36}
+python=${PYTHON:-python3}
+portable="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DLLAVA_BUILD=OFF"
+flags="$portable ${CMAKE_ARGS:-}"
+compiler=$( (${CC:-cc} --version 2>/dev/null || echo none) | head -n 1)
+key=$(printf '%s\n' "$version" "$flags" "$compiler" "$(uname -m)" | sha256sum | cut -c1-16)
+store="${DRAG_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/drag-assistant/wheels}/llama-$key"
+
+found=$(ls "$store"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
+if [ -z "$found" ]; then
+    echo "compiling llama-cpp-python $version, portable (once; about 25 minutes on 2 cores)…" >&2
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    CMAKE_ARGS="$flags" "$python" -m pip wheel --quiet --no-deps --no-cache-dir \
+        --no-binary llama-cpp-python --wheel-dir "$tmp" "llama-cpp-python==$version" >&2
+    wheel=$(ls "$tmp"/llama_cpp_python-*.whl)
+    # A build for every CPU carries its CPU variants; without them llama.cpp has no CPU
+    # backend at all (this is what a missing CMAKE_INSTALL_BINDIR gave).
+    case "$flags" in
+    *GGML_CPU_ALL_VARIANTS=OFF*) ;;
+    *)
+        if ! "$python" -m zipfile -l "$wheel" | grep -q 'llama_cpp/lib/libggml-cpu-haswell'; then
+            echo "build-llama: $wheel has no CPU variant libraries" >&2
+            exit 1
+        fi
+        ;;
+    esac
+    mkdir -p "$store"
+    printf '%s\n' "$flags" > "$store/CMAKE_ARGS"
+    mv "$wheel" "$store/"
+    found=$(ls "$store"/llama_cpp_python-*.whl | head -n 1)
+fi
+echo "$found"

@@ -1,0 +1,231 @@
+"""The llama.cpp build: portable flags, the check in a child process, and what a build
+that dies on this CPU gives (issue 28).
+
+The crashes here are real where they can be: a CPU variant that needs an instruction
+this CPU lacks dies with SIGILL in a real llama.cpp child.  A child that kills itself
+with SIGSEGV stands in for the AMX fault of the issue (``SEGFAULTING_PROBE``, a fake).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from assistant import llamabuild
+from assistant.errors import ModelError
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTION = "Why is the sky blue?"
+
+# A fake probe: a child that dies as llama.cpp did on the AMX machine of issue 28.
+SEGFAULTING_PROBE = [
+    sys.executable,
+    "-c",
+    "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)",
+]
+
+
+@pytest.fixture
+def fresh_verdicts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A cache folder of its own: no verdict of another test answers for this one.  A
+    short path, as a user's is: error lines hold it whole."""
+    home = Path(tempfile.mkdtemp(prefix="drag-"))
+    monkeypatch.setenv("DRAG_HOME", str(home))
+    yield home / "cache" / llamabuild.VERDICTS
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _portable_flags() -> list[str]:
+    text = (ROOT / "packaging" / "build-llama.sh").read_text()
+    match = re.search(r'^portable="([^"]*)"', text, re.M)
+    assert match, "build-llama.sh names its portable flags in one line"
+    return shlex.split(match.group(1))
+
+
+def test_the_build_flags_are_portable() -> None:
+    flags = _portable_flags()
+    assert "-DGGML_NATIVE=OFF" in flags
+    assert "-DGGML_BACKEND_DL=ON" in flags and "-DGGML_CPU_ALL_VARIANTS=ON" in flags
+    # The variants are installed beside libllama.so, where the loader looks for them.
+    assert "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib" in flags
+    makefile = (ROOT / "Makefile").read_text()
+    wheelhouse = (ROOT / "packaging" / "wheelhouse.sh").read_text()
+    build = (ROOT / "packaging" / "build-llama.sh").read_text()
+    for text in (makefile, wheelhouse, build):
+        code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+        assert not re.search(r"GGML_NATIVE=ON|-march=native", code)
+    # No default extra flag, and both the venv and the wheelhouse take that one build.
+    assert re.search(r"^export CMAKE_ARGS \?=\s*$", makefile, re.M)
+    assert "packaging/build-llama.sh" in makefile and "build-llama.sh" in wheelhouse
+    # The wheel never comes from pip's cache, which would hand back an older native build.
+    assert "--no-cache-dir" in build and "--no-binary llama-cpp-python" in build
+
+
+def test_the_installed_build_carries_a_variant_for_each_cpu_level() -> None:
+    names = {llamabuild.variant_name(p) for p in llamabuild.cpu_variants()}
+    assert {"x64", "sse42", "haswell", "skylakex", "zen4", "sapphirerapids"} <= names
+    ranked = llamabuild.ranked()
+    assert ranked, "no variant runs on this CPU"
+    assert llamabuild.variant_name(ranked[-1]) in {"x64", "sse42"}  # the floor runs anywhere
+
+
+@pytest.mark.integration
+def test_a_real_probe_passes_and_its_verdict_is_kept(
+    test_model_path: Path, fresh_verdicts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = llamabuild.ready(test_model_path)
+    # The best variant for this CPU, unless better ones died here (as AMX did in issue 28).
+    assert first.checked and first.variant == llamabuild.ranked()[len(first.skipped)]
+    assert fresh_verdicts.is_file()
+    # Known now: no child runs again (one that would is a failure).
+    monkeypatch.setattr(llamabuild, "probe_command", lambda *_a: SEGFAULTING_PROBE)
+    again = llamabuild.ready(test_model_path)
+    assert not again.checked and again.variant == first.variant
+
+
+def _variant_this_cpu_lacks() -> Path:
+    lacking = [p for p in llamabuild.cpu_variants() if llamabuild.score(p) == 0]
+    if not lacking:
+        pytest.skip("this CPU runs every variant of the build (AMX and AVX-512 included)")
+    return lacking[0]
+
+
+@pytest.mark.integration
+def test_a_variant_that_dies_here_is_skipped_for_the_next_best(
+    test_model_path: Path, fresh_verdicts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPU that reports an instruction the system does not let it use (the AMX VM of
+    issue 28): the best variant by its score dies, for real, and the next one is used."""
+    dies = _variant_this_cpu_lacks()
+    runs = llamabuild.ready(test_model_path).variant  # checked in this test's own cache
+    assert runs is not None
+    monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: [dies, runs])
+    fresh_verdicts.unlink()  # checked again, with the ranking of a CPU that misreports
+    verdict = llamabuild.ready(test_model_path)
+    assert verdict.variant == runs
+    assert len(verdict.skipped) == 1 and verdict.skipped[0].startswith(
+        f"{llamabuild.variant_name(dies)} (killed by SIGILL"
+    )
+
+
+def test_a_probe_that_dies_names_the_signal_and_the_fix(
+    test_model_path: Path, fresh_verdicts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: [])  # a build for one CPU
+    monkeypatch.setattr(llamabuild, "probe_command", lambda *_a: SEGFAULTING_PROBE)
+    with pytest.raises(ModelError) as caught:
+        llamabuild.ready(test_model_path)
+    message = str(caught.value)
+    assert "\n" not in message and "killed by SIGSEGV" in message
+    assert "make llama" in message and "llama-probe.log" in message
+    # Kept for this build: the next run says so at once, with no child that dies again.
+    monkeypatch.setattr(llamabuild, "probe_command", lambda *_a: ["false"])
+    with pytest.raises(ModelError) as again:
+        llamabuild.ready(test_model_path)
+    assert str(again.value) == message
+
+
+def test_a_portable_build_whose_every_variant_dies_names_each(
+    test_model_path: Path, fresh_verdicts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    variants = llamabuild.ranked()[:2]
+    monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: variants)
+    monkeypatch.setattr(llamabuild, "probe_command", lambda *_a: SEGFAULTING_PROBE)
+    with pytest.raises(ModelError) as caught:
+        llamabuild.ready(test_model_path)
+    message = str(caught.value)
+    for variant in variants:
+        assert f"{llamabuild.variant_name(variant)} (killed by SIGSEGV" in message
+    assert "so the model is not loaded" in message
+
+
+class FakeLlama:
+    """Stands in for llama_cpp.Llama to see whether the student was loaded at all."""
+
+    made: ClassVar[list[str]] = []
+
+    def __init__(self, **kwargs: object) -> None:
+        FakeLlama.made.append(str(kwargs.get("model_path")))
+
+
+def test_the_student_is_not_loaded_in_process_when_the_probe_dies(
+    test_model_path: Path, fresh_verdicts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import llama_cpp
+
+    from assistant.student import Student
+
+    monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: [])
+    monkeypatch.setattr(llamabuild, "probe_command", lambda *_a: SEGFAULTING_PROBE)
+    monkeypatch.setattr(llama_cpp, "Llama", FakeLlama)
+    FakeLlama.made.clear()
+    with pytest.raises(ModelError, match="SIGSEGV"):
+        Student(test_model_path, gpu="off")
+    assert FakeLlama.made == []
+
+
+def test_ask_with_a_build_that_dies_is_one_line_and_keeps_the_question(
+    test_model_path: Path,
+    fresh_verdicts: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from assistant import cli, drafts
+
+    monkeypatch.setenv("DRAG_STUDENT_MODEL", str(test_model_path))
+    monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: [])
+    monkeypatch.setattr(llamabuild, "probe_command", lambda *_a: SEGFAULTING_PROBE)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["ask", "--mode", "none", QUESTION])
+    assert exited.value.code == ModelError.exit_code
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("drag: error: llama.cpp was killed"), lines
+    assert "killed by SIGSEGV" in lines[0] and "make llama" in lines[0]
+    name = re.search(r"kept in drag drafts as (\S+?)\)$", lines[0])
+    assert name and drafts.read(name.group(1))["question"] == QUESTION
+
+
+def test_describe_exit() -> None:
+    assert llamabuild.describe_exit(-int(signal.SIGSEGV)).startswith("killed by SIGSEGV (")
+    assert llamabuild.describe_exit(-int(signal.SIGILL)).startswith("killed by SIGILL (")
+    assert llamabuild.describe_exit(3) == "exit code 3"
+
+
+def test_the_teacher_server_runs_under_the_chosen_variant(tmp_path: Path) -> None:
+    """The server's command loads the variant, and ps still shows llama_cpp.server."""
+    from assistant.localserver import LocalServer
+
+    variant = llamabuild.ranked()[0]
+    command = LocalServer(tmp_path / "m.gguf", port=1).command(variant)
+    assert command[command.index("--cpu") + 1] == str(variant)
+    assert command[command.index("llama_cpp.server") + 1 :][:2] == [
+        "--model",
+        str(tmp_path / "m.gguf"),
+    ]
+
+
+@pytest.mark.integration
+def test_a_probe_child_computes_tokens_with_the_real_build(test_model_path: Path) -> None:
+    variant = llamabuild.ready(test_model_path).variant
+    proc = subprocess.run(
+        llamabuild.probe_command(test_model_path, 0, variant),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["ok"] and report["usage"]["completion_tokens"] >= 1
+    assert report["usage"]["prompt_tokens"] >= 40
