@@ -9,7 +9,7 @@ PIP    := $(BIN)/python -m pip
 # ONNX Runtime for the embedder: cpu (onnxruntime) or gpu (onnxruntime-gpu), never both.
 ORT    ?= cpu
 # llama-cpp-python compiles on Linux, portable: one build for every x86-64 CPU, its CPU
-# code chosen at load (packaging/build-llama.sh; about 25 minutes on 2 cores, once: the
+# code chosen at load (packaging/build-llama.sh; about 15 minutes on 2 cores, once: the
 # wheel is kept under ~/.cache/drag-assistant/wheels).  CMAKE_ARGS adds to its flags;
 # for a GPU build: make run CMAKE_ARGS="-DGGML_CUDA=on"
 export CMAKE_ARGS ?=

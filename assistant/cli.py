@@ -475,8 +475,8 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
         assert server.process is not None
         code = server.process.wait()
         # It ended by itself: the commands that used it are told how, and so is this one.
-        server.write_exit(localserver.exit_file(localserver.state_file()))
-        raise errors.TeacherError(localserver.crash_line(code, server.log))
+        log = server.write_exit(localserver.exit_file(localserver.state_file()))
+        raise errors.TeacherError(localserver.crash_line(code, log))
     except KeyboardInterrupt:
         pass
     finally:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from assistant import llamabuild, modelfiles, secrets
+from assistant import llamabuild, llamacheck, modelfiles, secrets
 from assistant.embedder import onnxruntime_packages
 from assistant.errors import DragError
 from assistant.privacy.detect import load_policy
@@ -71,7 +71,9 @@ def checks(runtime: Runtime) -> Iterator[Check]:
         import llama_cpp
 
         gpu_layers = -1 if settings.student.gpu == "auto" and gpu_offload_supported() else 0
-        verdict = llamabuild.ready(runtime.student_path, gpu_layers=gpu_layers)
+        verdict = llamacheck.ready(runtime.student_path, gpu_layers=gpu_layers)
+        if verdict.error:  # the child could not load the model: not a pass
+            raise DragError(f"the check in a child process failed: {verdict.error}")
         variants = llamabuild.cpu_variants()
         kind = f"portable, {len(variants)} CPU variants" if variants else "built for one CPU"
         when = f"now, in {verdict.seconds:.1f} s" if verdict.checked else "on an earlier run"
@@ -82,7 +84,7 @@ def checks(runtime: Runtime) -> Iterator[Check]:
             + (skipped if verdict.skipped else "")
         )
 
-    yield _run("llama.cpp build", build, llamabuild.REBUILD)
+    yield _run("llama.cpp build", build, llamacheck.REBUILD)
 
     def student_computes() -> str:
         s = runtime.student

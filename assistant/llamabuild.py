@@ -1,19 +1,15 @@
-"""The llama.cpp build in use: which CPU code it runs, and a check that it computes.
+"""The llama.cpp build in use: which CPU code it has, and loading the one chosen.
 
 A portable build (``packaging/build-llama.sh``) carries llama.cpp's CPU backend as one
 library per CPU level, ``libggml-cpu-<variant>.so`` beside ``libllama.so``; each says
 how well it fits this CPU (``ggml_backend_score``: 0 when the CPU lacks an instruction it
-uses).  llama.cpp would pick the best one itself, but a CPU can report an instruction
-that the system does not let a process use: AMX on some virtual machines, where the
-best variant faults on its first matrix product.  So nothing here trusts the score
-alone.  Before llama.cpp computes anything in this process, a child process loads the
-model and computes a few tokens with the variant to be used (:func:`ready`); a variant
-whose child dies is skipped for the next best, and the verdict is kept per build, CPU
-and model in the cache folder, so this costs one model load once.  A build without
-variants (compiled for one CPU) is checked the same way; when its child dies, the
-student is not loaded and the error names the signal and how to rebuild.
+uses).  A CPU can report an instruction that the system does not let a process use (AMX
+on some virtual machines), so the best by score is not loaded on trust:
+:mod:`assistant.llamacheck` checks it in a child process first, and this module loads
+what that check chose.  A build compiled for one CPU has no variants: its CPU code is
+linked in, and only the check applies.
 
-``python -m assistant.llamabuild probe MODEL ...`` is that child;
+``python -m assistant.llamabuild probe MODEL ...`` is the check's child;
 ``python -m assistant.llamabuild run --cpu PATH llama_cpp.server ARGS`` runs the server
 of the embedded teacher with the chosen variant.
 """
@@ -22,24 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from assistant import paths
 from assistant.errors import ModelError
 
-REBUILD = "rebuild llama-cpp-python portable: `make llama` in the drag-assistant checkout"
-PROBE_TIMEOUT = 600.0
 PROBE_TOKENS = 4
 # About 70 tokens: enough for llama.cpp to take its batched matrix path, as an answer does.
 PROBE_PROMPT = (
@@ -48,7 +36,6 @@ PROBE_PROMPT = (
     "Sunlight gives the energy that turns carbon dioxide and water into sugar. "
     "Oxygen is given off as a by-product. Answer in one word:"
 )
-VERDICTS = "llama-build.json"
 
 
 def lib_dir() -> Path:
@@ -59,7 +46,8 @@ def lib_dir() -> Path:
 
 
 def _suffix() -> str:
-    return ".dll" if sys.platform == "win32" else (".dylib" if sys.platform == "darwin" else ".so")
+    """Of a loadable backend: ggml names them ``.so`` on every system but Windows."""
+    return ".dll" if sys.platform == "win32" else ".so"
 
 
 def _prefix() -> str:
@@ -109,12 +97,12 @@ def variant_name(path: Path | None) -> str:
 
 def _mapped(stem: str) -> str | None:
     """The file of a library whose name starts with ``stem`` that this process has mapped
-    from llama-cpp-python's folder (Linux), if any."""
-    folder = str(lib_dir())
+    from llama-cpp-python's folder (Linux; the kernel names files by their real path)."""
+    folder = os.path.realpath(lib_dir())
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/maps").read_text().splitlines():
             path = line.split(maxsplit=5)[-1]
-            if path.startswith(folder) and Path(path).name.startswith(stem):
+            if Path(path).name.startswith(stem) and str(Path(path).parent) == folder:
                 return path
     return None
 
@@ -126,7 +114,10 @@ def _libggml() -> Any:
     import llama_cpp  # noqa: F401  (maps libllama, and the libggml it was linked with)
 
     path = _mapped(f"{_prefix()}ggml{_suffix()}")
-    if path is None:  # no /proc: llama-cpp-python's own handle
+    if path is None:  # no /proc: the name libllama asks for, else llama-cpp-python's own
+        linked = lib_dir() / f"{_prefix()}ggml{_suffix()}.0"
+        if linked.is_file():
+            return _typed(ctypes.CDLL(str(linked)))
         from llama_cpp import _ggml
 
         return _typed(_ggml.libggml)
@@ -134,6 +125,8 @@ def _libggml() -> Any:
 
 
 def _typed(lib: Any) -> Any:
+    lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
+    lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
     lib.ggml_backend_load.argtypes = [ctypes.c_char_p]
     lib.ggml_backend_load.restype = ctypes.c_void_p
     lib.ggml_backend_register.argtypes = [ctypes.c_void_p]
@@ -180,6 +173,28 @@ def load_other_backends() -> None:
             lib = lib or _libggml()
             lib.ggml_backend_load(str(path).encode())
         _loaded["other"] = None
+
+
+def cpu_loaded() -> bool:
+    """Whether this process has chosen its CPU code already (one process runs one)."""
+    return "cpu" in _loaded
+
+
+def loaded_cpu() -> Path | None:
+    """The CPU variant this process runs (None: none, or a build for one CPU)."""
+    return _loaded.get("cpu")
+
+
+def has_gpu() -> bool | None:
+    """Whether a GPU backend of a dynamic-backend build found a device (None: a build for
+    one CPU, which llama.cpp asks itself).  Asked of ggml directly: llama.cpp's own
+    question loads every backend it finds in the current folder when none is registered
+    yet, and the CPU code is registered only after its check."""
+    if not cpu_variants():
+        return None
+    load_other_backends()
+    lib = _libggml()
+    return any(lib.ggml_backend_dev_by_type(kind) for kind in (1, 2))  # GPU, IGPU
 
 
 def load_cpu(variant: Path | None) -> None:
@@ -233,246 +248,6 @@ def features() -> str:
         if value.strip() == "1" and name and name not in on:
             on.append(name)
     return " ".join(on) or "no CPU extensions"
-
-
-# -- the verdict ------------------------------------------------------------------------
-
-
-def _cpu_id() -> str:
-    """This CPU as the verdict knows it: its model name and flags (Linux), else the machine."""
-    with contextlib.suppress(OSError):
-        text = Path("/proc/cpuinfo").read_text("utf-8", "replace")
-        keep = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))][:2]
-        return "\n".join(keep)
-    import platform
-
-    return f"{platform.machine()} {platform.processor()}"
-
-
-def _fingerprint(files: Sequence[Path]) -> str:
-    parts = []
-    for f in files:
-        with contextlib.suppress(OSError):
-            st = f.stat()
-            parts.append(f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}")
-    return "\n".join(parts)
-
-
-def verdict_key(model: Path, gpu_layers: int) -> str:
-    """The build (every library file), this CPU, the model file and GPU use."""
-    folder = lib_dir()
-    text = "\n".join(
-        [
-            _fingerprint(sorted(folder.glob("*"))),
-            _cpu_id(),
-            _fingerprint([model]),
-            f"gpu_layers={gpu_layers}",
-        ]
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-def _verdicts_file() -> Path:
-    return paths.cache_dir() / VERDICTS
-
-
-def _read_verdicts() -> dict[str, Any]:
-    try:
-        data = json.loads(_verdicts_file().read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_verdict(key: str, verdict: dict[str, Any]) -> None:
-    """Add one verdict (atomically: other drag processes may read the file meanwhile)."""
-    path = _verdicts_file()
-    data = _read_verdicts()
-    data[key] = verdict
-    paths.private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    paths.write_private(tmp, json.dumps(data, indent=1))
-    tmp.replace(path)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    variant: Path | None  # the CPU variant to load; None: a build for one CPU
-    seconds: float  # the check's time (0 when it was known from an earlier run)
-    skipped: tuple[str, ...] = ()  # variants whose check died: "sapphirerapids (SIGSEGV)"
-    checked: bool = False  # True when it was checked in this call
-
-    @property
-    def name(self) -> str:
-        return variant_name(self.variant)
-
-
-def describe_exit(code: int) -> str:
-    """``killed by SIGSEGV (segmentation fault)`` or ``exit code 3``."""
-    if code < 0:
-        try:
-            sig = signal.Signals(-code)
-        except ValueError:
-            return f"killed by signal {-code}"
-        what = signal.strsignal(sig) or ""
-        return f"killed by {sig.name}" + (f" ({what.lower()})" if what else "")
-    return f"exit code {code}"
-
-
-def probe_command(model: Path, gpu_layers: int, variant: Path | None) -> list[str]:
-    """The child that loads ``model`` and computes a few tokens with ``variant``."""
-    command = [sys.executable, "-m", "assistant.llamabuild", "probe", str(model)]
-    command += ["--gpu-layers", str(gpu_layers)]
-    if variant is not None:
-        command += ["--cpu", str(variant)]
-    return command
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    ok: bool
-    crashed: str = ""  # how the child died, when it did
-    error: str = ""  # the child's own error, when it gave one
-    timed_out: bool = False
-
-
-def _probe_once(model: Path, gpu_layers: int, variant: Path | None, log: IO[bytes]) -> _Outcome:
-    command = probe_command(model, gpu_layers, variant)
-    log.write(f"== {variant_name(variant)}: {' '.join(command)}\n".encode())
-    log.flush()
-    try:
-        proc = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            timeout=PROBE_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return _Outcome(False, crashed=f"gave no answer within {PROBE_TIMEOUT:g} s", timed_out=True)
-    if proc.returncode == 0:
-        return _Outcome(True)
-    last = proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1:]
-    with contextlib.suppress(ValueError, IndexError, AttributeError):
-        reported = json.loads(last[0])
-        if isinstance(reported, dict) and reported.get("error"):
-            return _Outcome(False, error=str(reported["error"]))
-    return _Outcome(False, crashed=describe_exit(proc.returncode))
-
-
-def _known(key: str) -> Verdict | None:
-    """The verdict an earlier check left for this key; raises the error it left."""
-    known = _read_verdicts().get(key)
-    if not isinstance(known, dict):
-        return None
-    if known.get("error"):
-        raise ModelError(str(known["error"]))
-    variant = Path(known["variant"]) if known.get("variant") else None
-    if variant is not None and not variant.is_file():
-        return None
-    return Verdict(variant, 0.0, tuple(known.get("skipped", ())))
-
-
-@contextlib.contextmanager
-def _one_check_at_a_time() -> Iterator[None]:
-    """One check per machine at a time: the student and the local teacher's keeper start
-    together, and two checks of one model would only slow each other down."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: each process checks for itself
-        yield
-        return
-    with paths.open_private(paths.cache_dir() / "llama-build.lock") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def ready(
-    model: Path, *, gpu_layers: int = 0, status: Callable[[str], None] = lambda _m: None
-) -> Verdict:
-    """The CPU variant that computes with ``model`` here, checked in a child process the
-    first time (see the module's text).  Raises :class:`ModelError` when llama.cpp dies
-    with every candidate: nothing of it is then loaded into this process.  That verdict
-    is kept as well (a rebuild changes the build's files, and so the key)."""
-    key = verdict_key(model, gpu_layers)
-    known = _known(key)
-    if known is not None:
-        return known
-    with _one_check_at_a_time():
-        known = _known(key)  # another process may have checked meanwhile
-        if known is not None:
-            return known
-        return _check(key, model, gpu_layers, status)
-
-
-def _check(key: str, model: Path, gpu_layers: int, status: Callable[[str], None]) -> Verdict:
-    # No variant that scores above 0: a build for one CPU (or none fits: its load says so).
-    candidates: list[Path | None] = list(ranked()) or [None]
-    status("checking that llama.cpp computes on this CPU (once per build)…")
-    log = paths.private_dir(paths.cache_dir()) / "llama-probe.log"
-    with paths.open_private(log) as out:  # every try of this check, one after the other
-        return _check_each(key, model, gpu_layers, candidates, log, out)
-
-
-def _check_each(
-    key: str,
-    model: Path,
-    gpu_layers: int,
-    candidates: Sequence[Path | None],
-    log: Path,
-    out: IO[bytes],
-) -> Verdict:
-    skipped: list[str] = []
-    started = time.perf_counter()
-    for variant in candidates:
-        outcome = _probe_once(model, gpu_layers, variant, out)
-        if outcome.error:  # the model or the build failed cleanly: the load says why
-            return Verdict(variant, time.perf_counter() - started, tuple(skipped), True)
-        if outcome.ok:
-            verdict = Verdict(variant, time.perf_counter() - started, tuple(skipped), True)
-            _write_verdict(
-                key,
-                {
-                    "variant": str(variant) if variant else None,
-                    "skipped": skipped,
-                    "seconds": round(verdict.seconds, 2),
-                    "model": str(model),
-                },
-            )
-            return verdict
-        if outcome.timed_out:  # a slow or busy machine: not a verdict on the build
-            raise ModelError(
-                f"llama.cpp {outcome.crashed} on a first token in a test process; try again "
-                f"(log: {log})"
-            )
-        skipped.append(f"{variant_name(variant)} ({outcome.crashed})")
-    if list(candidates) == [None]:
-        error = (
-            f"llama.cpp was {outcome.crashed} on a first token in a test process: this build "
-            f"does not run on this CPU, so the model is not loaded; fix: `make llama` "
-            f"(log: {log})"
-        )
-    else:
-        error = (
-            f"llama.cpp died on a first token of {model.name} with every CPU variant of this "
-            f"build ({', '.join(skipped)}), so the model is not loaded (log: {log})"
-        )
-    _write_verdict(key, {"error": error, "model": str(model)})
-    raise ModelError(error)
-
-
-def prepare(
-    model: Path, *, gpu_layers: int = 0, status: Callable[[str], None] = lambda _m: None
-) -> Verdict:
-    """:func:`ready`, then that variant loaded into this process: call it before llama.cpp
-    loads ``model`` here."""
-    verdict = ready(model, gpu_layers=gpu_layers, status=status)
-    load_cpu(verdict.variant)
-    return verdict
 
 
 # -- the child processes ----------------------------------------------------------------

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from assistant import egress, llamabuild, paths
-from assistant.errors import TeacherError
+from assistant import egress, llamabuild, llamacheck, paths
+from assistant.errors import DragError, TeacherError
 from assistant.student import default_threads
 
 HOST = "127.0.0.1"
@@ -176,11 +176,14 @@ def exit_file(record: Path) -> Path:
     return record.with_name(record.stem + ".exit.json")
 
 
-def crash_line(code: int, log: Path) -> str:
-    """What a user is told when the server died on its own: how, and where its log is."""
+def crash_line(code: int, log: Path, note: str = "") -> str:
+    """What a user is told when the server ended on its own: how, ``note``, then where
+    its log is and the log's last words (cut first when the line is too long)."""
+    how = llamacheck.describe_exit(code)
+    tail = " ".join(_tail(log, 2, limit=60).split())
     return (
-        f"the local teacher crashed: its llama.cpp server was {llamabuild.describe_exit(code)} "
-        f"(log: {log}; last lines: {_tail(log, 2, limit=80)})"
+        f"the local teacher {'crashed' if code else 'stopped'}: its llama.cpp server "
+        f"{'was ' if code < 0 else ''}{how}{note} (log: {log}; last lines: {tail})"
     )
 
 
@@ -199,26 +202,28 @@ def _gone_or_zombie(pid: int) -> bool:
 _served: dict[str, tuple[int, Path]] = {}
 
 
-def crash_report(base_url: str, wait: float = 5.0) -> str | None:
+def crash_report(base_url: str, note: str = "", wait: float = 5.0) -> str | None:
     """Why the local server at ``base_url`` stopped answering, when it has died: its crash
-    line, or None while it runs (the failure was something else).  Its keeper writes
-    the exit within half a second; this waits that long for it, and no more."""
+    line, or None while it runs (the failure was something else).  A process that died
+    closes its sockets before it is a zombie, so one that still looks alive is given a
+    second to end; then its keeper writes the exit within half a second."""
     entry = _served.get(base_url)
     if entry is None:
         return None
     pid, exit_path = entry
-    deadline = time.monotonic() + wait
+    started = time.monotonic()
     while True:
         try:
             data = json.loads(exit_path.read_text("utf-8"))
             if int(data["pid"]) == pid:
-                return crash_line(int(data["code"]), Path(data["log"]))
+                return crash_line(int(data["code"]), Path(data["log"]), note)
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        if not _gone_or_zombie(pid):
+        waited = time.monotonic() - started
+        if not _gone_or_zombie(pid) and waited > 1.0:
             return None
-        if time.monotonic() > deadline:
-            return f"the local teacher's llama.cpp server (pid {pid}) has stopped"
+        if waited > wait:
+            return f"the local teacher's llama.cpp server (pid {pid}) has stopped{note}"
         time.sleep(0.1)
 
 
@@ -277,7 +282,7 @@ class LocalServer:
         log = self.log
         # The same check as the student's, in a process of its own: a build that dies on
         # this CPU is an error that says so, not a server that dies on its first request.
-        cpu = llamabuild.ready(self.model_path).variant
+        cpu = llamacheck.ready(self.model_path).variant
         with paths.open_private(log) as out:
             self.process = subprocess.Popen(
                 self.command(cpu),
@@ -289,7 +294,7 @@ class LocalServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                how = llamabuild.describe_exit(self.process.returncode)
+                how = llamacheck.describe_exit(self.process.returncode)
                 raise TeacherError(
                     f"the local teacher server exited ({how}; log: {log}): {_tail(log)}"
                 )
@@ -305,9 +310,13 @@ class LocalServer:
         """The exit code of a server that ended by itself (negative: the signal), or None."""
         return None if self.process is None else self.process.poll()
 
-    def write_exit(self, path: Path) -> None:
-        """Record how the server ended, for the drag processes that were using it."""
+    def write_exit(self, path: Path) -> Path:
+        """Record how the server ended, for the drag processes that were using it; its log
+        is kept apart, where the next server's does not write over it.  Returns that."""
         assert self.process is not None
+        kept = self.log.with_suffix(".crash.log")
+        with contextlib.suppress(OSError):
+            self.log.replace(kept)
         paths.write_private(
             path,
             json.dumps(
@@ -315,10 +324,11 @@ class LocalServer:
                     "pid": self.process.pid,
                     "port": self.port,
                     "code": self.process.returncode,
-                    "log": str(self.log),
+                    "log": str(kept),
                 }
             ),
         )
+        return kept
 
     def stop(self) -> None:
         proc, self.process = self.process, None
@@ -419,12 +429,12 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
                     break
         code = server.ended()
         if code is not None:  # it died by itself: its users are told how
-            server.write_exit(exit_file(record))
-            print(f"drag: {crash_line(code, server.log)}", flush=True)
+            log = server.write_exit(exit_file(record))
+            print(f"drag: {crash_line(code, log)}", flush=True)
             return 1
     except KeyboardInterrupt:
         pass
-    except TeacherError as exc:
+    except DragError as exc:  # its last line is what the drag process that started it says
         print(f"drag: {exc}", flush=True)
         return 1
     finally:
@@ -491,6 +501,9 @@ def serving(
         try:
             if info is None:
                 starting()
+                # The build's check, here and not in the keeper: it can take a model load
+                # or more, which the keeper's start timeout is not for.
+                llamacheck.ready(model_path)
                 info = _start_shared(model_path, n_ctx, keep_alive, timeout)
         except BaseException:
             lease.close()

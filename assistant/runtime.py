@@ -270,10 +270,9 @@ class Runtime:
     def _crashed(self, base_url: str) -> str | None:
         """How the local teacher's server died, if it did; then the next question starts
         a new one (its lease on the dead one is let go with the others at close)."""
-        report = localserver.crash_report(base_url)
+        report = localserver.crash_report(base_url, "; the next question starts it again")
         if report is not None:
             self.__dict__.pop("teacher", None)
-            report += "; the next question starts it again"
         return report
 
     @cached_property

@@ -62,8 +62,8 @@ def gpu_offload_supported() -> bool:
 
     from assistant import llamabuild
 
-    llamabuild.load_other_backends()  # a portable build's GPU backends are libraries of their own
-    return bool(llama_cpp.llama_supports_gpu_offload())
+    found = llamabuild.has_gpu()  # a portable build's GPU backends are libraries of their own
+    return bool(llama_cpp.llama_supports_gpu_offload()) if found is None else found
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Student:
             from llama_cpp import Llama
         except ImportError as exc:  # pragma: no cover - a broken install
             raise ModelError(f"llama-cpp-python is not installed: {exc}") from None
-        from assistant import llamabuild
+        from assistant import llamacheck
 
         self.path = path
         self._lock = threading.Lock()
@@ -105,7 +105,7 @@ class Student:
         self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
         # llama.cpp runs in this process: a build that dies on this CPU would take the app
         # with it, so a child process computes with it first (once per build and model).
-        self.build = llamabuild.prepare(path, gpu_layers=self.gpu_layers, status=status)
+        self.build = llamacheck.prepare(path, gpu_layers=self.gpu_layers, status=status)
         kwargs: dict[str, Any] = {
             "model_path": str(path),
             "n_ctx": n_ctx,

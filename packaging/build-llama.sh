@@ -21,12 +21,13 @@ python=${PYTHON:-python3}
 portable="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DLLAVA_BUILD=OFF"
 flags="$portable ${CMAKE_ARGS:-}"
 compiler=$( (${CC:-cc} --version 2>/dev/null || echo none) | head -n 1)
-key=$(printf '%s\n' "$version" "$flags" "$compiler" "$(uname -m)" | sha256sum | cut -c1-16)
+if command -v sha256sum >/dev/null; then sum="sha256sum"; else sum="shasum -a 256"; fi
+key=$(printf '%s\n' "$version" "$flags" "$compiler" "$(uname -m)" | $sum | cut -c1-16)
 store="${DRAG_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/drag-assistant/wheels}/llama-$key"
 
 found=$(ls "$store"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$found" ]; then
-    echo "compiling llama-cpp-python $version, portable (once; about 25 minutes on 2 cores)…" >&2
+    echo "compiling llama-cpp-python $version, portable (once; about 15 minutes on 2 cores)…" >&2
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     CMAKE_ARGS="$flags" "$python" -m pip wheel --quiet --no-deps --no-cache-dir \
@@ -37,7 +38,7 @@ if [ -z "$found" ]; then
     case "$flags" in
     *GGML_CPU_ALL_VARIANTS=OFF*) ;;
     *)
-        if ! "$python" -m zipfile -l "$wheel" | grep -q 'llama_cpp/lib/libggml-cpu-haswell'; then
+        if ! "$python" -m zipfile -l "$wheel" | grep -q 'llama_cpp/lib/libggml-cpu-'; then
             echo "build-llama: $wheel has no CPU variant libraries" >&2
             exit 1
         fi
@@ -45,7 +46,9 @@ if [ -z "$found" ]; then
     esac
     mkdir -p "$store"
     printf '%s\n' "$flags" > "$store/CMAKE_ARGS"
-    mv "$wheel" "$store/"
+    # Whole or not at all: another build-llama.sh may look meanwhile.
+    cp "$wheel" "$store/.partial"
+    mv "$store/.partial" "$store/$(basename "$wheel")"
     found=$(ls "$store"/llama_cpp_python-*.whl | head -n 1)
 fi
 echo "$found"

@@ -429,9 +429,9 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     }
     assert "sha256 verified" in checks["student model file"]["detail"]
     # The portable build, the CPU code it runs here, and a token computed, not only a load.
-    from assistant import llamabuild, modelfiles
+    from assistant import llamacheck, modelfiles
 
-    chosen = llamabuild.ready(modelfiles.resolve(TEST_MODEL)[0]).name
+    chosen = llamacheck.ready(modelfiles.resolve(TEST_MODEL)[0]).name
     assert "portable, 14 CPU variants" in checks["llama.cpp build"]["detail"]
     assert f"runs the {chosen} CPU code" in checks["llama.cpp build"]["detail"]
     assert re.search(r"\b[12] tokens computed in", checks["student computes"]["detail"])
@@ -527,6 +527,38 @@ def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
             serve.kill()
     assert not state_file().exists()
     assert not any(Path(f"/proc/{pid}").exists() for pid in child)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_teacher_serve_says_how_its_server_crashed(test_model_path: Path) -> None:
+    """The server of `drag teacher serve` dies (SIGSEGV, for real): serve exits with the
+    crash line, and a drag process that was using that server is told the same."""
+    import signal
+
+    from assistant.localserver import crash_report, exit_file, serving, state_file
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DRAG_TEACHER_N_CTX": "2048"},
+    )
+    try:
+        assert serve.stdout is not None and serve.stderr is not None
+        assert "local teacher ready" in serve.stdout.readline()
+        with serving(test_model_path, n_ctx=2048) as url:  # a user of serve's server
+            (server,) = _llama_children(serve.pid)
+            os.kill(server, signal.SIGSEGV)
+            assert serve.wait(timeout=60) == 3
+            told = crash_report(url)
+        lines = [ln for ln in serve.stderr.read().splitlines() if ln.startswith("drag: ")]
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert lines == [f"drag: error: {told}"]
+    assert told and "the local teacher crashed" in told and "killed by SIGSEGV" in told
+    assert exit_file(state_file()).is_file() and not state_file().exists()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

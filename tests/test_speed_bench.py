@@ -74,7 +74,7 @@ def test_two_builds_side_by_side_alternate_in_one_run(
     Here both names run this environment's build (one through a wrapper script)."""
     import sys
 
-    from assistant import llamabuild, modelfiles
+    from assistant import llamacheck, modelfiles
     from assistant.bench import builds
 
     wrapper = tmp_path / "python"
@@ -86,7 +86,7 @@ def test_two_builds_side_by_side_alternate_in_one_run(
     assert builds.main(args) == 0
     rows = json.loads(out.read_text("utf-8"))
     assert list(rows) == [sys.executable, str(wrapper)]
-    best = llamabuild.ready(modelfiles.resolve("smollm2-135m-instruct")[0]).name
+    best = llamacheck.ready(modelfiles.resolve("smollm2-135m-instruct")[0]).name
     for runs in rows.values():
         assert len(runs) == 2 and all(r["cpu"] == best and r["prefill_tok_s"] > 0 for r in runs)
     printed = capsys.readouterr()

@@ -92,7 +92,7 @@ def test_a_teacher_that_crashes_mid_request_is_named_with_its_signal_and_log(
     assert "killed by SIGSEGV (segmentation fault)" in line
     assert "cannot reach the teacher" not in line
     log = re.search(r"\(log: (\S+?);", line)
-    assert log and Path(log.group(1)).is_file() and log.group(1).endswith(".server.log")
+    assert log and Path(log.group(1)).is_file() and log.group(1).endswith(".server.crash.log")
     name = re.search(r"kept in drag drafts as (\S+?)\)$", line)
     assert name and drafts.read(name.group(1))["question"] == QUESTION
 
@@ -111,8 +111,13 @@ def test_the_next_question_after_a_crash_starts_a_new_teacher(
         with pytest.raises(TeacherError, match="killed by SIGSEGV") as caught:
             pipeline.ask(rt, QUESTION, mode="evidence", n=8, k=3)
         killer.join(timeout=5)
-        assert killed and "the next question starts it again" in str(caught.value)
+        message = str(caught.value)
+        assert killed and "the next question starts it again" in message
+        log = re.search(r"\(log: (\S+?);", message)
+        assert log
+        crashed = Path(log.group(1)).read_bytes()
         result = pipeline.ask(rt, "What makes the sea salty?", mode="evidence", n=3, k=2)
         assert result.answer.strip()
-        (pid, _exit), *_ = localserver._served.values().__reversed__()
+        (pid, _exit), *_ = reversed(localserver._served.values())
         assert pid != killed[0]  # a new server answered
+        assert Path(log.group(1)).read_bytes() == crashed  # its log did not write over it
