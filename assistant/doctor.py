@@ -61,8 +61,8 @@ def checks(runtime: Runtime) -> Iterator[Check]:
         if gpu_offload_supported():
             return "this llama.cpp build offloads to the GPU: all layers go there"
         return (
-            "this llama.cpp build is CPU-only; for a GPU reinstall llama-cpp-python "
-            "with CMAKE_ARGS=-DGGML_CUDA=on"
+            "this llama.cpp build is CPU-only; for a GPU, in the drag-assistant checkout: "
+            'make run CMAKE_ARGS="-DGGML_CUDA=on" (the portable build plus CUDA)'
         )
 
     yield _run("GPU offload", gpu, "")
