@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -77,14 +78,12 @@ def _exports(path: Path, symbol: str) -> bool:
 def other_backends(folder: Path | None = None) -> list[Path]:
     """GPU and other backend libraries of a dynamic-backend build (CUDA, Vulkan, …)."""
     folder = folder or lib_dir()
-    if not cpu_variants(folder):
+    variants = cpu_variants(folder)
+    if not variants:
         return []  # a build for one CPU links its backends in
     names = {f"{_prefix()}ggml{_suffix()}", f"{_prefix()}ggml-base{_suffix()}"}
-    return sorted(
-        p
-        for p in folder.glob(f"{_prefix()}ggml-*{_suffix()}")
-        if p.name not in names and p not in cpu_variants(folder)
-    )
+    names.update(p.name for p in variants)
+    return sorted(p for p in folder.glob(f"{_prefix()}ggml-*{_suffix()}") if p.name not in names)
 
 
 def variant_name(path: Path | None) -> str:
@@ -107,10 +106,12 @@ def _mapped(stem: str) -> str | None:
     return None
 
 
+@functools.cache
 def _libggml() -> Any:
-    """libggml, the copy libllama uses.  A wheel holds no symbolic links, so libggml.so and
-    libggml.so.0 are two files there, and loading the first by name gives a second ggml
-    with a backend registry of its own that llama.cpp never sees."""
+    """libggml, the copy libllama uses (found once per process).  A wheel holds no
+    symbolic links, so libggml.so and libggml.so.0 are two files there, and loading the
+    first by name gives a second ggml with a backend registry of its own that llama.cpp
+    never sees."""
     import llama_cpp  # noqa: F401  (maps libllama, and the libggml it was linked with)
 
     path = _mapped(f"{_prefix()}ggml{_suffix()}")
@@ -173,11 +174,6 @@ def load_other_backends() -> None:
             lib = lib or _libggml()
             lib.ggml_backend_load(str(path).encode())
         _loaded["other"] = None
-
-
-def cpu_loaded() -> bool:
-    """Whether this process has chosen its CPU code already (one process runs one)."""
-    return "cpu" in _loaded
 
 
 def loaded_cpu() -> Path | None:

@@ -282,7 +282,7 @@ def prepare(
     one process runs one CPU variant."""
     verdict = ready(model, gpu_layers=gpu_layers, status=status)
     loaded = llamabuild.loaded_cpu()
-    if llamabuild.cpu_loaded() and loaded is not None and loaded != verdict.variant:
+    if loaded is not None and loaded != verdict.variant:
         verdict = ready(model, gpu_layers=gpu_layers, status=status, only=loaded)
     llamabuild.load_cpu(verdict.variant)
     return verdict
