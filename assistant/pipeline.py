@@ -362,6 +362,27 @@ def _gather(
             f"offline, and the local cache does not cover this question ({why}); "
             "ask again online to fetch evidence from the teacher"
         )
+    # The question may now be uploaded: the local model reads it too (privacy.reader),
+    # outside the local lock (seconds of llama.cpp); its values join the detector's.
+    reading = None
+    if runtime.settings.privacy.reader == "on":
+        with _timed(result.timings, "read"):
+            reading = runtime.read(question)
+    if reading is not None:
+        with runtime.local:
+            read = runtime.sanitize(question, reading)
+            result.privacy = {"sent_question": read.text, **read.summary()}
+            if read.text != sanitized.text:
+                # The cache keeps questions as they were sent, after the reader: look
+                # again in that form (a repeat of a question it changed is found now).
+                sanitized = read
+                found = _recall(runtime, result, sanitized.text)
+                if reuse == "exact" and found.how != "exact":
+                    found = recall.Recalled("none", 0.0)
+                if found.covers(runtime.settings.store.coverage):
+                    _from_cache(runtime, result, sanitized.text, found)
+                    return result, None
+            sanitized = read
     policy = review_policy or runtime.settings.privacy.review
     if needs_review(policy, sanitized):
         if review is None:

@@ -18,11 +18,12 @@ from typing import Any, Generic, TypeVar, overload
 from assistant import answer, drafts, evidence, graph, localserver, modelfiles, secrets
 from assistant.config import Settings
 from assistant.embedder import load as load_embedder
-from assistant.errors import ConfigError
+from assistant.errors import ConfigError, DragError, PrivacyError
 from assistant.privacy.detect import Detector, Scanner, category_modes, load_policy
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.reader import Reading, SpanReader
 from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.ranking import Embedder
 from assistant.store import Store, cache
@@ -237,6 +238,39 @@ class Runtime:
         self.__dict__["_vault"] = vault
         self.conversation_id = conversation_id
 
+    @_Part
+    def reader(self) -> SpanReader:
+        """The local model as a second reader (privacy.reader): its own llama.cpp context
+        of the reader's model (the student's file by default: the weights are mapped
+        once, shared), so that answering does not evict the reader's prompt."""
+        p = self.settings.privacy
+        s = self.settings.student
+        if p.reader_model:
+            path, _spec = modelfiles.resolve(p.reader_model, self.status)
+        else:
+            path = self.student_path
+        self.status(f"loading the privacy reader {path.name}…")
+        model = Student(path, n_ctx=2048, gpu=s.gpu, threads=s.threads, status=self.status)
+        self._stack.callback(model.close)
+        common = getattr(self.detector, "common", None) or (lambda _word: False)
+        return SpanReader(model, common=common, timeout=p.reader_timeout)
+
+    def read(self, question: str) -> Reading | None:
+        """The reader's findings in ``question``, where privacy.reader is on and the
+        question may be uploaded (never offline).  Fails closed (PrivacyError)."""
+        if self.settings.privacy.reader != "on" or self.offline:
+            return None
+        try:
+            reader = self.reader
+        except DragError as exc:
+            raise PrivacyError(
+                "nothing was sent: the local privacy reader could not start "
+                "(privacy.reader = off uses the detector alone): "
+                f"{exc}"
+            ) from None
+        self.status("the local model reads the question for personal data…")
+        return reader.read(question)
+
     @cached_property
     def guard(self) -> EgressGuard:
         return EgressGuard(self.detector, timeout=self.settings.privacy.guard_timeout)
@@ -250,7 +284,9 @@ class Runtime:
         )
         return reply.text
 
-    def sanitize(self, question: str) -> Sanitized:
+    def sanitize(self, question: str, read: Reading | None = None) -> Sanitized:
+        """``question`` as it may be sent; with ``read`` (:meth:`read`), the reader's
+        values replaced too."""
         p = self.settings.privacy
         self.status("checking the question for personal data…")
         return sanitize(
@@ -261,6 +297,7 @@ class Runtime:
             rewriter=self.rewrite if p.rewrite != "never" else None,
             rewrite=p.rewrite,
             generaliser=self.generaliser,
+            read=read,
         )
 
     @cached_property

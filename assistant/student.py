@@ -73,6 +73,7 @@ class Generation:
     completion_tokens: int
     prompt_seconds: float  # until the first token
     decode_seconds: float  # first token to last
+    finished: bool = True  # False: cut at max_tokens
 
     @property
     def tokens_per_second(self) -> float:
@@ -153,6 +154,16 @@ class Student:
             self._grammars[choices] = LlamaGrammar.from_string(f"root ::= {rule}", verbose=False)
         return self._grammars[choices]
 
+    def _schema_grammar(self, schema: str) -> Any:
+        """A GBNF grammar whose only sentences are JSON documents of ``schema`` (a JSON
+        text; built once per schema by llama.cpp's own converter)."""
+        key = ("\0schema", schema)
+        if key not in self._grammars:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            self._grammars[key] = LlamaGrammar.from_json_schema(schema, verbose=False)
+        return self._grammars[key]
+
     def forget(self) -> None:
         """Evaluate the next prompt from its first token.  llama.cpp reuses the part of a
         prompt it has just seen (a K sweep pays only for the new statements), but a prompt
@@ -184,12 +195,20 @@ class Student:
         temperature: float = 0.0,
         on_text: Callable[[str], None] | None = None,
         choices: Sequence[str] = (),
+        schema: dict[str, Any] | None = None,
     ) -> Generation:
         """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time).
 
-        ``choices``: the reply is exactly one of these strings (a grammar enforces it)."""
+        ``choices``: the reply is exactly one of these strings (a grammar enforces it).
+        ``schema``: the reply is a JSON document of this JSON schema (a grammar enforces
+        it, up to ``max_tokens``: a reply cut there is ``Generation.finished`` False)."""
+        grammar = None
+        if schema is not None:
+            grammar = self._schema_grammar(json.dumps(schema, sort_keys=True))
+        elif choices:
+            grammar = self._grammar(tuple(choices))
         with self._lock:
-            return self._chat(messages, max_tokens, temperature, on_text, tuple(choices))
+            return self._chat(messages, max_tokens, temperature, on_text, grammar)
 
     def _chat(
         self,
@@ -197,7 +216,7 @@ class Student:
         max_tokens: int,
         temperature: float,
         on_text: Callable[[str], None] | None,
-        choices: tuple[str, ...] = (),
+        grammar: Any = None,
     ) -> Generation:
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         if prompt_tokens + 16 >= self.n_ctx:
@@ -215,10 +234,13 @@ class Student:
             max_tokens=max_tokens,
             temperature=temperature,
             stream=True,
-            grammar=self._grammar(choices) if choices else None,
+            grammar=grammar,
         )
+        finish = None
         for chunk in stream:
             choice: Any = chunk["choices"][0]  # type: ignore[index]
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                finish = choice["finish_reason"]
             delta = choice.get("delta") if isinstance(choice, dict) else None
             piece = delta.get("content") if isinstance(delta, dict) else None
             if not piece:
@@ -237,4 +259,5 @@ class Student:
             completion_tokens=count,
             prompt_seconds=first - started,
             decode_seconds=ended - first,
+            finished=finish != "length",
         )

@@ -35,6 +35,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # one test lingers into the next (the keep-alive has a test of its own).
     os.environ["DRAG_TEACHER_KEEP_ALIVE"] = "0"
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    # The local model's reading of each question (privacy.reader, on for users) is tested
+    # on its own in test_reader.py, with the real models; elsewhere the detector alone
+    # decides, so that what a test expects to be sent does not depend on a model's guess.
+    os.environ["DRAG_PRIVACY_READER"] = "off"
 
 
 @pytest.fixture(autouse=True)

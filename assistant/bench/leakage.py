@@ -5,6 +5,8 @@ actually leave: the exact body of the evidence request.  Methods, in one run:
 
 * ``full``      -- this product: detection, placeholders, optional student rewrite,
                    and the egress guard (a refused request sends nothing);
+* ``reader``    -- the same, with the local model reading each question too
+                   (privacy.reader, through ``Runtime.read`` as ``drag ask`` calls it);
 * ``presidio``  -- baseline: Presidio's default recognizers and thresholds, each
                    finding replaced by ``<ENTITY_TYPE>``;
 * ``rewrite``   -- baseline, the paper's method: the student's rewrite alone.
@@ -55,7 +57,7 @@ from assistant.bench import arguments, leakscore, split_choices
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.bench.mc import MCQuestion, extract_choice
 from assistant.bench.stats import paired, percentile
-from assistant.errors import DragError, GuardBlocked
+from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detect import (
     Detector,
     _offline_email_recognizer,
@@ -66,11 +68,12 @@ from assistant.privacy.detect import (
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, leak, template_fragments, without
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.reader import Reading
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
 from assistant.privacy.textform import normalise
 from assistant.runtime import Runtime
 
-METHODS = ("full", "presidio", "rewrite")
+METHODS = ("full", "reader", "presidio", "rewrite")
 # presidio-research labels that are personal data in this product's policy (GPE, dates,
 # titles, ages and nationalities are left in questions on purpose: see policy.yaml).
 PRESIDIO_RESEARCH_SCOPE = {
@@ -275,14 +278,23 @@ Sender = Callable[[egress.ChatRequest, RecordingGuard], None]
 
 
 def make_full(
-    detector: Detector, rewriter: Callable[[str, str], str] | None, send: Sender | None = None
+    detector: Detector,
+    rewriter: Callable[[str, str], str] | None,
+    send: Sender | None = None,
+    read: Callable[[str], Reading | None] | None = None,
 ) -> Method:
-    """This product's upload path; with ``send``, each request really goes to the teacher."""
+    """This product's upload path; with ``send``, each request really goes to the teacher;
+    with ``read`` (:meth:`Runtime.read`, as ``drag ask`` calls it), the local model reads
+    each question too."""
     guard = EgressGuard(detector)
     generaliser = Generaliser.from_policy(detector.policy.generalise)
 
     def run(item: Item) -> Outcome:
         vault = Vault(tag_of=load_policy().tag)  # one fresh session per item
+        try:
+            reading = read(item.text) if read is not None else None
+        except PrivacyError as exc:  # fails closed: nothing is sent
+            return Outcome(None, {}, True, str(exc))
         san = sanitize(
             item.text,
             scanner=detector,
@@ -291,6 +303,7 @@ def make_full(
             rewriter=rewriter,
             rewrite="on-detection" if rewriter else "never",
             generaliser=generaliser,
+            read=reading,
         )
         seconds = dict(san.stages)
         request = evidence_request(
@@ -828,9 +841,29 @@ def main(argv: list[str] | None = None) -> int:
         "presidio-research by template, PUPA by conversation hash",
     )
     parser.add_argument("--limit", type=int, default=0, help="first N items (0 = all)")
+    parser.add_argument(
+        "--controls",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only N control items (no PII: what a method changes needlessly)",
+    )
+    parser.add_argument(
+        "--controls-from",
+        type=int,
+        default=0,
+        metavar="M",
+        help="with --controls: start at the M-th control item (0-based)",
+    )
     parser.add_argument("--methods", default="full,presidio", help=f"some of {','.join(METHODS)}")
     parser.add_argument(
         "--rewrite", action="store_true", help="the full stack includes the student's rewrite"
+    )
+    parser.add_argument(
+        "--reader-model",
+        default="",
+        help="the model(s) of the 'reader' method, comma-separated: one method each "
+        "(default: privacy.reader_model, or the student)",
     )
     parser.add_argument(
         "--categories",
@@ -873,22 +906,45 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         items = split_items(load_dataset(args.dataset), args.split)
-        if args.limit:
+        if args.controls:
+            start = args.controls_from
+            items = [i for i in items if i.control][start : start + args.controls]
+        elif args.limit:
             # Keep the control share: take from PII items and control items alike.
             pii = [i for i in items if not i.control][: args.limit]
             ctrl = [i for i in items if i.control][: max(1, args.limit // 5)]
             items = pii + ctrl
         rewriter = _student_rewriter() if args.rewrite or "rewrite" in names else None
         stack = contextlib.ExitStack()
-        send = None if args.no_teacher or "full" not in names else stack.enter_context(_sender())
+        send = (
+            None
+            if args.no_teacher or not {"full", "reader"} & set(names)
+            else stack.enter_context(_sender())
+        )
         methods: dict[str, Method] = {}
         modes = category_modes([c for c in args.categories.split(",") if c.strip()])
+        readers = [m.strip() for m in args.reader_model.split(",") if m.strip()] or [""]
+        label = "full" + "".join(f" {e}={m}" for e, m in modes.items())
+        tail = "+rewrite" if args.rewrite else ""
         for name in names:
             if name == "full":
-                label = "full" + "".join(f" {e}={m}" for e, m in modes.items())
-                methods[label + ("+rewrite" if args.rewrite else "")] = make_full(
+                methods[label + tail] = make_full(
                     Detector(categories=modes), rewriter if args.rewrite else None, send
                 )
+            elif name == "reader":  # the reader as drag ask runs it: Runtime.read
+                for model in readers:
+                    flags: dict[str, Any] = {"privacy.reader": "on", "store.offline": False}
+                    if model:
+                        flags["privacy.reader_model"] = model
+                    runtime = stack.enter_context(Runtime(config.load().with_flags(flags)))
+                    methods[label + "+reader" + (f" ({model})" if model else "") + tail] = (
+                        make_full(
+                            Detector(categories=modes),
+                            rewriter if args.rewrite else None,
+                            send,
+                            runtime.read,
+                        )
+                    )
             elif name == "presidio":
                 methods["presidio-default"] = make_presidio_default()
             elif rewriter is not None:

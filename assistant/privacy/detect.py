@@ -89,7 +89,9 @@ class EntityRule:
     drop_paths: bool = False  # ignore a file path spaCy took for a name (its parts are read)
 
     def accepts(self, text: str, score: float) -> bool:
-        if score < self.threshold or sum(ch.isalnum() for ch in text) < 3:
+        # Three letters or digits; two in a script of syllables or characters ("李娜").
+        least = 2 if any(ord(ch) >= 0x2E80 for ch in text) else 3
+        if score < self.threshold or sum(ch.isalnum() for ch in text) < least:
             return False
         if self.drop_acronyms and " " not in text and text.isupper():
             return False
@@ -278,6 +280,21 @@ class ContextualRule:
 
 
 @dataclass(frozen=True)
+class PublicSiteRule:
+    """A bare domain whose name the word vectors know ("github.com", "nature.com") is a
+    public site the question is about, not replaced, unless the writer says it is theirs
+    just before it ("my blog is", ``own``).  A domain of a coined name ("lebal.paris"),
+    one with a path or a subdomain stays a URL.  (The issue's own example, issue 29.)"""
+
+    own: tuple[str, ...] = ()  # what the writer says before a site of their own
+    nouns: tuple[str, ...] = ()  # "my <noun> is <domain>"
+
+
+# A bare domain: a name and a top-level domain, nothing else ("www." and a scheme aside).
+_BARE_DOMAIN = re.compile(r"(?i)^(?:https?://)?(?:www\.)?([a-z][a-z0-9-]+)\.[a-z]{2,6}/?$")
+
+
+@dataclass(frozen=True)
 class GeneraliseRule:
     """Which entities get a coarser value next to their placeholder, and the kinds of
     organisation (see assistant/privacy/generalise.py)."""
@@ -345,6 +362,7 @@ class Policy:
     categories: dict[str, str] = dataclasses.field(default_factory=dict)
     contextual: ContextualRule = ContextualRule()
     generalise: GeneraliseRule = GeneraliseRule()
+    public_sites: PublicSiteRule = PublicSiteRule()
 
     def tag(self, entity: str) -> str:
         rule = self.entities.get(entity)
@@ -422,6 +440,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         categories=categories,
         contextual=ContextualRule(**section("contextual")),
         generalise=GeneraliseRule(**section("generalise")),
+        public_sites=PublicSiteRule(**section("public_sites")),
         file_names=FileNameRule(**section("file_names")),
     )
 
@@ -527,6 +546,15 @@ class Detector:
         self._sign_offs = _words_pattern(c.sign_offs)
         self._greetings = _words_pattern(c.greetings)
         self._tie_phrase = _words_pattern(c.tie_phrases)
+        sites = self.policy.public_sites
+        self._own_site = (
+            re.compile(
+                rf"(?i)\b(?:{'|'.join(sites.own)})\s+(?:own\s+)?(?:{'|'.join(sites.nouns)})"
+                r"(?:\s+(?:is|at|on))?\s*[:=-]?\s*$"
+            )
+            if sites.own and sites.nouns
+            else None
+        )
         self._task_verb = _words_pattern(c.task_verbs)
         pronouns = self.policy.pronouns.pronouns
         self._pronoun = (
@@ -622,6 +650,10 @@ class Detector:
         """A word that identifies a name on its own: one the word vectors do not know."""
         return _unknown(self._engine.nlp_engine.nlp["en"].vocab, word[:1].upper() + word[1:], 4)
 
+    def common(self, word: str) -> bool:
+        """A lower-case word the word vectors know ("finance", not "zenlytics")."""
+        return word.islower() and bool(self._engine.nlp_engine.nlp["en"].vocab.has_vector(word))
+
     def _find(self, text: str) -> list[Finding]:
         lines: list[tuple[int, str]] = []  # (offset, line) of each line with text
         offset = 0
@@ -654,9 +686,17 @@ class Detector:
         findings += self._speakers(lines, findings)
         findings += self._given_names(text, findings)
         findings += self._pronoun_persons(text, findings)
+        findings = [f for f in findings if not self._public_site(text, f)]
         # Context first: a strict finding inside a contextual one that nothing ties to a
         # person (a user name in a path spaCy took for a firm) is kept.
         return resolve_overlaps(self._in_context(text, findings))
+
+    def _public_site(self, text: str, f: Finding) -> bool:
+        """See :class:`PublicSiteRule`."""
+        m = _BARE_DOMAIN.match(f.text) if f.entity == "URL" else None
+        if m is None or self._own_site is None or self.distinctive(m.group(1)):
+            return False
+        return not self._own_site.search(text[max(0, f.start - 60) : f.start])
 
     def _unknown_word(self, span: str, text: str) -> bool:
         """Whether ``span`` holds a word of the kind the rare-word rule takes (see
@@ -731,6 +771,13 @@ class Detector:
         return greeting is not None and any(
             greeting.match(line.lstrip(" \t>*-")) for line in text.splitlines()
         )
+
+    def in_context(self, text: str, findings: list[Finding]) -> list[Finding]:
+        """``findings`` of another reader of ``text`` (the local model) judged by this
+        policy as the detector's own are: its entity rules (a single word in capitals is
+        no name) and its category modes (:meth:`_in_context`)."""
+        accepted = [f for f in findings if self._accepts(f.entity, f.text, f.score)]
+        return self._in_context(text, accepted)
 
     def _in_context(self, text: str, findings: list[Finding]) -> list[Finding]:
         """Drop the findings of ``contextual`` categories that nothing ties to a person,

@@ -28,6 +28,7 @@ from assistant.privacy.placeholders import (
     Replacement,
     Vault,
 )
+from assistant.privacy.reader import RECOGNIZER, Reading, union
 
 REWRITE_VERSION = "rewrite-v1"
 REWRITE_SYSTEM = (
@@ -106,6 +107,11 @@ class Sanitized:
         """The values the guard lets through for this question: the user's choice."""
         return tuple(r.value for r in self.kept)
 
+    @property
+    def read_values(self) -> frozenset[str]:
+        """The values the local model's reading added (privacy.reader), as replaced."""
+        return frozenset(f.text for f in self.findings if RECOGNIZER in f.recognizer)
+
     def summary(self) -> dict[str, object]:
         """Entity types and counts and what was done -- never the values."""
         kept: dict[str, int] = {}
@@ -113,6 +119,7 @@ class Sanitized:
             kept[r.entity] = kept.get(r.entity, 0) + 1
         return {
             "entities": self.counts,
+            **({"read_by_model": len(self.read_values)} if "read" in self.stages else {}),
             "rewrite_used": self.rewrite_used,
             "rewrite_note": self.rewrite_note,
             "generalised": len(self.hints),
@@ -188,13 +195,25 @@ def sanitize(
     rewriter: Rewriter | None = None,
     rewrite: str = "on-detection",
     generaliser: Generaliser | None = None,
+    read: Reading | None = None,
 ) -> Sanitized:
     """Detect, replace, describe (a coarser value after a placeholder, where the policy
-    gives one) and (optionally) rewrite ``question``."""
+    gives one) and (optionally) rewrite ``question``.
+
+    ``read``: the local model's reading of ``question`` (:mod:`assistant.privacy.reader`),
+    whose values are replaced too (the union with the detector's)."""
     stages: dict[str, float] = {}
     started = time.perf_counter()
     findings = tuple(_find(scanner.find, question))
     stages["detect"] = time.perf_counter() - started
+    if read is not None:
+        added = list(read.findings)
+        judge = getattr(scanner, "in_context", None)
+        if judge is not None:  # the policy's modes: an organisation in a plain question stays
+            kept = judge(question, list(findings) + added)
+            added = [f for f in kept if f.recognizer == RECOGNIZER]
+        findings = tuple(union(question, findings, added))
+        stages["read"] = read.seconds
     redacted = vault.redact(question, findings)
     # Placeholders change the context: look once more, as the guard will.
     more = _find(functools.partial(unreplaced, scanner), redacted.text)

@@ -35,13 +35,15 @@ def entity_choices(sanitized: Sanitized) -> list[Selection[str]]:
     The line says the value's category and its mode (privacy.categories), and the
     coarser value sent after the placeholder, where there is one."""
     choices = []
+    read = sanitized.read_values
     for r in dict.fromkeys(sanitized.redacted.replacements):
         mode = sanitized.modes.get(r.entity, "")
         category = f"{r.entity} ({mode})" if mode else r.entity
         hint = sanitized.hints.get(r.placeholder)
         sent = f"{r.placeholder} ({hint})" if hint else r.placeholder
         # Text(), not a markup string: a value may hold "[/]" and must show as written.
-        label = Text(f"{category:<27} {r.value!r:<32} → {sent}")
+        by = " · found by the local model" if r.value in read else ""
+        label = Text(f"{category:<27} {r.value!r:<32} → {sent}{by}")
         choices.append(Selection(label, r.value, True))
     return choices
 

@@ -1,0 +1,416 @@
+"""The local model as a second reader of the question (issue 29).
+
+The detector (:mod:`assistant.privacy.detect`) misses what its rules and spaCy do not
+know: lower-case firms and places, coined and all-caps names, text in other languages.
+Before an upload, a local llama.cpp model reads the question once and lists the
+personal values in it, under a grammar that lets it answer only with JSON of
+:data:`SCHEMA`: each item a category and the exact text.  It only adds: its spans join
+the detector's findings (the union, :func:`assistant.privacy.sanitize.sanitize`), in
+the same review, vault and egress guard.
+
+What the model says is checked, never trusted:
+
+* a span that is not in the question, word for word, is dropped (small models copy
+  strings from their prompt's examples);
+* a span of ordinary lower-case words ("finance", "research project") is dropped: the
+  model lists topics too, and a topic is what the teacher must see;
+* a model that lists on and on (a value again, or values not in the text, three times
+  in a row; or up to its token limit) is stopped, and what it listed before is used;
+* a model that fails, a reply that is not the JSON asked for, or one later than the
+  reader's deadline is a :class:`~assistant.errors.PrivacyError`: nothing is sent.
+
+The prompt's examples are made up for this module; none comes from a benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from assistant.errors import DragError, PrivacyError
+from assistant.privacy.detect import Finding
+
+READER_VERSION = "reader-v1"
+RECOGNIZER = "LocalModelReader"
+
+# The model's categories, and the policy entity each becomes.  "contact" is split by
+# the value's shape (see entity_of).
+CATEGORIES: dict[str, str] = {
+    "person": "PERSON",
+    "organisation": "ORGANIZATION",
+    "place": "LOCATION",
+    "address": "STREET_ADDRESS",
+    "contact": "USERNAME",
+    "id": "ID_NUMBER",
+}
+MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
+MAX_SPAN_WORDS = 8  # a longer "value" is a sentence
+MAX_JUNK = 3  # values of no use in a row: the model is looping
+MAX_REPLY_TOKENS = 1024
+CHUNK_CHARS = 1500  # a longer question is read in pieces of about this size
+
+# No maxItems or maxLength: llama.cpp checks every token of the vocabulary against the
+# grammar at each step, and bounded repetitions make that check much slower (measured:
+# 0.165 s a token with both, 0.127 without, 0.099 with no grammar; the 1.5B, 2 cores).
+# A loop is stopped by _Watch and the token limit instead; a value past MAX_SPAN_CHARS
+# is not used.
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "found": {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "prefixItems": [{"enum": list(CATEGORIES)}, {"type": "string"}],
+            },
+        }
+    },
+    "required": ["found"],
+}
+
+SYSTEM = """\
+You protect a user's privacy. Before the user's message is sent to an online service, \
+you list every personal value in it, so that it can be hidden.
+
+Personal values, in any language and any script, capitalised or not:
+- person: names of people (the user, family, friends, colleagues, clients), nicknames
+- organisation: the user's or another private person's employer, company, school, \
+university, hospital, team, club, shop
+- place: where someone lives, comes from, works or travels: country, city, town, area
+- address: street addresses, postcodes
+- contact: email addresses, phone numbers, user names, social handles, links to \
+personal pages, profiles and private files
+- id: account, customer, order, passport, tax and other ID numbers, passwords, keys
+
+Not personal: ordinary words, topics, job titles, products, programming names, \
+famous people and public websites or companies the question is only about.
+
+Copy each value exactly as it is written in the message. \
+Reply with JSON: {"found": [[category, value], ...]}, or {"found": []} when there is none."""
+
+# Made-up examples of the hard cases: lower-case and caps-lock names, a coined firm,
+# a handle and a personal link beside a public site, another script, nothing at all.
+EXAMPLES: tuple[tuple[str, list[list[str]]], ...] = (
+    (
+        "hey im priya from zenlytics, can u help me reply to my manager tomas about "
+        "the q3 launch? we are based in pune",
+        [
+            ["person", "priya"],
+            ["organisation", "zenlytics"],
+            ["person", "tomas"],
+            ["place", "pune"],
+        ],
+    ),
+    (
+        "WRITE A COVER LETTER FOR JOHANNA VIRTANEN APPLYING TO KORVALA OY AS A NURSE",
+        [["person", "JOHANNA VIRTANEN"], ["organisation", "KORVALA OY"]],
+    ),
+    (
+        "My portfolio is https://marek-dev.netlify.app and my insta is @marek.builds. "
+        "How do I export my repos from github.com?",
+        [["contact", "https://marek-dev.netlify.app"], ["contact", "@marek.builds"]],
+    ),
+    (
+        "请帮我给王小明写一封邀请信，他住在杭州，电话 139 2048 7731，订单号 HX-55820193",
+        [
+            ["person", "王小明"],
+            ["place", "杭州"],
+            ["contact", "139 2048 7731"],
+            ["id", "HX-55820193"],
+        ],
+    ),
+    ("Explain how a research project budget is planned, in simple terms.", []),
+)
+
+
+def messages(text: str) -> list[dict[str, str]]:
+    """The chat the model reads: the system rules, the examples, then ``text``."""
+    out = [{"role": "system", "content": SYSTEM}]
+    for example, found in EXAMPLES:
+        out.append({"role": "user", "content": example})
+        out.append({"role": "assistant", "content": json.dumps({"found": found})})
+    out.append({"role": "user", "content": text})
+    return out
+
+
+class Chat(Protocol):
+    """The model: llama.cpp through :class:`assistant.student.Student` (or a test's fake)."""
+
+    def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = ...,
+        temperature: float = ...,
+        on_text: Callable[[str], None] | None = ...,
+        schema: dict[str, Any] | None = ...,
+    ) -> Any: ...
+
+
+_SPLIT = re.compile(r"(?<=\n)|(?<=[.!?。！？])\s+")
+
+
+def chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[tuple[int, str]]:
+    """(offset, piece) of ``text`` in pieces of at most about ``size`` characters, cut
+    after a line or a sentence where one ends in time (a value is never cut in two by a
+    sentence end; one cut mid-sentence, in a text without any, overlaps the next piece)."""
+    start = 0
+    while start < len(text):
+        if len(text) - start <= size:
+            yield start, text[start:]
+            return
+        window = text[start : start + size]
+        cuts = [m.end() for m in _SPLIT.finditer(window) if m.end() > size // 2]
+        if cuts:
+            end = start + cuts[-1]
+            yield start, text[start:end]
+            start = end
+        else:  # no sentence end: overlap the next piece so a value is seen whole once
+            yield start, window
+            start += size - MAX_SPAN_CHARS
+
+
+def parse(reply: str) -> list[tuple[str, str]]:
+    """(category, value) pairs of a reply; anything else is a PrivacyError."""
+    try:
+        data = json.loads(reply)
+        found = data["found"]
+        pairs = [(str(c), str(v)) for c, v in found]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PrivacyError(
+            f"the local privacy reader's reply was not the JSON asked for ({exc}); nothing was sent"
+        ) from None
+    return [(c, v) for c, v in pairs if c in CATEGORIES]
+
+
+_LINK = re.compile(r"(?i)^(?:https?://|www\.)|^[\w-]+(?:\.[\w-]+)+(?:/\S*)?$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.\w+$")
+_PHONE = re.compile(r"^\+?[\d\s().-]{6,}$")
+
+
+def entity_of(category: str, value: str) -> str:
+    """The policy entity of a (category, value): contact values by their shape."""
+    if category != "contact":
+        return CATEGORIES[category]
+    if _EMAIL.match(value):
+        return "EMAIL_ADDRESS"
+    if _PHONE.match(value) and sum(ch.isdigit() for ch in value) >= 6:
+        return "PHONE_NUMBER"
+    if _LINK.match(value):
+        return "URL"
+    return "USERNAME"
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+# One word of two to four capitals; of a person, an organisation or a place it is read
+# as a term of the subject (a firm in capitals is longer: "WIPRO").
+_ACRONYM = re.compile(r"^[A-Z]{2,4}$")
+_NAMED = ("person", "organisation", "place")
+
+
+def worth_hiding(value: str, common: Callable[[str], bool]) -> bool:
+    """Whether a span the model listed can be personal: not one or two characters, and
+    not only ordinary lower-case words (``common``: a word of the language's dictionary).
+    A capital, a digit, a sign such as @ or a non-Latin letter keeps it."""
+    if sum(ch.isalnum() for ch in value) < 2:
+        return False
+    words = _LETTERS.findall(value)
+    if not words or any(not w.isascii() for w in words):
+        return True
+    if any(not ch.isalpha() and not ch.isspace() and ch not in "'-" for ch in value):
+        return True  # digits, @, dots, slashes: a number, a handle, a link
+    return any(not w.islower() or not common(w) for w in words)
+
+
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Chinese,
+# Japanese) or with particles joined to names (Korean): a value in them has no edge.
+_UNSPACED = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+    (0x2E80, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0xFF00, 0xFFEF),
+)
+
+
+def _word_char(ch: str) -> bool:
+    """A letter or digit that joins its neighbours into one word."""
+    return ch.isalnum() and not any(lo <= ord(ch) <= hi for lo, hi in _UNSPACED)
+
+
+def occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
+    """Where ``value`` stands in ``text`` word for word (in any case: small models change
+    it), not inside a longer word."""
+    for m in re.finditer(re.escape(value), text, re.IGNORECASE):
+        start, end = m.span()
+        inside = (start > 0 and _word_char(text[start - 1]) and _word_char(value[0])) or (
+            end < len(text) and _word_char(text[end]) and _word_char(value[-1])
+        )
+        if not inside:
+            yield start, end
+
+
+@dataclass
+class Reading:
+    """What one reading found, and what it cost."""
+
+    findings: list[Finding]
+    seconds: float
+    listed: int  # spans the model listed
+    dropped: int  # of those, not in the text or not worth hiding
+
+
+class SpanReader:
+    """Finds personal values with a local model; see the module's docstring."""
+
+    def __init__(
+        self,
+        model: Chat,
+        *,
+        common: Callable[[str], bool],
+        timeout: float = 120.0,
+    ) -> None:
+        self.model = model
+        self.common = common
+        self.timeout = timeout
+
+    def read(self, text: str) -> Reading:
+        """The model's findings in ``text``: each value it lists wherever it occurs.
+        Any failure is a PrivacyError (the question is not sent)."""
+        started = time.perf_counter()
+        deadline = started + self.timeout
+        findings: list[Finding] = []
+        listed = dropped = 0
+        for _offset, piece in chunks(text):
+            for category, value in self._ask(piece, deadline, lambda v: bool(self._spots(text, v))):
+                listed += 1
+                spots = self._spots(text, value)
+                if spots and category in _NAMED and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
+                    spots = []  # "TCP", "UDP", "HR": a term, which small models call a name
+                if not spots:
+                    dropped += 1
+                    continue
+                entity = entity_of(category, value)
+                findings += [Finding(entity, s, e, text[s:e], 0.9, RECOGNIZER) for s, e in spots]
+        return Reading(findings, time.perf_counter() - started, listed, dropped)
+
+    def find(self, text: str) -> list[Finding]:
+        return self.read(text).findings
+
+    def _spots(self, text: str, value: str) -> list[tuple[int, int]]:
+        """Where a value the model listed stands in ``text``; none when it is not there,
+        is not worth hiding (judged as the text writes it) or is longer than a name."""
+        value = value.strip()
+        if not value or len(value) > MAX_SPAN_CHARS or len(value.split()) > MAX_SPAN_WORDS:
+            return []  # a sentence rather than a value
+        spots = list(occurrences(text, value))
+        if not spots or not worth_hiding(text[spots[0][0] : spots[0][1]], self.common):
+            return []
+        return spots
+
+    def _ask(
+        self, piece: str, deadline: float, good: Callable[[str], bool]
+    ) -> list[tuple[str, str]]:
+        watch = _Watch(deadline, self.timeout, good)
+        try:
+            reply = self.model.chat(
+                messages(piece),
+                # Every value is copied from the piece: a full list is shorter than it.
+                max_tokens=min(MAX_REPLY_TOKENS, 48 + len(piece) // 2),
+                temperature=0.0,
+                on_text=watch,
+                schema=SCHEMA,
+            )
+        except _Rambling:
+            return watch.pairs  # what it listed before it went on listing nothing of use
+        except PrivacyError:
+            raise
+        except Exception as exc:  # a model that fails: the question is not sent
+            why = str(exc) if isinstance(exc, DragError) else f"{type(exc).__name__}: {exc}"
+            raise PrivacyError(
+                f"the local privacy reader failed ({why}); nothing was sent"
+            ) from None
+        if not getattr(reply, "finished", True):
+            return watch.pairs  # cut while listing on: the values it completed
+        return parse(reply.text)
+
+
+class _Rambling(Exception):
+    """The model lists one thing after another that is not in the text (a loop)."""
+
+
+# A complete [category, value] pair in the reply as it streams.
+_PAIR = re.compile(r'\[\s*"([a-z]+)"\s*,\s*("(?:[^"\\]|\\.)*")\s*\]')
+
+
+class _Watch:
+    """Reads the reply as it streams: past the deadline it stops the reading (a
+    PrivacyError); after :data:`MAX_JUNK` listed values in a row that are of no use (not
+    in the text, not worth hiding, or listed before: a loop) it stops the model, keeping
+    the pairs before."""
+
+    def __init__(self, deadline: float, timeout: float, good: Callable[[str], bool]) -> None:
+        self.deadline = deadline
+        self.timeout = timeout
+        self.good = good
+        self.reply = ""
+        self.scanned = 0
+        self.junk = 0
+        self.pairs: list[tuple[str, str]] = []
+        self.seen: set[str] = set()
+
+    def __call__(self, piece: str) -> None:
+        if time.perf_counter() > self.deadline:
+            raise PrivacyError(
+                f"the local privacy reader took longer than {self.timeout:g} s "
+                "(privacy.reader_timeout); nothing was sent"
+            )
+        self.reply += piece
+        for m in _PAIR.finditer(self.reply, self.scanned):
+            self.scanned = m.end()
+            try:
+                value = json.loads(m.group(2))
+            except ValueError:
+                continue
+            key = value.strip().casefold()
+            if m.group(1) in CATEGORIES and key not in self.seen and self.good(value):
+                self.seen.add(key)
+                self.pairs.append((m.group(1), value))
+                self.junk = 0
+            else:
+                self.junk += 1
+                if self.junk >= MAX_JUNK:
+                    raise _Rambling
+
+
+def union(text: str, detected: Sequence[Finding], read: Sequence[Finding]) -> list[Finding]:
+    """The detector's findings, unchanged, and what the reader found besides: the parts
+    of each reader span that no detector finding (nor an earlier reader span) covers,
+    when they hold two letters or digits.  The vault then replaces exactly what the
+    detector alone would have, and more."""
+    taken = sorted((f.start, f.end) for f in detected)
+    out = list(detected)
+    for r in sorted(read, key=lambda f: (f.start, -f.end)):
+        pieces = [(r.start, r.end)]
+        for s, e in taken:
+            pieces = [
+                part
+                for ps, pe in pieces
+                for part in ((ps, min(pe, s)), (max(ps, e), pe))
+                if part[0] < part[1]
+            ]
+        for ps, pe in pieces:
+            while ps < pe and not text[ps].isalnum():
+                ps += 1
+            while pe > ps and not text[pe - 1].isalnum():
+                pe -= 1
+            if sum(ch.isalnum() for ch in text[ps:pe]) >= 2:
+                out.append(Finding(r.entity, ps, pe, text[ps:pe], r.score, r.recognizer))
+                taken.append((ps, pe))
+    return sorted(out, key=lambda f: f.start)

@@ -1,0 +1,439 @@
+"""The local model as a second reader of the question (assistant.privacy.reader).
+
+Pure logic with a fake model (named as one); then the real tiny model and the real
+default student on made-up hard cases; then ``drag ask`` end to end through the real
+teacher server, where a reader that fails or runs late sends nothing."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from assistant import modelfiles
+from assistant.cli import cli
+from assistant.errors import PrivacyError
+from assistant.privacy import reader as R
+from assistant.privacy.detect import Detector, Finding, load_policy
+from assistant.privacy.guard import EgressGuard
+from assistant.privacy.placeholders import Vault
+from assistant.privacy.sanitize import sanitize
+from assistant.student import Student
+from tests.conftest import TEST_MODEL, SocketLog, loopback_address
+
+
+@dataclass
+class FakeReply:
+    text: str
+    finished: bool = True
+
+
+class FakeModel:
+    """Fake: answers every chat with a fixed reply and records what it was asked."""
+
+    def __init__(self, reply: str | Exception, finished: bool = True) -> None:
+        self.reply = reply
+        self.finished = finished
+        self.asked: list[str] = []
+
+    def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
+        self.asked.append(messages[-1]["content"])
+        assert kwargs["schema"] == R.SCHEMA
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return FakeReply(self.reply, self.finished)
+
+
+def never_common(_word: str) -> bool:
+    return False
+
+
+def found(*pairs: tuple[str, str]) -> str:
+    return json.dumps({"found": [list(p) for p in pairs]})
+
+
+def test_a_span_that_is_not_in_the_question_is_dropped() -> None:
+    text = "hey im priya from zenlytics, can u check my cover letter?"
+    model = FakeModel(found(("person", "priya"), ("contact", "marek-dev.netlify.app")))
+    reading = R.SpanReader(model, common=never_common).read(text)
+    assert [f.text for f in reading.findings] == ["priya"]
+    assert (reading.listed, reading.dropped) == (2, 1)
+
+
+def test_a_span_inside_a_longer_word_is_not_a_finding() -> None:
+    text = "annabel asked about banana bread"
+    model = FakeModel(found(("person", "anna")))
+    assert R.SpanReader(model, common=never_common).find(text) == []
+
+
+def test_each_occurrence_is_found_in_the_case_of_the_text() -> None:
+    text = "kasia wrote to me. Kasia works at KORVALA."
+    model = FakeModel(found(("person", "Kasia"), ("organisation", "korvala")))
+    spans = [(f.text, f.entity) for f in R.SpanReader(model, common=never_common).find(text)]
+    assert spans == [("kasia", "PERSON"), ("Kasia", "PERSON"), ("KORVALA", "ORGANIZATION")]
+
+
+def test_ordinary_lowercase_words_are_not_hidden_but_odd_ones_are() -> None:
+    def common(word: str) -> bool:  # fake dictionary
+        return word in {"research", "project", "finance", "and"}
+
+    assert not R.worth_hiding("research project", common)
+    assert not R.worth_hiding("finance", common)
+    assert not R.worth_hiding("x", common)
+    assert R.worth_hiding("zenlytics", common)
+    assert R.worth_hiding("Research Project", common)  # written as a name
+    assert R.worth_hiding("@finance", common)
+    assert R.worth_hiding("王小明", common)
+
+
+def test_a_short_word_in_capitals_is_a_term_not_a_name() -> None:
+    text = "Is TCP or UDP better for WIPRO's video calls?"
+    model = FakeModel(found(("organisation", "UDP"), ("person", "TCP"), ("organisation", "WIPRO")))
+    assert [f.text for f in R.SpanReader(model, common=never_common).find(text)] == ["WIPRO"]
+
+
+def test_contact_values_get_the_entity_of_their_shape() -> None:
+    assert R.entity_of("contact", "kira@mailbox.org") == "EMAIL_ADDRESS"
+    assert R.entity_of("contact", "+44 7700 900123") == "PHONE_NUMBER"
+    assert R.entity_of("contact", "https://marek-dev.netlify.app") == "URL"
+    assert R.entity_of("contact", "marek-dev.netlify.app/cv") == "URL"
+    assert R.entity_of("contact", "@marek.builds") == "USERNAME"
+    assert R.entity_of("person", "tomas") == "PERSON"
+
+
+@pytest.mark.parametrize(
+    ("reply", "finished", "why"),
+    [
+        (RuntimeError("llama_decode returned -3"), True, "RuntimeError"),
+        ('{"found": [["person"', True, "not the JSON"),
+        ('{"spans": []}', True, "not the JSON"),
+    ],
+)
+def test_a_reader_that_fails_raises_a_privacy_error(
+    reply: str | Exception, finished: bool, why: str
+) -> None:
+    model = FakeModel(reply, finished)
+    with pytest.raises(PrivacyError, match=why):
+        R.SpanReader(model, common=never_common).read("hey im priya")
+
+
+class FakeStreamingModel(FakeModel):
+    """Fake: streams its reply in pieces of a few characters to ``on_text``."""
+
+    def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
+        assert isinstance(self.reply, str)
+        for n in range(0, len(self.reply), 5):
+            kwargs["on_text"](self.reply[n : n + 5])
+        return FakeReply(self.reply, self.finished)
+
+
+def test_a_model_that_repeats_itself_is_stopped_and_its_first_values_kept() -> None:
+    pairs = [("person", "priya"), ("organisation", "zenlytics")] + [("place", "pune")] * 50
+    model = FakeStreamingModel(found(*pairs))
+    reading = R.SpanReader(model, common=never_common).read("priya at zenlytics in pune")
+    assert [f.text for f in reading.findings] == ["priya", "zenlytics", "pune"]
+
+
+def test_a_reply_cut_at_its_token_limit_keeps_the_values_it_completed() -> None:
+    model = FakeStreamingModel(found(("person", "priya"), ("place", "pune"))[:-12], False)
+    reading = R.SpanReader(model, common=never_common).read("priya lives in pune")
+    assert [f.text for f in reading.findings] == ["priya"]
+
+
+def test_a_reader_past_its_deadline_raises() -> None:
+    class Slow(FakeModel):
+        def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
+            kwargs["on_text"]('{"found": ')  # a token, after the deadline
+            return FakeReply("{}")
+
+    reader = R.SpanReader(Slow(""), common=never_common, timeout=0.0)
+    with pytest.raises(PrivacyError, match="longer than"):
+        reader.read("hey im priya")
+
+
+def test_a_long_question_is_read_in_pieces_that_cover_it() -> None:
+    text = "".join(f"Sentence number {n} is about nothing at all. " for n in range(200))
+    pieces = list(R.chunks(text, 500))
+    assert len(pieces) > 10
+    assert all(len(p) <= 500 for _, p in pieces)
+    assert "".join(p for _, p in pieces) == text  # cut at sentence ends: no gap, no overlap
+    unbroken = "x" * 1200
+    covered = set()
+    for offset, piece in R.chunks(unbroken, 500):
+        assert unbroken[offset : offset + len(piece)] == piece
+        covered.update(range(offset, offset + len(piece)))
+    assert covered == set(range(len(unbroken)))
+
+
+def _finding(text: str, value: str, entity: str = "PERSON", how: str = "spaCy") -> Finding:
+    start = text.index(value)
+    return Finding(entity, start, start + len(value), value, 0.85, how)
+
+
+def test_the_union_keeps_every_detector_finding_and_adds_the_rest() -> None:
+    text = "Acme Widgets Ltd hired Jane Doe of Springfield; jane called acme."
+    detected = [_finding(text, "Acme", "ORGANIZATION"), _finding(text, "Jane Doe")]
+    read = [
+        _finding(text, "Acme Widgets Ltd", "ORGANIZATION", R.RECOGNIZER),  # around one
+        _finding(text, "Doe", "PERSON", R.RECOGNIZER),  # inside one
+        _finding(text, "Springfield", "LOCATION", R.RECOGNIZER),  # new
+        _finding(text, "jane", "PERSON", R.RECOGNIZER),  # new
+    ]
+    merged = R.union(text, detected, read)
+    assert all(d in merged for d in detected)  # not one dropped, narrowed or widened
+    assert [m.text for m in merged] == ["Acme", "Widgets Ltd", "Jane Doe", "Springfield", "jane"]
+    assert {m.text for m in merged if m.recognizer == R.RECOGNIZER} == {
+        "Widgets Ltd",
+        "Springfield",
+        "jane",
+    }
+    for a, b in itertools.pairwise(merged):
+        assert a.end <= b.start  # no overlaps left for the vault to skip
+
+
+def test_sanitize_replaces_the_readers_values_with_the_detectors() -> None:
+    detector = Detector()
+    text = "我叫李娜，在腾讯工作。Can Dr. Amelia Thompson review my thesis on soil?"
+    detected = {f.text for f in detector.find(text)}
+    assert "腾讯" not in detected  # what the reader is for
+    model = FakeModel(found(("person", "李娜"), ("organisation", "腾讯")))
+    reading = R.SpanReader(model, common=detector.common).read(text)
+    vault = Vault(tag_of=load_policy().tag)
+    san = sanitize(text, scanner=detector, vault=vault, guard=EgressGuard(detector), read=reading)
+    for value in ["李娜", "腾讯", "Amelia", "Thompson"]:
+        assert value not in san.text, san.text
+    assert "soil" in san.text and "thesis" in san.text
+    # The detector took "我叫李娜" whole: the reader's "李娜" inside it adds nothing.
+    assert san.read_values == {"腾讯"}
+    assert san.summary()["read_by_model"] == 1
+
+
+def test_the_readers_organisations_follow_the_policys_context_rule() -> None:
+    detector = Detector()
+    plain = "What was the revenue of Siemens in 2020?"  # an organisation as the subject
+    model = FakeModel(found(("organisation", "Siemens")))
+    reading = R.SpanReader(model, common=detector.common).read(plain)
+    vault = Vault(tag_of=load_policy().tag)
+    san = sanitize(plain, scanner=detector, vault=vault, guard=EgressGuard(detector), read=reading)
+    assert san.text == plain and san.read_values == frozenset()
+    own = "My sister got a job at Siemens, is it a good employer?"  # the writer's own
+    read = [_finding(own, "Siemens", "ORGANIZATION", R.RECOGNIZER)]
+    assert detector.in_context(own, read) == read
+
+
+def test_the_review_says_which_values_the_local_model_found() -> None:
+    from assistant.tui.review import entity_choices
+
+    detector = Detector()
+    text = "我叫李娜，在腾讯工作。Can Dr. Amelia Thompson review my thesis on soil?"
+    model = FakeModel(found(("organisation", "腾讯")))
+    reading = R.SpanReader(model, common=detector.common).read(text)
+    vault = Vault(tag_of=load_policy().tag)
+    san = sanitize(text, scanner=detector, vault=vault, guard=EgressGuard(detector), read=reading)
+    labels = {c.value: str(c.prompt) for c in entity_choices(san)}
+    assert "found by the local model" in labels["腾讯"]
+    assert "found by the local model" not in labels["Amelia Thompson"]
+
+
+HARD_CASES = [
+    # (question, values the reader must list), all made up for this test.
+    ("hey its dana from brightloop, my boss wants the q3 report by friday", ["brightloop"]),
+    ("PLEASE WRITE AN EMAIL TO JONAS HALVORSEN ABOUT MY LEAVE NEXT WEEK", ["JONAS HALVORSEN"]),
+    ("follow me on insta @kira_sketches and tell me if my drawings improve", ["@kira_sketches"]),
+    (
+        "my cv is at https://kwabena-mensah.carrd.co - can you suggest a better layout?",
+        ["https://kwabena-mensah.carrd.co"],
+    ),
+    ("我叫李娜，在腾讯工作，帮我写一封辞职信", ["李娜"]),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_reader() -> R.SpanReader:
+    path, _spec = modelfiles.resolve(TEST_MODEL)
+    return R.SpanReader(Student(path, n_ctx=2048), common=never_common, timeout=120)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("question", "values"), HARD_CASES)
+def test_the_tiny_model_answers_in_the_grammar_with_spans_of_the_question(
+    tiny_reader: R.SpanReader, question: str, values: list[str]
+) -> None:
+    reading = tiny_reader.read(question)  # a reply outside the grammar would raise
+    for f in reading.findings:
+        assert question[f.start : f.end] == f.text
+        assert f.recognizer == R.RECOGNIZER
+
+
+def _reader_of(model: str) -> R.SpanReader:
+    path, _spec = modelfiles.resolve(model)
+    return R.SpanReader(Student(path, n_ctx=2048), common=Detector().common, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def large_reader() -> R.SpanReader:
+    """The default student as the reader: Qwen2.5-Coder-1.5B-Instruct."""
+    return _reader_of("qwen2.5-coder-1.5b-instruct")
+
+
+@pytest.fixture(scope="module")
+def default_reader() -> R.SpanReader:
+    """The reader as shipped: privacy.reader_model's default."""
+    from assistant.config import PrivacySettings
+
+    return _reader_of(PrivacySettings().reader_model)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("question", "values"), HARD_CASES)
+def test_the_large_model_finds_the_hard_cases(
+    large_reader: R.SpanReader, question: str, values: list[str]
+) -> None:
+    texts = {f.text for f in large_reader.read(question).findings}
+    for value in values:
+        assert value in texts, (question, texts)
+
+
+def _sent(question: str, reader: R.SpanReader) -> str:
+    detector = Detector()
+    vault = Vault(tag_of=load_policy().tag)
+    guard = EgressGuard(detector)
+    read = reader.read(question)
+    return sanitize(question, scanner=detector, vault=vault, guard=guard, read=read).text
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("question", "values"), HARD_CASES)
+def test_with_the_shipped_reader_no_hard_case_value_is_sent(
+    default_reader: R.SpanReader, question: str, values: list[str]
+) -> None:
+    """The detector and the shipped reader together (the 0.5B alone misses the name in
+    capitals, which the detector finds)."""
+    sent = _sent(question, default_reader)
+    for value in values:
+        assert value not in sent, sent
+
+
+@pytest.mark.integration
+def test_with_the_shipped_reader_a_plain_question_goes_as_written(
+    default_reader: R.SpanReader,
+) -> None:
+    question = "How does TCP differ from UDP, and when is each one used?"
+    assert _sent(question, default_reader) == question
+
+
+# drag ask, end to end: the reader on, the real teacher server.
+
+ASK = "my colleague 李娜 at 腾讯 got promoted, how do i ask my boss for a raise?"
+
+
+def ask(env: dict[str, str], *args: str) -> Any:
+    return CliRunner().invoke(cli, ["ask", "--json", "--yes", *args], env=env)
+
+
+@pytest.fixture
+def reader_env(teacher_env: dict[str, str]) -> dict[str, str]:
+    return {
+        **teacher_env,
+        "DRAG_PRIVACY_READER": "on",
+        "DRAG_PIPELINE_N": "3",
+        "DRAG_PIPELINE_K": "2",
+        "DRAG_TEACHER_MAX_TOKENS": "256",
+    }
+
+
+@pytest.mark.integration
+def test_drag_ask_sends_what_the_reader_found_as_placeholders(
+    reader_env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+) -> None:
+    assert not any("李娜" in f.text for f in Detector().find(ASK))  # the detector misses it
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    env = reader_env  # the default reader model
+    result = ask(env, ASK)
+    assert result.exit_code == 0, result.output
+    sent = socket_guard.sent_text()
+    assert "POST /v1/chat/completions" in sent
+    assert "李娜" not in sent and "\\u674e\\u5a1c" not in sent  # raw or JSON-escaped
+    data = json.loads(result.stdout)
+    assert data["privacy"]["read_by_model"] >= 1 and "read" in data["timings"]
+    assert "李娜" not in data["privacy"]["sent_question"]
+    # Asked again, the cache finds it in the form it was sent: nothing is uploaded.
+    uploads = sent.count("POST /v1/chat/completions")
+    again = ask(env, ASK)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["source"] == "cache"
+    assert socket_guard.sent_text().count("POST /v1/chat/completions") == uploads
+
+
+def test_offline_the_reader_is_never_loaded() -> None:
+    from assistant import config
+    from assistant.runtime import Runtime
+
+    settings = config.load().with_flags({"privacy.reader": "on", "store.offline": True})
+    runtime = Runtime(settings)
+    assert runtime.read("hey its dana from brightloop") is None
+    assert "reader" not in runtime.__dict__
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fault", ["broken model file", "deadline"])
+def test_drag_ask_sends_nothing_when_the_reader_fails(
+    reader_env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    tmp_path: Path,
+    fault: str,
+) -> None:
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    env = dict(reader_env)
+    if fault == "broken model file":
+        broken = tmp_path / "broken.gguf"
+        broken.write_bytes(b"GGUF" + b"\0" * 64)
+        env["DRAG_PRIVACY_READER_MODEL"] = str(broken)
+    else:  # the tiny model's prompt alone takes longer than this to read
+        env["DRAG_PRIVACY_READER_TIMEOUT"] = "0.1"
+    result = ask(env, ASK)
+    assert isinstance(result.exception, PrivacyError), result.output
+    why = "could not start" if fault == "broken model file" else "took longer than"
+    assert len(str(result.exception)) <= 300  # one line
+    assert why in str(result.exception) and "nothing was sent" in str(result.exception)
+    assert socket_guard.seen == [] and socket_guard.sent == bytearray()  # not one byte
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-coder-0.5b-instruct", "missing.gguf"])
+def test_doctor_checks_the_reader_model(model: str, tmp_path: Path) -> None:
+    from assistant import config, doctor
+    from assistant.runtime import Runtime
+
+    path = model if model.startswith("qwen") else str(tmp_path / model)
+    settings = config.load().with_flags({"privacy.reader": "on", "privacy.reader_model": path})
+    check = doctor.reader_check(Runtime(settings))
+    assert check.ok == (model.startswith("qwen")), check
+    assert ("sha256 verified" in check.detail) == check.ok
+
+
+@pytest.mark.integration
+def test_the_benchmark_reads_through_the_path_drag_ask_takes(tmp_path: Path) -> None:
+    """--methods full,reader: one item, the detector alone and with the shipped reader
+    (Runtime.read, as drag ask calls it); the unit the detector misses leaks only
+    without the reader."""
+    from assistant.bench import leakage
+
+    data = tmp_path / "items.jsonl"
+    data.write_text(json.dumps({"text": ASK, "pii": ["李娜"]}, ensure_ascii=False) + "\n")
+    out = tmp_path / "out"
+    args = ["--dataset", str(data), "--methods", "full,reader", "--no-teacher", "--out", str(out)]
+    assert leakage.main(args) == 0
+    records = {
+        json.loads(line)["method"]: json.loads(line)
+        for line in (out / "privacy-items.jsonl").read_text("utf-8").splitlines()
+    }
+    assert set(records) == {"full", "full+reader"}
+    assert records["full"]["values"][0]["unit"] == "whole"  # sent as it was
+    assert records["full+reader"]["values"][0]["unit"] == ""  # replaced
+    assert "read" in records["full+reader"]["seconds"]
