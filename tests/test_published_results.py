@@ -63,3 +63,29 @@ def test_the_summary_is_recounted_from_the_answers(folder: Path) -> None:
             r2w = sum(alone[q] and not by_column[column][q] for q in both)
             assert (pair["wrong_to_right"], pair["right_to_wrong"]) == (w2r, r2w), column
             assert pair["mcnemar_p"] == pytest.approx(_mcnemar(w2r, r2w)), column
+
+
+PRIVACY = sorted(p.parent for p in RESULTS.glob("privacy-*/**/privacy-summary.json"))
+
+
+def test_there_are_published_privacy_results() -> None:
+    assert len(PRIVACY) >= 3
+
+
+@pytest.mark.parametrize("folder", PRIVACY, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_the_privacy_summary_is_recounted_from_its_items(folder: Path) -> None:
+    """Units, units leaked (any form, and whole), refusals and changed controls per
+    method, counted again from the per-item records by plain counting."""
+    summary = json.loads((folder / "privacy-summary.json").read_text("utf-8"))
+    lines = (folder / "privacy-items.jsonl").read_text("utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    assert set(summary) == {r["method"] for r in records}
+    for method, s in summary.items():
+        mine = [r for r in records if r["method"] == method]
+        units = [v for r in mine for v in r["values"] if v.get("present", True)]
+        assert s["items"] == len(mine)
+        assert s["units"] == len(units)
+        assert s["unit_leaked"] == sum(1 for v in units if v["unit"])
+        assert s["unit_leaked_whole"] == sum(1 for v in units if v["unit"] == "whole")
+        assert s["blocked"] == sum(1 for r in mine if r["blocked"])
+        assert s["control_changed"] == sum(1 for r in mine if r["control"] and r["changed"])
