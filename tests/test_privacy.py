@@ -236,7 +236,8 @@ def test_a_term_an_answer_option_writes_in_lower_case_is_no_name(detector: Detec
 def test_a_bare_file_name_is_no_domain_and_no_name(detector: Detector) -> None:
     """.py, .md, .rs, .sh and .cc are also countries' domains, and spaCy reads some file
     names as people; a code question keeps its files.  A scheme, "www." or a slash
-    keeps a URL, and endings as often a site's (.pl, .so) stay URLs."""
+    keeps a URL, and endings as often a site's (.pl, .so) stay URLs (a coined name's: a
+    bare domain of a known word is a public site, issue 29)."""
     for text in [
         "Why does setup.py fail, and where is README.md?",
         "cargo says lib.rs and build.sh are missing",
@@ -244,12 +245,12 @@ def test_a_bare_file_name_is_no_domain_and_no_name(detector: Detector) -> None:
         "run my_utils.py and ./scripts/deploy.sh",  # a path inside spaCy's "person"
     ]:
         assert detector.find(text) == [], text
-    text = "see https://foo.sh/x, www.myblog.md, johnsmith.com and allegro.pl"
+    text = "see https://foo.sh/x, www.myblog.md, johnsmith.com and meblekowalczyk.pl"
     assert set(kinds(detector.find(text))) == {
         "https://foo.sh/x",
         "www.myblog.md",
         "johnsmith.com",
-        "allegro.pl",
+        "meblekowalczyk.pl",
     }
 
 
@@ -792,3 +793,20 @@ def test_sanitize_ignores_what_a_detector_finds_inside_a_placeholder() -> None:
     assert out.text == "I work at <ORG_1> in sales."
     assert vault.values() == [("ORGANIZATION", "Nordlys Biotech")]
     guard.check(Outgoing((out.text,), "", tuple(vault.values())))
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("How do I export my repos from github.com?", []),  # a public site, the subject
+        ("I read it on nature.com and allegro.pl", []),
+        ("my blog is nature-notes.org, how do I get more readers?", ["nature-notes.org"]),
+        ("my site is bakery.com, how do I add a shop?", ["bakery.com"]),  # called theirs
+        ("see https://github.com/jdoe42/dotfiles", ["https://github.com/jdoe42/dotfiles"]),
+        ("LinkedIn: /in/jane-doe-42 and X: @jane", ["/in/jane-doe-42", "@jane"]),
+    ],
+)
+def test_public_sites_stay_and_personal_links_go(
+    detector: Detector, text: str, found: list[str]
+) -> None:
+    assert [f.text for f in detector.find(text)] == found
