@@ -424,6 +424,7 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "student computes",
         "embedder",
         "personal-data detector",
+        "privacy reader model",
         "local store",
         "teacher reachable",
     }
@@ -439,6 +440,8 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     assert "key file" in checks["local store"]["detail"]  # the tests never use a keyring
     assert re.search(r"key id [0-9a-f]{8}", checks["local store"]["detail"])
     assert ALIAS in checks["teacher reachable"]["detail"]
+    # The tests turn the reader off (conftest): the check says so rather than loading it.
+    assert "off by setting privacy.reader" in checks["privacy reader model"]["detail"]
 
 
 def test_doctor_names_the_fix_when_the_teacher_is_down(env: dict[str, str]) -> None:
