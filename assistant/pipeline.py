@@ -89,6 +89,20 @@ def _recall(runtime: Runtime, result: AskResult, sent: str) -> recall.Recalled:
     return found
 
 
+def _answer_from_cache(
+    runtime: Runtime, result: AskResult, sent: str, reuse: Literal["any", "exact"]
+) -> recall.Recalled | None:
+    """Answer from the cache when it covers ``sent`` (``reuse="exact"``: only this very
+    question's work) and return None; otherwise what the cache held (``recall.Recalled``)."""
+    found = _recall(runtime, result, sent)
+    if reuse == "exact" and found.how != "exact":
+        found = recall.Recalled("none", 0.0)
+    if found.covers(runtime.settings.store.coverage):
+        _from_cache(runtime, result, sent, found)
+        return None
+    return found
+
+
 def _from_cache(runtime: Runtime, result: AskResult, sent: str, found: recall.Recalled) -> None:
     """Fill the result's context from what the cache recalled."""
     if found.entry is not None:  # exact or near-duplicate: the entry's own items
@@ -345,11 +359,8 @@ def _gather(
         with _timed(result.timings, "sanitize"):
             sanitized = runtime.sanitize(question)
         result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
-        found = _recall(runtime, result, sanitized.text)
-        if reuse == "exact" and found.how != "exact":
-            found = recall.Recalled("none", 0.0)
-        if found.covers(runtime.settings.store.coverage):
-            _from_cache(runtime, result, sanitized.text, found)
+        found = _answer_from_cache(runtime, result, sanitized.text, reuse)
+        if found is None:
             return result, None
     if runtime.offline:
         why = (
@@ -370,19 +381,13 @@ def _gather(
             reading = runtime.read(question)
     if reading is not None:
         with runtime.local:
-            read = runtime.sanitize(question, reading)
-            result.privacy = {"sent_question": read.text, **read.summary()}
-            if read.text != sanitized.text:
-                # The cache keeps questions as they were sent, after the reader: look
-                # again in that form (a repeat of a question it changed is found now).
-                sanitized = read
-                found = _recall(runtime, result, sanitized.text)
-                if reuse == "exact" and found.how != "exact":
-                    found = recall.Recalled("none", 0.0)
-                if found.covers(runtime.settings.store.coverage):
-                    _from_cache(runtime, result, sanitized.text, found)
-                    return result, None
-            sanitized = read
+            before, sanitized = sanitized.text, runtime.sanitize(question, reading)
+            result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
+            # The cache keeps questions as they were sent, after the reader: look again
+            # in that form (a repeat of a question it changed is found now).
+            changed = sanitized.text != before
+            if changed and _answer_from_cache(runtime, result, sanitized.text, reuse) is None:
+                return result, None
     policy = review_policy or runtime.settings.privacy.review
     if needs_review(policy, sanitized):
         if review is None:
