@@ -578,12 +578,10 @@ def bench_startup(ctx: click.Context) -> None:
 
 
 def _open_store(ctx: click.Context) -> Any:
-    from pathlib import Path
-
     from assistant.store import Store
 
     s: Settings = ctx.obj["settings"]
-    return Store(Path(s.store.database).expanduser() if s.store.database else None, key=s.store.key)
+    return Store.configured(s.store.database, s.store.key)
 
 
 def parse_since(text: str) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 from assistant import paths
 from assistant.errors import LINE_LIMIT, DragError, InputError, Interrupted, StoreError, one_line
-from assistant.store.sealing import Sealer, load_key
+from assistant.store.sealing import Sealer
 
 SUFFIX = ".sealed"
 _COLUMN = "drafts"  # the sealed value's associated data
@@ -32,9 +32,15 @@ def unsent_dir() -> Path:
 
 
 def _sealer() -> Sealer:
+    """The store's own key, as the store checks it: a database sealed with a key is
+    never given a second one here (a keyring that fails now is an error, not a new
+    key file: issue 30)."""
     from assistant import config
+    from assistant.store import Store
 
-    return Sealer(load_key(config.load().store.key).key)
+    s = config.load().store
+    with Store.configured(s.database, s.key) as store:
+        return store.sealer
 
 
 def _new_file() -> Path:

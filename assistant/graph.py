@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
-from assistant.parsing import clean_item, entity_key, parse_objects
+from assistant.parsing import MAX_ITEMS, clean_item, entity_key, parse_objects
 from assistant.teacher import Teacher
 
 PROMPT_VERSION = "graph-v1"
@@ -51,14 +52,39 @@ _ALIASES = {
     "entity2": ("entity2", "entity_2", "entity 2", "tail", "object", "target", "e2"),
     "relationship": ("relationship", "relation", "predicate", "rel", "statement_text"),
 }
-_TEXT_BLOCK = re.compile(
-    r"Entity\s*1\s*:\s*(?P<e1>.+?)\s*Entity\s*2\s*:\s*(?P<e2>.+?)\s*"
-    r"Relation(?:ship)?\s*:\s*(?P<rel>.+?)\s*(?=\$\$\$|Entity\s*1\s*:|\Z)",
-    re.IGNORECASE | re.DOTALL,
-)
-_TUPLE_LINE = re.compile(
-    r"^\s*(?:\d+[.)]\s*)?\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*,\s*(.+?)\s*\)\s*$", re.M
-)
+# The reference's text blocks ("Entity 1: … Entity 2: … Relationship: … $$$") and tuple
+# lines ("(a, b, relation)") are read by finding their labels once and cutting the text
+# between them: linear in the reply, where one lazy pattern over the blocks was not.
+_LABEL = re.compile(r"Entity\s*([12])\s*:|Relation(?:ship)?\s*:|\$\$\$", re.IGNORECASE)
+
+
+def _text_blocks(text: str) -> Iterator[tuple[str, str, str]]:
+    """(entity 1, entity 2, relation) of each complete ``Entity 1: Entity 2: Relation:``
+    block, in order; a relation runs to ``$$$``, the next ``Entity 1:`` or the end."""
+    labels = [
+        (m.group(1) or m.group(0)[0].upper(), m.start(), m.end()) for m in _LABEL.finditer(text)
+    ]
+    labels.append(("$", len(text), len(text)))
+    # Where each label's relation would end: the next "Entity 1:" or "$$$" (one pass back).
+    ends = [len(text)] * len(labels)
+    for i in range(len(labels) - 2, -1, -1):
+        kind, start, _ = labels[i + 1]
+        ends[i] = start if kind in ("1", "$") else ends[i + 1]
+    for i in range(len(labels) - 3):
+        (a, _, a_end), (b, b_start, b_end), (r, r_start, r_end) = labels[i : i + 3]
+        if (a, b, r) == ("1", "2", "R"):
+            yield text[a_end:b_start], text[b_end:r_start], text[r_end : ends[i + 2]]
+
+
+_TUPLE_LINE = re.compile(r"^[ \t]*(?:\d+[.)][ \t]*)?\(([^\n]*)\)[ \t\r]*$", re.M)
+
+
+def _tuple_lines(text: str) -> Iterator[tuple[str, str, str]]:
+    """(a, b, relation) of each line that is a tuple ``(a, b, relation)``, numbered or not."""
+    for m in _TUPLE_LINE.finditer(text):
+        parts = m.group(1).split(",", 2)
+        if len(parts) == 3 and not any(ch in "()" for ch in parts[0] + parts[1]):
+            yield parts[0], parts[1], parts[2]
 
 
 @dataclass(frozen=True)
@@ -129,20 +155,19 @@ def _source(obj: dict[str, Any], count: int) -> tuple[int, ...]:
 
 
 def parse_triples(text: str, count: int = 10_000) -> list[Triple]:
-    """Triples in a teacher reply: JSON, the reference's ``Entity 1:`` blocks, or tuples."""
-    triples = []
-    for obj in parse_objects(text, list_keys=("triples", "relationships", "relations")):
+    """Triples in a teacher reply: JSON, the reference's ``Entity 1:`` blocks, or tuples
+    (at most :data:`~assistant.parsing.MAX_ITEMS`)."""
+    triples: list[Triple] = []
+    objects = parse_objects(text, list_keys=("triples", "relationships", "relations"))
+    for obj in islice(objects, MAX_ITEMS):
         e1, e2, rel = _field(obj, "entity1"), _field(obj, "entity2"), _field(obj, "relationship")
         if e1 and e2 and rel:
             triples.append(Triple(e1, e2, rel, _source(obj, count)))
-    if not triples and isinstance(text, str):
-        for m in _TEXT_BLOCK.finditer(text):
-            e1, e2, rel = clean_item(m["e1"]), clean_item(m["e2"]), clean_item(m["rel"])
-            if e1 and e2 and rel:
-                triples.append(Triple(e1, e2, rel))
-    if not triples and isinstance(text, str):
-        for m in _TUPLE_LINE.finditer(text):
-            e1, e2, rel = (clean_item(g) for g in m.groups())
+    for reader in (_text_blocks, _tuple_lines):
+        if triples or not isinstance(text, str):
+            break
+        for parts in islice(reader(text), MAX_ITEMS):
+            e1, e2, rel = (clean_item(part) for part in parts)
             if e1 and e2 and rel:
                 triples.append(Triple(e1, e2, rel))
     return triples

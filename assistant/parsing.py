@@ -14,11 +14,14 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-_JSON_STRING = r'"((?:[^"\\\n]|\\.)*)"'
-# A complete JSON string followed by what may follow a *value* (not a key).
-_STRING_VALUE = re.compile(_JSON_STRING + r"\s*(?=[,\]}]|$)")
+# Every reader here takes time linear in the reply (a teacher's reply is read up to 2 MB):
+# no pattern whose failure at one place is retried over the same text from the next.
 _FLAT_OBJECT = re.compile(r"\{[^{}\[\]]*\}")
-_LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*•●▪‣]|#{1,3}\s*\d{1,3}[.):]?)\s+(.*\S)\s*$")
+# A list item: a marker ("1." "(2)" "3:" "-" "•" "## 4."), white space, then the rest of
+# the line (stripped after: no pattern of the form \s+(.*\S)\s*$, which backtracks).
+_LIST_LINE = re.compile(
+    r"^[ \t]*(?:\(?\d{1,3}[.):]|[-*•●▪‣]|#{1,3}[ \t]*\d{1,3}[.):]?)[ \t]+(\S[^\n]*)", re.M
+)
 _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
 _ITEM_KEYS = ("text", "evidence", "statement", "fact", "content", "sentence")
 
@@ -42,6 +45,10 @@ def dedupe(items: Iterable[str]) -> list[str]:
             out.append(item)
     return out
 
+
+# A list longer than this is read no further (a hostile reply of a million items costs a
+# second of work; a teacher is asked for tens).
+MAX_ITEMS = 10_000
 
 # How many '{' or '[' a reply's JSON is looked for at: each try may read to the end of the
 # reply, so trying every one would make a reply of brackets cost its length squared.
@@ -118,16 +125,28 @@ def _decode_json_string(body: str) -> str | None:
     return decoded if isinstance(decoded, str) else None
 
 
+# A double-quoted string up to its closing quote, a line break, a lone backslash or the
+# end (one match each: a string that breaks is not read again from a later quote), and
+# after a closing quote, what may follow a *value*: white space then , ] } or the end.
+_STRING = re.compile(r'"([^"\\\n]*(?:\\[^\n][^"\\\n]*)*)(?:"(\s*(?:[,\]}]|\Z))?)?')
+
+
 def salvage_strings(text: str, keys: tuple[str, ...]) -> list[str]:
-    """Complete string values of a truncated JSON list (``{"evidence": ["a", "b", "c…``)."""
+    """Complete string values of a truncated JSON list (``{"evidence": ["a", "b", "c…``):
+    strings followed by what may follow a value, not a key."""
     start = text.find("[")
     if start < 0:
         return []
     out = []
-    for match in _STRING_VALUE.finditer(text, start):
-        decoded = _decode_json_string(match.group(1))
+    for match in _STRING.finditer(text, start):
+        if match.group(2) is None:
+            continue  # a key, or a string that broke off
+        body = match.group(1)
+        decoded = _decode_json_string(body) if "\\" in body else body
         if decoded is not None and decoded not in keys:
             out.append(decoded)
+            if len(out) >= MAX_ITEMS:
+                break
     return out
 
 
@@ -145,7 +164,7 @@ def salvage_objects(text: str) -> list[dict[str, Any]]:
 
 
 def _list_lines(text: str) -> list[str]:
-    return [m.group(1) for line in text.splitlines() if (m := _LIST_MARKER.match(line))]
+    return [m.group(1).strip() for m in _LIST_LINE.finditer(text)]
 
 
 def parse_list(text: str, *, keys: tuple[str, ...] = (), limit: int | None = None) -> list[str]:
@@ -181,7 +200,7 @@ def parse_list(text: str, *, keys: tuple[str, ...] = (), limit: int | None = Non
 
 
 def _finish(items: list[str], limit: int | None) -> list[str]:
-    cleaned = dedupe(clean_item(i) for i in items if isinstance(i, str))
+    cleaned = dedupe(clean_item(i) for i in items[:MAX_ITEMS] if isinstance(i, str))
     cleaned = [i for i in cleaned if any(ch.isalnum() for ch in i)]
     return cleaned[:limit] if limit is not None else cleaned
 

@@ -129,7 +129,7 @@ class Runtime:
     def store(self) -> Store:
         """The local database: ledger, cache, history."""
         s = self.settings.store
-        store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
+        store = Store.configured(s.database, s.key)
         store.apply_retention(s.retention_days)
         drafts.purge(s.draft_days)
         return store

@@ -40,23 +40,53 @@ def one_line(text: str) -> str:
     return " ".join(plain(text).split())
 
 
-# Where a link's target is written: a Markdown link or image target, a reference
-# definition, an autolink, a bare URL, and an OSC 8 hyperlink (before plain() removes it).
+# Where a link's target is written, besides a Markdown link's destination (read by
+# CommonMark's own rule below): a reference definition's line, any URL (any scheme, to the
+# next white space: a terminal may make it clickable, quotes and backticks included), a
+# domain with a path, www. addresses, and an OSC 8 hyperlink (before plain() removes it).
 _LINKS = re.compile(
-    r"\]\([^)\n]*\)?"
-    r"|^[ \t]*\[[^\]\n]+\]:[^\n]*"
-    r"|<(?:https?|ftp|mailto|file|data|javascript):[^\n]*?>"
-    r"|(?:https?|ftp|file)://[^\s\"'`]*"
-    r"|(?:mailto|data|javascript):[^\s\"'`]*"
-    r"|www\.[^\s\"'`]*"
+    r"^[ \t]*\[[^\]\n]+\]:[^\n]*"
+    r"|(?<![\w+.-])[A-Za-z][\w+.-]{0,31}:(?=\S)\S*"
+    r"|(?<![\w@.-])(?:[\w-]+\.)+[A-Za-z]{2,}/\S*"
+    r"|www\.\S*"
     r"|\x1b\]8;[^\x07\x1b]*",
     re.IGNORECASE | re.MULTILINE,
 )
 
 
+_RUN = re.compile(r"\S*")
+
+
+def _destination_end(text: str, start: int) -> int:
+    """Where the destination and title of a Markdown link that opens at ``start`` (just
+    after its ``](``) end: CommonMark's link destination (markdown-it-py's reading of it:
+    ``<…>``, or a run with balanced parentheses), then up to the link's ``)``.  Where
+    that rule finds none, the run of text up to the next white space (what a terminal
+    would take for a link)."""
+    from markdown_it.helpers import parseLinkDestination
+
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    pos = start
+    while pos < line_end and text[pos] in " \t":
+        pos += 1
+    found = parseLinkDestination(text, pos, line_end)
+    if not found.ok:
+        return _RUN.match(text, pos).end()  # type: ignore[union-attr]
+    close = text.find(")", found.pos, line_end)  # past a title, to the link's end
+    return line_end if close < 0 else close + 1
+
+
 def link_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` that are link targets: nothing private may be put there."""
-    return [m.span() for m in _LINKS.finditer(text)]
+    """Spans of ``text`` that are link targets: nothing private may be put there.  Each
+    character is read a bounded number of times (a reply of 2 MB of ``](`` included)."""
+    spans = [m.span() for m in _LINKS.finditer(text)]
+    at = text.find("](")
+    while at >= 0:
+        end = _destination_end(text, at + 2)
+        spans.append((at, end))
+        at = text.find("](", max(end, at + 2))
+    return sorted(spans)
 
 
 _RAW_CONTROLS = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")

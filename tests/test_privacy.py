@@ -810,3 +810,26 @@ def test_public_sites_stay_and_personal_links_go(
     detector: Detector, text: str, found: list[str]
 ) -> None:
     assert [f.text for f in detector.find(text)] == found
+
+
+@pytest.mark.parametrize(
+    ("question", "surname"),
+    [
+        ("My doctor is Dr. Sarah Oh at the clinic. Should I ask Oh about the dose?", "Oh"),
+        ("My colleague Tuan Do wrote the plan. How do I give Do feedback?", "Do"),
+        ("Our new lead Jisoo An replaces me next week. What should I tell An in an email?", "An"),
+        ("My landlord Minh Le raised the rent. What should Le do about the heating?", "Le"),
+    ],
+)
+def test_a_short_surname_written_alone_is_replaced_too(
+    detector: Detector, question: str, surname: str
+) -> None:
+    """Issue 30, item 4: a two-letter word is part of a name where the name writes it with
+    a capital, and is protected as written (the everyday word stays: "do", "an")."""
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert sent.text is not None
+    assert surname not in sent.text.split() and f"{surname}." not in sent.text, sent.text
+    assert sent.text.count("<PERSON_1>") == 2, sent.text
+    if surname in ("Do", "An"):  # the everyday word, in lower case, is still there
+        assert surname.lower() in sent.text.lower().replace("<person_1>", "").split()

@@ -40,10 +40,11 @@ class FakeModel:
         self.reply = reply
         self.finished = finished
         self.asked: list[str] = []
+        self.schemas: list[object] = []  # None: asked without the grammar
 
     def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
         self.asked.append(messages[-1]["content"])
-        assert kwargs["schema"] == R.SCHEMA
+        self.schemas.append(kwargs["schema"])
         if isinstance(self.reply, Exception):
             raise self.reply
         return FakeReply(self.reply, self.finished)
@@ -127,6 +128,7 @@ class FakeStreamingModel(FakeModel):
 
     def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
         assert isinstance(self.reply, str)
+        self.schemas.append(kwargs["schema"])
         for n in range(0, len(self.reply), 5):
             kwargs["on_text"](self.reply[n : n + 5])
         return FakeReply(self.reply, self.finished)
@@ -168,6 +170,87 @@ def test_a_long_question_is_read_in_pieces_that_cover_it() -> None:
         assert unbroken[offset : offset + len(piece)] == piece
         covered.update(range(offset, offset + len(piece)))
     assert covered == set(range(len(unbroken)))
+
+
+class FakeTwoReplies(FakeModel):
+    """Fake: one reply when asked without the grammar, another under it."""
+
+    def __init__(self, free: str, under_grammar: str) -> None:
+        super().__init__(free)
+        self.under_grammar = under_grammar
+
+    def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
+        reply = super().chat(messages, **kwargs)
+        return FakeReply(self.under_grammar) if kwargs["schema"] is not None else reply
+
+
+def test_a_free_reply_that_is_the_json_asked_for_is_used_as_it_is() -> None:
+    model = FakeModel(found(("person", "priya")))
+    reading = R.SpanReader(model, common=never_common).read("hey im priya")
+    assert [f.text for f in reading.findings] == ["priya"]
+    assert model.schemas == [None]  # one pass, no grammar
+
+
+@pytest.mark.parametrize(
+    "free",
+    [
+        "Sure! The personal values are priya and pune.",
+        found(("name", "priya"), ("place", "pune")),  # a category not asked for
+        '{"found": [["person", "priya"]',  # broken off
+    ],
+    ids=["prose", "unknown-category", "broken"],
+)
+def test_a_free_reply_that_is_not_the_json_is_read_again_under_the_grammar(free: str) -> None:
+    model = FakeTwoReplies(free, found(("person", "priya"), ("place", "pune")))
+    reading = R.SpanReader(model, common=never_common).read("hey im priya from pune")
+    assert [f.text for f in reading.findings] == ["priya", "pune"]
+    assert model.schemas == [None, R.SCHEMA]
+
+
+def test_a_free_reply_is_stopped_when_its_json_is_complete() -> None:
+    model = FakeStreamingModel(found(("person", "priya")) + " I also think pune is a place.")
+    seen: list[str] = []
+    stream = model.chat
+
+    def chat(messages: Any, **kwargs: Any) -> FakeReply:
+        on_text = kwargs["on_text"]
+        kwargs["on_text"] = lambda piece: (seen.append(piece), on_text(piece))
+        return stream(messages, **kwargs)
+
+    model.chat = chat  # type: ignore[method-assign]
+    reading = R.SpanReader(model, common=never_common).read("hey im priya from pune")
+    assert [f.text for f in reading.findings] == ["priya"]
+    read = "".join(seen)  # the model stopped in the piece where the JSON closed
+    assert (
+        read.startswith(found(("person", "priya")))
+        and len(read) < len(found(("person", "priya"))) + 5
+    )
+    assert model.schemas == [None]
+
+
+def test_with_free_first_off_the_grammar_is_used_at_once() -> None:
+    model = FakeModel(found(("person", "priya")))
+    R.SpanReader(model, common=never_common, free_first=False).read("hey im priya")
+    assert model.schemas == [R.SCHEMA]
+
+
+@pytest.mark.parametrize(
+    ("question", "name", "kept"),
+    [
+        ("In the novel, why does John Smith leave the farm?", "John Smith", False),
+        ("My neighbour John Smith parks in my spot, what can I do?", "John Smith", True),
+        ("In the novel, why does Zorvath Quennel leave the farm?", "Zorvath Quennel", True),
+        ("Which of these did Immanuel Kant argue?\nA. x\nB. y", "Immanuel Kant", False),
+    ],
+)
+def test_a_person_only_the_model_found_follows_the_context_rule(
+    question: str, name: str, kept: bool
+) -> None:
+    """A test question's character or a famous person stays; a name in the writer's own
+    text, or a name no dictionary knows, is replaced (policy.yaml, contextual.model_only)."""
+    detector = Detector()
+    read = [_finding(question, name, "PERSON", R.RECOGNIZER)]
+    assert (detector.in_context(question, read) == read) is kept
 
 
 def _finding(text: str, value: str, entity: str = "PERSON", how: str = "spaCy") -> Finding:

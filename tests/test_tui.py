@@ -61,6 +61,53 @@ async def test_first_paint_and_every_screen() -> None:
     assert first_paint < 5  # the target is 1.5 s; this is a loose guard against blocking work
 
 
+async def test_no_widget_on_any_screen_reads_markup() -> None:
+    """Issue 30, item 7: every Static and Label on every screen and dialog shows its text
+    as written (a teacher's error quoted in the benchmark's live line crashed the app with
+    "[/] [@click=app.quit]click[/]").  Walks each screen's widgets; then feeds that line to
+    the benchmark screen's failure path and sees it shown as written."""
+    from textual.widgets import Label, Static
+
+    from assistant.tui.chat import Confirm, NotSent, TextPrompt
+
+    hostile = "[/] [@click=app.quit]click[/] [b]bold"
+    app = DragApp(settings_from(), warm=False)
+    seen: dict[str, int] = {}
+
+    def markup_widgets() -> list[str]:
+        widgets = [w for w in app.screen.query("*") if isinstance(w, Static)]
+        seen[type(app.screen).__name__] = len(widgets)
+        # Ours, and every plain Static or Label (Textual's own parts, such as a progress
+        # bar's percentage, a select's prompt or the header's TITLE, show our constants).
+        mine = [
+            w
+            for w in widgets
+            if type(w).__module__.startswith("assistant.") or type(w) in (Static, Label)
+        ]
+        return [f"{type(w).__name__}#{w.id}" for w in mine if w._render_markup]
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        for key in ("f1", "f2", "f3", "f4"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert markup_widgets() == [], type(app.screen).__name__
+        for dialog in (Confirm(hostile), NotSent(hostile), TextPrompt(hostile, hostile)):
+            await app.push_screen(dialog)
+            await pilot.pause()
+            assert markup_widgets() == [], type(dialog).__name__
+            app.pop_screen()
+        await pilot.press("f3")
+        await pilot.pause()
+        app.screen._failed(hostile)  # type: ignore[attr-defined]
+        await pilot.pause()
+        shown = str(app.screen.query_one("#bench-live", Static).render())
+        assert hostile in shown
+    assert (app.title, app.sub_title) == (DragApp.TITLE, DragApp.SUB_TITLE)
+    assert set(seen) >= {"ChatScreen", "AuditScreen", "BenchScreen", "SettingsScreen", "Confirm"}
+    assert all(seen.values()), seen  # each screen had Statics to check
+
+
 async def test_the_app_loads_its_parts_while_the_user_types() -> None:
     """warm=True (the default): the detector, the embedder (both side by side with the
     student) and the student load, and the student has read its system prompt ahead."""

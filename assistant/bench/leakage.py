@@ -41,6 +41,7 @@ import contextlib
 import csv
 import dataclasses
 import functools
+import itertools
 import json
 import re
 import statistics
@@ -472,6 +473,10 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     units = [v for _, v in item.pii]
     if sent:
         record["kept_words"] = leakscore.kept_words(item.text, question, units)
+    if item.control and item.id.startswith("mmlu/") and outcome.changed:
+        # A public MMLU question (never a user's query): what a method changed in it is
+        # kept, so that over-redaction can be read item by item.
+        record["sent_control"] = question
     if item.reference is not None:
         record["reference_kept_words"] = leakscore.kept_words(item.text, item.reference, units)
         ref = leakscore.SentText(item.reference)
@@ -866,6 +871,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default: privacy.reader_model, or the student)",
     )
     parser.add_argument(
+        "--reader-grammar",
+        default="fallback",
+        help="how the 'reader' method uses the JSON grammar, comma-separated, one method "
+        "each: fallback (free first, the grammar when that reply is not the JSON asked "
+        "for: what drag does) or always",
+    )
+    parser.add_argument(
         "--categories",
         default="",
         metavar="ENTITY=MODE,...",
@@ -924,6 +936,9 @@ def main(argv: list[str] | None = None) -> int:
         methods: dict[str, Method] = {}
         modes = category_modes([c for c in args.categories.split(",") if c.strip()])
         readers = [m.strip() for m in args.reader_model.split(",") if m.strip()] or [""]
+        grammars = [g.strip() for g in args.reader_grammar.split(",") if g.strip()]
+        if not grammars or set(grammars) - {"fallback", "always"}:
+            raise ValueError("--reader-grammar: fallback, always or both")
         label = "full" + "".join(f" {e}={m}" for e, m in modes.items())
         tail = "+rewrite" if args.rewrite else ""
         for name in names:
@@ -932,18 +947,20 @@ def main(argv: list[str] | None = None) -> int:
                     Detector(categories=modes), rewriter if args.rewrite else None, send
                 )
             elif name == "reader":  # the reader as drag ask runs it: Runtime.read
-                for model in readers:
+                for model, grammar in itertools.product(readers, grammars):
                     flags: dict[str, Any] = {"privacy.reader": "on", "store.offline": False}
                     if model:
                         flags["privacy.reader_model"] = model
                     runtime = stack.enter_context(Runtime(config.load().with_flags(flags)))
-                    methods[label + "+reader" + (f" ({model})" if model else "") + tail] = (
-                        make_full(
-                            Detector(categories=modes),
-                            rewriter if args.rewrite else None,
-                            send,
-                            runtime.read,
-                        )
+                    runtime.reader.free_first = grammar == "fallback"
+                    about = [model] if model else []
+                    about += [f"grammar {grammar}"] if len(grammars) > 1 else []
+                    about_text = f" ({', '.join(about)})" if about else ""
+                    methods[label + "+reader" + about_text + tail] = make_full(
+                        Detector(categories=modes),
+                        rewriter if args.rewrite else None,
+                        send,
+                        runtime.read,
                     )
             elif name == "presidio":
                 methods["presidio-default"] = make_presidio_default()

@@ -109,7 +109,7 @@ def cached_questions(count: int) -> list[tuple[str, int, bool]]:
     from assistant.store import Store
 
     s = config.load().store
-    with Store(Path(s.database).expanduser() if s.database else None, key=s.key) as store:
+    with Store.configured(s.database, s.key) as store:
         rows = store.db.execute(
             "SELECT question, n, has_graph FROM cache_entries WHERE question NOT LIKE '%<%' "
             "ORDER BY id DESC LIMIT ?",

@@ -51,6 +51,7 @@ def _unknown(vocab: Any, word: str, min_letters: int) -> bool:
 
 
 # A lower-case word, then one space, at the end of the text searched (GivenNameRule).
+_SHORT_WORD_AFTER = re.compile(r" ([^\W\d_][^\W\d_A-Z]{1,7})(?![\w'’-])")
 _WORD_BEFORE = re.compile(r"(?<![\w'-])([a-z][a-z'-]*[a-z]) $")
 
 _SENTENCE_END = {".", "!", "?", '"', "“", "(", "-", "–"}
@@ -202,6 +203,16 @@ class GivenNameRule:
 
 
 @dataclass(frozen=True)
+class ShortSurnameRule:
+    """A name found, followed by a capitalised word of two or three letters that spaCy
+    left out ("Jisoo An", "Sarah Oh", "Minh Le"): the short word is the name's surname
+    and joins it (then the vault and the guard protect it as written)."""
+
+    entity: str = ""
+    max_letters: int = 3
+
+
+@dataclass(frozen=True)
 class NameListRule:
     """In a list of capitalised words ("Efimiya, Mary, Ariana and Jodi") where at least
     ``min_known`` items, and at least half, are already ``entity``, the rest are too."""
@@ -277,6 +288,8 @@ class ContextualRule:
     single_word_options: int = 0  # 0: a one-word name is contextual in any text
     unknown_letters: int = 0  # 0: no unknown-word rule
     task_prefixes: tuple[str, ...] = ()
+    model_only: tuple[str, ...] = ()  # entities contextual when only ``model_from`` found them
+    model_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -354,6 +367,7 @@ class Policy:
     lowercase: LowercaseRule = LowercaseRule()
     cued_names: tuple[CuedNameRule, ...] = ()
     given_names: GivenNameRule = GivenNameRule()
+    short_surnames: ShortSurnameRule = ShortSurnameRule()
     name_lists: NameListRule = NameListRule()
     rare_words: RareWordRule = RareWordRule()
     vocatives: VocativeRule = VocativeRule()
@@ -432,6 +446,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         lowercase=LowercaseRule(**section("lowercase_lines")),
         cued_names=tuple(CuedNameRule(**frozen(dict(rule))) for rule in data.get("cued_names", ())),
         given_names=GivenNameRule(**section("lowercase_given_names")),
+        short_surnames=ShortSurnameRule(**section("short_surnames")),
         name_lists=NameListRule(**section("name_lists")),
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
@@ -685,6 +700,7 @@ class Detector:
         findings += self._name_lists(lines, findings)
         findings += self._speakers(lines, findings)
         findings += self._given_names(text, findings)
+        findings += self._short_surnames(text, findings)
         findings += self._pronoun_persons(text, findings)
         findings = [f for f in findings if not self._public_site(text, f)]
         # Context first: a strict finding inside a contextual one that nothing ties to a
@@ -708,6 +724,17 @@ class Detector:
         common = _subject_words(text, self.policy.contextual.single_word_options)
         return any(
             _unknown(vocab, w, n) and w not in common for w in re.findall(r"[^\W\d_]+", span)
+        )
+
+    def _obscure(self, span: str) -> bool:
+        """Whether ``span`` holds a word the model's vectors know in no case (of 3+
+        letters, or in a script they do not read): a name that identifies someone, where
+        "John Smith" or "Immanuel Kant" may be a test question's character or its topic."""
+        vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
+        return any(
+            len(w) >= 3 or not w.isascii()
+            for w in re.findall(r"[^\W\d_]+", span)
+            if not any(vocab.has_vector(form) for form in (w, w.lower(), w.capitalize()))
         )
 
     def _rule_backed(self, text: str, f: Finding) -> bool:
@@ -737,6 +764,8 @@ class Detector:
             self._unknown_word(f.text, text) or self._rule_backed(text, f)
         ):
             return "strict"
+        if mode == "strict" and f.entity in c.model_only and f.recognizer in c.model_from:
+            return "strict" if self._obscure(f.text) else "contextual"
         if (
             mode == "strict"
             and quiz
@@ -976,6 +1005,26 @@ class Detector:
             value = text[m.start(1) : f.end]
             if self._accepts(rule.entity, value, f.score):
                 longer.append(Finding(rule.entity, m.start(1), f.end, value, f.score, "GivenName"))
+        return longer
+
+    def _short_surnames(self, text: str, found: list[Finding]) -> list[Finding]:
+        """A name found with the short surname after it (ShortSurnameRule)."""
+        rule = self.policy.short_surnames
+        if not rule.entity:
+            return []
+        longer = []
+        for f in found:
+            if f.entity != rule.entity or not f.text[:1].isupper():
+                continue
+            m = _SHORT_WORD_AFTER.match(text, f.end)
+            if m is None:
+                continue
+            word, end = m.group(1), m.end(1)
+            if not word[:1].isupper() or len(word) > rule.max_letters or self._allowed(word):
+                continue
+            value = text[f.start : end]
+            if self._accepts(rule.entity, value, f.score):
+                longer.append(Finding(rule.entity, f.start, end, value, f.score, "ShortSurname"))
         return longer
 
     def _pronoun_persons(self, text: str, found: list[Finding]) -> list[Finding]:

@@ -153,7 +153,9 @@ _SHORT_WORDS = words_of(
 
 def name_parts(value: str) -> list[str]:
     """The words of a name worth protecting on their own, in any case and of any length
-    (no initials, titles, particles or common words)."""
+    (no initials, titles or common words).  A short word or particle counts only where the
+    name writes it with a capital ("Oh" of "Sarah Oh", "Le" of "Minh Le"; not "van" of
+    "Ludwig van Beethoven"), and is then protected only as written (:func:`written_only`)."""
     words = re.findall(r"[^\W\d_](?:[^\W\d_]|['-])*", value)
     return [
         w
@@ -161,7 +163,7 @@ def name_parts(value: str) -> list[str]:
         if len(w) >= 2
         and bare(w) not in _NAME_TITLES
         and w.casefold() not in _NOT_NAMES
-        and w.casefold() not in _SHORT_WORDS
+        and (w.casefold() not in _SHORT_WORDS or w[:1].isupper())
     ]
 
 
@@ -253,7 +255,7 @@ def written_only(entity: str, part: str) -> bool:
     """Whether ``part`` counts only as a name is written (see :func:`as_written`): a name
     part that is also an everyday word, and every short form of an organisation ("Epic"
     of "Epic Systems" is not "an epic")."""
-    return entity == "ORGANIZATION" or cased(part)
+    return entity == "ORGANIZATION" or cased(part) or part.casefold() in _SHORT_WORDS
 
 
 def spans_of(entity: str, value: str, text: str) -> list[tuple[int, int]]:

@@ -174,12 +174,16 @@ def chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[tuple[int, str]]:
             start += size - MAX_SPAN_CHARS
 
 
-def parse(reply: str) -> list[tuple[str, str]]:
-    """(category, value) pairs of a reply; anything else is a PrivacyError."""
+def parse(reply: str, *, strict: bool = False) -> list[tuple[str, str]]:
+    """(category, value) pairs of a reply; anything else is a PrivacyError.  ``strict``
+    (a reply written without the grammar): a category not of :data:`CATEGORIES` is an
+    error too, rather than a value dropped."""
     try:
         data = json.loads(reply)
         found = data["found"]
         pairs = [(str(c), str(v)) for c, v in found]
+        if strict and any(c not in CATEGORIES for c, _ in pairs):
+            raise ValueError("a category not asked for")
     except (ValueError, KeyError, TypeError) as exc:
         raise PrivacyError(
             f"the local privacy reader's reply was not the JSON asked for ({exc}); nothing was sent"
@@ -275,10 +279,15 @@ class SpanReader:
         *,
         common: Callable[[str], bool],
         timeout: float = 120.0,
+        free_first: bool = True,
     ) -> None:
         self.model = model
         self.common = common
         self.timeout = timeout
+        # Read without the grammar first (a token costs about half: llama.cpp checks the
+        # whole vocabulary against a grammar at each step), and again under it only when
+        # that reply is not the JSON asked for.
+        self.free_first = free_first
 
     def read(self, text: str) -> Reading:
         """The model's findings in ``text``: each value it lists wherever it occurs.
@@ -317,34 +326,51 @@ class SpanReader:
     def _ask(
         self, piece: str, deadline: float, good: Callable[[str], bool]
     ) -> list[tuple[str, str]]:
-        watch = _Watch(deadline, self.timeout, good)
-        try:
-            reply = self.model.chat(
-                messages(piece),
-                # Every value is copied from the piece: a full list is shorter than it.
-                max_tokens=min(MAX_REPLY_TOKENS, 48 + len(piece) // 2),
-                temperature=0.0,
-                on_text=watch,
-                schema=SCHEMA,
-            )
-        except _Rambling:
-            return watch.pairs  # what it listed before it went on listing nothing of use
-        except PrivacyError:
-            raise
-        except Exception as exc:  # a model that fails: the question is not sent
-            why = str(exc) if isinstance(exc, DragError) else f"{type(exc).__name__}: {exc}"
-            raise PrivacyError(
-                f"the local privacy reader failed ({why}); nothing was sent"
-            ) from None
-        if not getattr(reply, "finished", True):
-            return watch.pairs  # cut while listing on: the values it completed
-        return parse(reply.text)
+        tries = (None, SCHEMA) if self.free_first else (SCHEMA,)
+        for schema in tries:
+            watch = _Watch(deadline, self.timeout, good, closes=schema is None)
+            try:
+                reply = self.model.chat(
+                    messages(piece),
+                    # Every value is copied from the piece: a full list is shorter than it.
+                    max_tokens=min(MAX_REPLY_TOKENS, 48 + len(piece) // 2),
+                    temperature=0.0,
+                    on_text=watch,
+                    schema=schema,
+                )
+            except _Rambling:
+                return watch.pairs  # it went on listing nothing of use: what came before
+            except _Closed:
+                text = watch.reply  # the JSON is complete; what follows is not read
+            except PrivacyError:
+                raise
+            except Exception as exc:  # a model that fails: the question is not sent
+                why = str(exc) if isinstance(exc, DragError) else f"{type(exc).__name__}: {exc}"
+                raise PrivacyError(
+                    f"the local privacy reader failed ({why}); nothing was sent"
+                ) from None
+            else:
+                if not getattr(reply, "finished", True):
+                    return watch.pairs  # cut while listing on: the values it completed
+                text = reply.text
+            try:
+                return parse(text, strict=schema is None)
+            except PrivacyError:
+                if schema is SCHEMA:
+                    raise
+        raise AssertionError("unreachable: the last try has the grammar")
 
 
 class _Rambling(Exception):
     """The model lists one thing after another that is not in the text (a loop)."""
 
 
+class _Closed(Exception):
+    """The reply's JSON object is complete (a reply written without the grammar may go
+    on with prose)."""
+
+
+_DECODER = json.JSONDecoder()
 # A complete [category, value] pair in the reply as it streams.
 _PAIR = re.compile(r'\[\s*"([a-z]+)"\s*,\s*("(?:[^"\\]|\\.)*")\s*\]')
 
@@ -355,7 +381,15 @@ class _Watch:
     in the text, not worth hiding, or listed before: a loop) it stops the model, keeping
     the pairs before."""
 
-    def __init__(self, deadline: float, timeout: float, good: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        deadline: float,
+        timeout: float,
+        good: Callable[[str], bool],
+        *,
+        closes: bool = False,
+    ) -> None:
+        self.closes = closes  # stop the model once the reply is one whole JSON object
         self.deadline = deadline
         self.timeout = timeout
         self.good = good
@@ -372,6 +406,15 @@ class _Watch:
                 "(privacy.reader_timeout); nothing was sent"
             )
         self.reply += piece
+        if self.closes and "}" in piece:
+            start = len(self.reply) - len(self.reply.lstrip())
+            try:
+                _value, end = _DECODER.raw_decode(self.reply, start)
+            except ValueError:
+                pass
+            else:
+                self.reply = self.reply[:end]
+                raise _Closed
         for m in _PAIR.finditer(self.reply, self.scanned):
             self.scanned = m.end()
             try:

@@ -30,6 +30,13 @@ class Store:
         self.key_id = ""
         self._indexes: dict[str, SpaceIndex] = {}
 
+    @classmethod
+    def configured(cls, database: str, key: KeyStorage = "auto") -> Store:
+        """The store the settings name (``store.database``: empty for the default file;
+        ``store.key``): the one way the app, the CLI and the drafts open it, so that
+        every part seals with the one key this database records."""
+        return cls(Path(database).expanduser() if database else None, key=key)
+
     def close(self) -> None:
         self.db.close()
 

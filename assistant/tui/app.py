@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from textual import work
@@ -79,7 +78,7 @@ class DragApp(App[None]):
         self.runtime_lock = threading.RLock()
         self.runtime = Runtime(settings, status=self.report)
         s = settings.store
-        self.ui_store = Store(Path(s.database).expanduser() if s.database else None, key=s.key)
+        self.ui_store = Store.configured(s.database, s.key)
 
     # -- status ---------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ from textual.widgets import (
     Footer,
     Header,
     Input,
-    Label,
     Markdown,
     ProgressBar,
     Select,
@@ -27,7 +26,7 @@ from assistant import paths
 from assistant.bench import accuracy, leakage
 from assistant.errors import DragError
 from assistant.privacy.detect import Detector
-from assistant.tui.widgets import DragScreen, StatusBar, bar_chart
+from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar, bar_chart
 
 
 def leakage_groups(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -79,7 +78,7 @@ class BenchScreen(DragScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical(id="bench"):
-            yield Static(ABOUT["privacy"], id="bench-about")
+            yield Plain(ABOUT["privacy"], id="bench-about")
             with Horizontal(id="bench-bar"):
                 yield Select(
                     [("privacy leakage", "privacy"), ("accuracy", "accuracy")],
@@ -87,14 +86,14 @@ class BenchScreen(DragScreen):
                     allow_blank=False,
                     id="bench-kind",
                 )
-                yield Label("questions:")
+                yield PlainLabel("questions:")
                 yield Input("50", id="bench-limit", type="integer")
                 yield Button("Run (ctrl+b)", id="bench-run", variant="primary")
             yield ProgressBar(id="bench-progress", show_eta=False)
-            yield Static("", id="bench-live")
+            yield Plain("", id="bench-live")
             with VerticalScroll(id="bench-results"):
                 yield Markdown("", id="bench-table")
-                yield Static("", id="bench-plot")
+                yield Plain("", id="bench-plot")
         yield StatusBar()
         yield Footer()
 

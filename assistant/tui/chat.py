@@ -17,10 +17,8 @@ from textual.widgets import (
     Footer,
     Header,
     Input,
-    Label,
     ListItem,
     ListView,
-    Static,
 )
 
 from assistant import drafts, pipeline
@@ -132,7 +130,7 @@ class TextPrompt(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.title_text)
+            yield PlainLabel(self.title_text)
             yield Input(self.value, id="prompt-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -151,7 +149,7 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.question)
+            yield PlainLabel(self.question)
             with Horizontal(id="buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", id="no")
@@ -177,7 +175,7 @@ class NotSent(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="not-sent"):
-            yield Label("Nothing was sent to the teacher", classes="heading")
+            yield PlainLabel("Nothing was sent to the teacher", classes="heading")
             yield Plain(self.reason, id="not-sent-reason")
             with Horizontal(id="buttons"):
                 yield Button("OK (enter)", id="ok")
@@ -218,7 +216,7 @@ class ChatScreen(DragScreen):
                 yield ListView(id="conversations")
             with Vertical(id="main"):
                 with VerticalScroll(id="messages"):
-                    yield Static(WELCOME, id="welcome")
+                    yield Plain(WELCOME, id="welcome")
                 yield Input(placeholder="Ask a question (Enter sends)", id="question")
             with VerticalScroll(id="context"):
                 yield Plain(
@@ -280,7 +278,7 @@ class ChatScreen(DragScreen):
             return
         messages = self.query_one("#messages", VerticalScroll)
         messages.remove_children()
-        messages.mount(Static(WELCOME, id="welcome"))
+        messages.mount(Plain(WELCOME, id="welcome"))
         self.query_one("#context-body", Plain).update("")
         self.drag.runtime.new_conversation()
         self.query_one("#question", Input).focus()

@@ -10,12 +10,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, SelectionList, Static
+from textual.widgets import Button, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
 from assistant.privacy.placeholders import PLACEHOLDER
 from assistant.privacy.sanitize import Sanitized
-from assistant.tui.widgets import highlighted
+from assistant.tui.widgets import Plain, PlainLabel, highlighted
 
 
 def highlighted_original(sanitized: Sanitized) -> Text:
@@ -76,25 +76,27 @@ class ReviewModal(ModalScreen[Verdict]):
     def compose(self) -> ComposeResult:
         s = self.sanitized
         with Vertical(id="review"):
-            yield Label("Review before upload: only the right side leaves this machine", id="title")
+            yield PlainLabel(
+                "Review before upload: only the right side leaves this machine", id="title"
+            )
             with Horizontal(id="sides"):
                 with VerticalScroll(classes="side"):
-                    yield Label("YOUR QUESTION (stays here)", classes="heading")
-                    yield Static(highlighted_original(s), id="original")
+                    yield PlainLabel("YOUR QUESTION (stays here)", classes="heading")
+                    yield Plain(highlighted_original(s), id="original")
                 with VerticalScroll(classes="side"):
-                    yield Label("SENT TO THE TEACHER", classes="heading")
-                    yield Static(highlighted_sent(s), id="sanitized")
+                    yield PlainLabel("SENT TO THE TEACHER", classes="heading")
+                    yield Plain(highlighted_sent(s), id="sanitized")
             choices = entity_choices(s)
             if choices:
-                yield Label(
+                yield PlainLabel(
                     "Detected (space: keep a value as it is, e.g. a famous name the "
                     "question is about)",
                     classes="heading",
                 )
                 yield SelectionList[str](*choices, id="entities")
             else:
-                yield Static("no personal data detected", id="entities")
-            yield Static(self._note(), id="rewrite-note")
+                yield Plain("no personal data detected", id="entities")
+            yield Plain(self._note(), id="rewrite-note")
             with Horizontal(id="buttons"):
                 yield Button("Send (y)", variant="success", id="send")
                 yield Button("Don't send (n)", variant="error", id="cancel")

@@ -7,11 +7,11 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Button, Footer, Header, Input, Label, Select, Static, Switch
+from textual.widgets import Button, Footer, Header, Input, Select, Static, Switch
 
 from assistant import config, secrets
 from assistant.errors import ConfigError
-from assistant.tui.widgets import DragScreen, Plain, StatusBar
+from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
 # (key, widget kind) in the order shown; every other key stays as the file has it.
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -42,7 +42,7 @@ class SettingsScreen(DragScreen):
                 spec = config.SCHEMA[key]
                 value = settings.get(key)
                 with Horizontal(classes="field"):
-                    yield Label(key, classes="key")
+                    yield PlainLabel(key, classes="key")
                     if kind == "choice":
                         yield Select(
                             [(c, c) for c in spec.choices or ()],
@@ -54,16 +54,16 @@ class SettingsScreen(DragScreen):
                         yield Switch(bool(value), id=_field_id(key))
                     else:
                         yield Input(str(value), id=_field_id(key))
-                    yield Label(spec.help, classes="help")
+                    yield PlainLabel(spec.help, classes="help")
                 yield Plain("", id=_field_id(key) + "-error", classes="field-error")
             with Horizontal(classes="field"):
-                yield Label("teacher API key", classes="key")
+                yield PlainLabel("teacher API key", classes="key")
                 yield Input(
                     placeholder=f"currently: {secrets.key_source()}; type a new one to store it",
                     password=True,
                     id="set-api-key",
                 )
-                yield Label("kept in the system keyring, never shown again", classes="help")
+                yield PlainLabel("kept in the system keyring, never shown again", classes="help")
             yield Plain("", id="set-api-key-error", classes="field-error")
             yield Button("Save (ctrl+s)", variant="primary", id="save")
         yield StatusBar()

@@ -35,22 +35,31 @@ def highlighted(text: str, spans: Iterable[tuple[int, int]], style: str) -> Text
     return out
 
 
-class Plain(Static):
-    """Static for text from the user, a model or the database: shown as written, never
-    read as markup, Markdown or terminal control; a link is inert text."""
+def _shown(content: VisualType) -> VisualType:
+    """A string as written (:func:`plain_text`); a rich Text (already plain) as it is."""
+    return plain_text(content) if isinstance(content, str) else content
 
-    def __init__(self, text: str = "", **kwargs: Any) -> None:
-        super().__init__(plain_text(text), markup=False, **kwargs)
+
+class Plain(Static):
+    """Static for any text: shown as written, never read as markup, Markdown or terminal
+    control; a link is inert text.  Every Static and Label of the app is one of these or
+    a :class:`PlainLabel` (issue 30: an error message quoting a teacher is text too)."""
+
+    def __init__(self, content: VisualType = "", **kwargs: Any) -> None:
+        super().__init__(_shown(content), markup=False, **kwargs)
 
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
-        super().update(plain_text(content) if isinstance(content, str) else content, layout=layout)
+        super().update(_shown(content), layout=layout)
 
 
 class PlainLabel(Label):
-    """Label for text from the user or the database (a conversation title)."""
+    """Label for any text (a heading, a conversation title, a question to confirm)."""
 
-    def __init__(self, text: str = "", **kwargs: Any) -> None:
-        super().__init__(plain_text(text), markup=False, **kwargs)
+    def __init__(self, content: VisualType = "", **kwargs: Any) -> None:
+        super().__init__(_shown(content), markup=False, **kwargs)
+
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        super().update(_shown(content), layout=layout)
 
 
 class DragScreen(Screen[None]):
@@ -64,7 +73,7 @@ class DragScreen(Screen[None]):
         return self.app
 
 
-class StatusBar(Static):
+class StatusBar(Plain):
     """One line above the footer: what is loading, what is on (offline, teacher).
 
     Not docked: the footer docks at the bottom and would cover it; yielded last before
