@@ -71,6 +71,48 @@ def alive(pid: int) -> bool:
     return True
 
 
+def _listening_inodes(port: int) -> set[str] | None:
+    """The socket inodes listening on 127.0.0.1:``port`` (Linux's /proc/net/tcp), or None
+    where this system has no such table."""
+    try:
+        lines = Path("/proc/net/tcp").read_text("ascii").splitlines()[1:]
+    except OSError:
+        return None
+    want = f"0100007F:{port:04X}"
+    inodes = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 9 and fields[1] == want and fields[3] == "0A":  # 0A: LISTEN
+            inodes.add(fields[9])
+    return inodes
+
+
+def listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` is the one listening on 127.0.0.1:``port``: another local
+    user's process that took the port first (issue 30) is not.  None where this cannot
+    be seen (no /proc: not Linux); False where it can and it is not."""
+    inodes = _listening_inodes(port)
+    if inodes is None:
+        return None
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
+def _ours(pid: int, port: int) -> bool:
+    """A server at ``port`` that is process ``pid``'s, as far as this system shows."""
+    return listens(pid, port) is not False
+
+
 def _probe(base_url: str, timeout: float = 2.0) -> bool:
     try:
         egress.send(
@@ -94,6 +136,8 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
         return None
     if model_path is not None and Path(info.model_path) != model_path:
         return None
+    if not _ours(info.pid, info.port):
+        return None  # the port is someone else's now: never send them a question
     return info if _probe(info.base_url) else None
 
 
@@ -227,6 +271,17 @@ def crash_report(base_url: str, note: str = "", wait: float = 5.0) -> str | None
         time.sleep(0.1)
 
 
+def server_env() -> dict[str, str]:
+    """The environment of a server process: the user's, without what llama_cpp.server
+    reads from it besides its command line (uvicorn's HOST and PORT, CONFIG_FILE, and
+    every one of its settings, any case: a PORT or API_KEY in the user's shell would
+    change where it listens or who may use it)."""
+    from llama_cpp.server.settings import Settings
+
+    drop = {name.casefold() for name in Settings.model_fields} | {"host", "port", "config_file"}
+    return {k: v for k, v in os.environ.items() if k.casefold() not in drop}
+
+
 class LocalServer:
     """A llama_cpp.server child process."""
 
@@ -290,6 +345,7 @@ class LocalServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 preexec_fn=_death_signal() if die_with_parent else None,
+                env=server_env(),
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -298,7 +354,9 @@ class LocalServer:
                 raise TeacherError(
                     f"the local teacher server exited ({how}; log: {log}): {_tail(log)}"
                 )
-            if _probe(self.base_url, timeout=5.0):
+            # Answering is not enough: the listener must be this server (a process that
+            # took the port first would answer and read the questions).
+            if _ours(self.process.pid, self.port) and _probe(self.base_url, timeout=5.0):
                 return
             time.sleep(0.25)
         self.stop()

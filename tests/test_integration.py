@@ -379,6 +379,62 @@ def test_drag_processes_share_one_local_teacher(test_model_path: Path) -> None:
     assert _gone(servers)  # ...for a while
 
 
+class _Squatter:
+    """Another local user's process on the port drag picked: it listens first, answers
+    every request as a server would, and records what it is sent."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        self.seen: list[str] = []
+        seen = self.seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(self.path)
+                body = json.dumps({"object": "list", "data": [{"id": ALIAS}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_process_on_the_teachers_port_is_never_taken_for_it(
+    test_model_path: Path, tmp_path: Path
+) -> None:
+    """Issue 30, item 5: a process that took the port first answers as a server would;
+    drag checks the listener is the server it started (or recorded), and refuses."""
+    from assistant.errors import TeacherError
+    from assistant.localserver import LocalServer, ServerInfo, _recorded, listens
+
+    squatter = _Squatter()
+    try:
+        assert listens(os.getpid(), squatter.port) is True  # the check sees a listener
+        server = LocalServer(test_model_path, n_ctx=2048, port=squatter.port)
+        with pytest.raises(TeacherError, match="exited"):  # address in use: it ends
+            server.start(timeout=120)
+        # A record that names a live process which does not listen there is no server.
+        record = tmp_path / "teacher.json"
+        info = ServerInfo(os.getppid(), squatter.port, str(test_model_path))
+        record.write_text(json.dumps(info.__dict__), "utf-8")
+        assert _recorded(record, test_model_path) is None
+    finally:
+        squatter.close()
+
+
 def test_a_local_teacher_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None:
     from assistant.errors import TeacherError
     from assistant.localserver import serving
