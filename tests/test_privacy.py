@@ -833,3 +833,74 @@ def test_a_short_surname_written_alone_is_replaced_too(
     assert sent.text.count("<PERSON_1>") == 2, sent.text
     if surname in ("Do", "An"):  # the everyday word, in lower case, is still there
         assert surname.lower() in sent.text.lower().replace("<person_1>", "").split()
+
+
+@pytest.mark.parametrize(
+    ("question", "value"),
+    [
+        ("My Aadhaar is 2345 6789 0123, is it safe to share?", "2345 6789 0123"),
+        ("Can you check my PAN ABCDE1234F for the tax form?", "ABCDE1234F"),
+        ("My NI number is QQ 12 34 56 C, what band am I in?", "QQ 12 34 56 C"),
+        ("Mitt fødselsnummer er 01018512345, hva betyr sifrene?", "01018512345"),
+        ("Patient MRN 4482913 needs a refill letter.", "4482913"),
+        ("I was born on the third of April nineteen eighty-five, when can I retire?",
+         "third of April nineteen eighty-five"),
+        ("My car AB12 CDE was towed from the station, who do I call?", "AB12 CDE"),
+        ("我的身份证号是 110101199003074514，帮我填表", "110101199003074514"),
+        ("주민등록번호는 900101-1234567 입니다", "900101-1234567"),
+    ],
+)  # fmt: skip
+def test_identifiers_of_other_countries_and_a_birth_date_in_words_are_replaced(
+    detector: Detector, question: str, value: str
+) -> None:
+    """Issue 30, item 1 (its identifiers): each was sent as written before."""
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert sent.text is not None and "<" in sent.text, sent.text
+    digits = "".join(ch for ch in value if ch.isdigit())
+    assert value not in sent.text and (not digits or digits[:4] not in sent.text), sent.text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "The passport of 1923 was issued to whom?",
+        "What is sin 3045 degrees in radians?",
+        "How many digits does a TFN have, 8 or 9?",
+    ],
+)
+def test_an_identifier_label_without_an_identifier_changes_nothing(
+    detector: Detector, question: str
+) -> None:
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert sent.text == question
+
+
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [
+        ("My manager 王伟 keeps changing the deadline, how do I push back?", "王伟"),
+        ("Should I ask 田中太郎 about the contract before Friday?", "田中太郎"),
+        ("Write a birthday message for my friend 김민수, he turns 30.", "김민수"),
+        ("Can you help me thank राहुल शर्मा for the referral?", "राहुल"),
+        ("My landlord عبدالله keeps the deposit, what are my rights?", "عبدالله"),
+    ],
+)
+def test_a_name_in_another_script_inside_latin_text_is_replaced(
+    detector: Detector, question: str, name: str
+) -> None:
+    """Issue 30, item 1 (names in other scripts, in an English text)."""
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert sent.text is not None and name not in sent.text, sent.text
+
+
+def test_greek_symbols_and_a_quoted_chinese_phrase_stay(detector: Detector) -> None:
+    for question in (
+        "What is Δx when α = 2 and β = 3?",
+        "Translate 怎么回复这封邮件 into English.",
+    ):
+        vault = Vault(tag_of=load_policy().tag)
+        sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+        assert sent.text == question

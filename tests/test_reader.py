@@ -172,6 +172,29 @@ def test_a_long_question_is_read_in_pieces_that_cover_it() -> None:
     assert covered == set(range(len(unbroken)))
 
 
+def test_a_value_without_the_shape_of_its_kind_is_dropped() -> None:
+    question = (
+        "Eleven pencils cost as much as three pens. Is it 120 or HX-55820193, @mara_k? "
+        "In 2017, was it 55,000,000?"
+    )
+    model = FakeModel(
+        found(
+            ("contact", "Eleven pencils cost as much as three pens"),  # a sentence
+            ("contact", "2017"),  # a year
+            ("id", "55,000,000"),  # an amount
+            ("id", "120"),  # an answer, not an identifier
+            ("id", "HX-55820193"),
+            ("contact", "@mara_k"),
+        )
+    )
+    reading = R.SpanReader(model, common=never_common).read(question)
+    assert [(f.entity, f.text) for f in reading.findings] == [
+        ("ID_NUMBER", "HX-55820193"),
+        ("USERNAME", "@mara_k"),
+    ]
+    assert reading.dropped == 4
+
+
 class FakeTwoReplies(FakeModel):
     """Fake: one reply when asked without the grammar, another under it."""
 
@@ -277,6 +300,15 @@ def test_the_union_keeps_every_detector_finding_and_adds_the_rest() -> None:
     }
     for a, b in itertools.pairwise(merged):
         assert a.end <= b.start  # no overlaps left for the vault to skip
+
+
+def test_what_the_union_cuts_from_a_reader_span_must_still_be_worth_hiding() -> None:
+    text = "Which South African political party did he lead?"
+    detected = [_finding(text, "South African", "NRP")]
+    read = [_finding(text, "South African political party", "ORGANIZATION", R.RECOGNIZER)]
+    common = Detector().common
+    assert R.union(text, detected, read, common) == detected  # "political party" stays
+    assert [f.text for f in R.union(text, detected, read)] == ["South African", "political party"]
 
 
 def test_sanitize_replaces_the_readers_values_with_the_detectors() -> None:

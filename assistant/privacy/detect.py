@@ -51,6 +51,19 @@ def _unknown(vocab: Any, word: str, min_letters: int) -> bool:
 
 
 # A lower-case word, then one space, at the end of the text searched (GivenNameRule).
+# A run of letters of one kind: Latin ones, or letters of other scripts (with the marks
+# that join them: Devanagari's vowel signs are not letters to str.isalpha).
+_LETTER_RUN = re.compile(r"[^\W\d_](?:[^\W\d_]|[\u0300-\u036f\u0900-\u097f\u0e00-\u0e7f])*")
+
+
+def _latin(ch: str) -> bool:
+    return ch.isascii() or "\u00c0" <= ch <= "\u024f" or "\u1e00" <= ch <= "\u1eff"
+
+
+def _greek(ch: str) -> bool:
+    return "\u0370" <= ch <= "\u03ff" or "\u1f00" <= ch <= "\u1fff"
+
+
 _SHORT_WORD_AFTER = re.compile(r" ([^\W\d_][^\W\d_A-Z]{1,7})(?![\w'’-])")
 _WORD_BEFORE = re.compile(r"(?<![\w'-])([a-z][a-z'-]*[a-z]) $")
 
@@ -200,6 +213,20 @@ class GivenNameRule:
         if vocab.has_vector(word):
             return False
         return vocab.has_vector(word.capitalize()) or len(word) >= self.min_letters
+
+
+@dataclass(frozen=True)
+class ForeignRunRule:
+    """In a line written mostly in the Latin script (``latin_share`` of its letters at
+    least), a run of ``min_letters``+ letters of a script spaCy's English model cannot
+    read (not Latin, not Greek: α and Δ are symbols) is ``entity``: "My manager 王伟
+    keeps …", "ask Владимир".  A whole text in such a script is the local reader's."""
+
+    entity: str = ""
+    min_letters: int = 2
+    max_unspaced: int = 4  # a longer run of Chinese or Japanese is a phrase, not a name
+    latin_share: float = 0.6
+    score: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -361,6 +388,7 @@ class Policy:
     entities: dict[str, EntityRule]
     disabled: tuple[str, ...]
     recognizers: tuple[dict[str, Any], ...]
+    country_recognizers: tuple[str, ...] = ()
     context: ContextRule = ContextRule()
     file_names: FileNameRule = FileNameRule()
     contact_block: ContactBlockRule = ContactBlockRule()
@@ -368,6 +396,7 @@ class Policy:
     cued_names: tuple[CuedNameRule, ...] = ()
     given_names: GivenNameRule = GivenNameRule()
     short_surnames: ShortSurnameRule = ShortSurnameRule()
+    foreign_runs: ForeignRunRule = ForeignRunRule()
     name_lists: NameListRule = NameListRule()
     rare_words: RareWordRule = RareWordRule()
     vocatives: VocativeRule = VocativeRule()
@@ -441,12 +470,14 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         },
         disabled=tuple(data.get("disabled_recognizers", ())),
         recognizers=tuple(data.get("recognizers", ())),
+        country_recognizers=tuple(data.get("country_recognizers", ())),
         context=ContextRule(**section("context")),
         contact_block=ContactBlockRule(**section("contact_block")),
         lowercase=LowercaseRule(**section("lowercase_lines")),
         cued_names=tuple(CuedNameRule(**frozen(dict(rule))) for rule in data.get("cued_names", ())),
         given_names=GivenNameRule(**section("lowercase_given_names")),
         short_surnames=ShortSurnameRule(**section("short_surnames")),
+        foreign_runs=ForeignRunRule(**section("foreign_runs")),
         name_lists=NameListRule(**section("name_lists")),
         rare_words=RareWordRule(**section("rare_words")),
         vocatives=VocativeRule(**section("vocatives")),
@@ -619,6 +650,10 @@ class Detector:
         for name in (*p.disabled, "EmailRecognizer"):
             registry.remove_recognizer(name)
         registry.add_recognizer(_offline_email_recognizer())
+        from presidio_analyzer import predefined_recognizers
+
+        for name in p.country_recognizers:  # Presidio's own, not loaded for English
+            registry.add_recognizer(getattr(predefined_recognizers, name)(supported_language="en"))
         for spec in p.recognizers:
             recognizer = PatternRecognizer.from_dict(dict(spec))
             registry.add_recognizer(recognizer)
@@ -694,6 +729,7 @@ class Detector:
                 label = [w.lower() for w in words] if short else []
             findings += self._lowercase_lines(lines)
             findings += self._cued_names(lines)
+            findings += self._foreign_runs(lines)
         common = _subject_words(text, self.policy.contextual.single_word_options)
         findings = [f for f in findings if f.recognizer != "RareWord" or f.text not in common]
         findings += self._contact_lines(lines, per_line)
@@ -1006,6 +1042,29 @@ class Detector:
             if self._accepts(rule.entity, value, f.score):
                 longer.append(Finding(rule.entity, m.start(1), f.end, value, f.score, "GivenName"))
         return longer
+
+    def _foreign_runs(self, lines: list[tuple[int, str]]) -> list[Finding]:
+        """Runs of another script in a Latin line (ForeignRunRule)."""
+        rule = self.policy.foreign_runs
+        if not rule.entity:
+            return []
+        out = []
+        for offset, line in lines:
+            letters = [ch for ch in line if ch.isalpha()]
+            latin = sum(1 for ch in letters if _latin(ch))
+            if not letters or latin < rule.latin_share * len(letters):
+                continue
+            for m in _LETTER_RUN.finditer(line):
+                run = m.group(0)
+                if _latin(run[0]) or _greek(run[0]) or len(run) < rule.min_letters:
+                    continue
+                if len(run) > rule.max_unspaced and "\u2e80" <= run[0] <= "\u9fff":
+                    continue  # Chinese or Japanese of more than a name's length: a phrase
+                start = offset + m.start()
+                out.append(
+                    Finding(rule.entity, start, start + len(run), run, rule.score, "ForeignRun")
+                )
+        return out
 
     def _short_surnames(self, text: str, found: list[Finding]) -> list[Finding]:
         """A name found with the short surname after it (ShortSurnameRule)."""

@@ -209,6 +209,25 @@ def entity_of(category: str, value: str) -> str:
     return "USERNAME"
 
 
+def shaped(entity: str, value: str) -> bool:
+    """Whether a value has the shape of its entity: a user name or handle is one token
+    (not "Eleven pencils cost as much"); an ID holds four digits, or letters and digits
+    mixed (not an answer option's "120").  (Written from the bundled MMLU controls 0-59.)"""
+    value = value.strip()
+    if entity == "USERNAME":  # a handle holds a letter: "2017" is a year
+        return not any(ch.isspace() for ch in value) and any(ch.isalpha() for ch in value)
+    if entity == "ID_NUMBER":
+        if _QUANTITY.match(value):
+            return False  # "55,000,000", "9.24": an amount
+        digits = sum(ch.isdigit() for ch in value)
+        letters = sum(ch.isalpha() for ch in value)
+        return digits >= 4 or (digits > 0 and letters > 0 and digits + letters >= 5)
+    return True
+
+
+_QUANTITY = re.compile(r"^[$€£]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+\.\d+$")
+
+
 _LETTERS = re.compile(r"[^\W\d_]+")
 # One word of two to four capitals; of a person, an organisation or a place it is read
 # as a term of the subject (a firm in capitals is longer: "WIPRO").
@@ -302,10 +321,10 @@ class SpanReader:
                 spots = self._spots(text, value)
                 if spots and category in _NAMED and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
                     spots = []  # "TCP", "UDP", "HR": a term, which small models call a name
-                if not spots:
+                entity = entity_of(category, value)
+                if not spots or not shaped(entity, value):
                     dropped += 1
                     continue
-                entity = entity_of(category, value)
                 findings += [Finding(entity, s, e, text[s:e], 0.9, RECOGNIZER) for s, e in spots]
         return Reading(findings, time.perf_counter() - started, listed, dropped)
 
@@ -432,11 +451,17 @@ class _Watch:
                     raise _Rambling
 
 
-def union(text: str, detected: Sequence[Finding], read: Sequence[Finding]) -> list[Finding]:
+def union(
+    text: str,
+    detected: Sequence[Finding],
+    read: Sequence[Finding],
+    common: Callable[[str], bool] | None = None,
+) -> list[Finding]:
     """The detector's findings, unchanged, and what the reader found besides: the parts
     of each reader span that no detector finding (nor an earlier reader span) covers,
-    when they hold two letters or digits.  The vault then replaces exactly what the
-    detector alone would have, and more."""
+    when they hold two letters or digits (and, with ``common``, are still worth hiding
+    on their own: "political party" left of "South African political party").  The
+    vault then replaces exactly what the detector alone would have, and more."""
     taken = sorted((f.start, f.end) for f in detected)
     out = list(detected)
     for r in sorted(read, key=lambda f: (f.start, -f.end)):
@@ -453,7 +478,11 @@ def union(text: str, detected: Sequence[Finding], read: Sequence[Finding]) -> li
                 ps += 1
             while pe > ps and not text[pe - 1].isalnum():
                 pe -= 1
-            if sum(ch.isalnum() for ch in text[ps:pe]) >= 2:
+            piece = text[ps:pe]
+            cut = (ps, pe) != (r.start, r.end)
+            if sum(ch.isalnum() for ch in piece) >= 2 and not (
+                cut and common is not None and not worth_hiding(piece, common)
+            ):
                 out.append(Finding(r.entity, ps, pe, text[ps:pe], r.score, r.recognizer))
                 taken.append((ps, pe))
     return sorted(out, key=lambda f: f.start)

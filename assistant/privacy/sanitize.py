@@ -212,7 +212,7 @@ def sanitize(
         if judge is not None:  # the policy's modes: an organisation in a plain question stays
             kept = judge(question, list(findings) + added)
             added = [f for f in kept if f.recognizer == RECOGNIZER]
-        findings = tuple(union(question, findings, added))
+        findings = tuple(union(question, findings, added, getattr(scanner, "common", None)))
         stages["read"] = read.seconds
     redacted = vault.redact(question, findings)
     # Placeholders change the context: look once more, as the guard will.
