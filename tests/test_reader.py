@@ -260,17 +260,19 @@ def test_with_free_first_off_the_grammar_is_used_at_once() -> None:
 @pytest.mark.parametrize(
     ("question", "name", "kept"),
     [
-        ("In the novel, why does John Smith leave the farm?", "John Smith", False),
-        ("My neighbour John Smith parks in my spot, what can I do?", "John Smith", True),
-        ("In the novel, why does Zorvath Quennel leave the farm?", "Zorvath Quennel", True),
+        ("Why does John Smith leave the farm?\nA. rain\nB. debt", "John Smith", False),
         ("Which of these did Immanuel Kant argue?\nA. x\nB. y", "Immanuel Kant", False),
+        ("Why does Zorvath Quennel leave the farm?\nA. rain\nB. debt", "Zorvath Quennel", True),
+        ("I wrote to John Smith.\nA. yes\nB. no", "John Smith", True),
+        ("In the novel, why does John Smith leave the farm?", "John Smith", True),
     ],
 )
 def test_a_person_only_the_model_found_follows_the_context_rule(
     question: str, name: str, kept: bool
 ) -> None:
-    """A test question's character or a famous person stays; a name in the writer's own
-    text, or a name no dictionary knows, is replaced (policy.yaml, contextual.model_only)."""
+    """In a multiple-choice question, a test's character or a famous person stays; a name
+    in the writer's own text, a name no dictionary knows, and any name outside such a
+    question are replaced (policy.yaml, contextual.model_only)."""
     detector = Detector()
     read = [_finding(question, name, "PERSON", R.RECOGNIZER)]
     assert (detector.in_context(question, read) == read) is kept

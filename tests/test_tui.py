@@ -248,6 +248,7 @@ async def test_ask_review_answer(
         sent_side = str(app.screen.query_one("#sanitized", Static).render())
         assert "<PERSON_1>" in sent_side and "Thompson" not in sent_side
         await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))  # the modal is gone
         chat = app.screen
         assert isinstance(chat, ChatScreen)
         await wait_for(pilot, lambda: chat.pending is None)

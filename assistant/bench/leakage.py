@@ -701,9 +701,11 @@ def run(
     mode = "a" if resume else "w"
     total = len(items) * len(methods)
     count = 0
+    # Item by item, every method on it in turn: their timings are taken side by side,
+    # under the same load on the machine.
     with per_item.open(mode, encoding="utf-8") as fh:
-        for name, method in methods.items():
-            for item in items:
+        for item in items:
+            for name, method in methods.items():
                 count += 1
                 if (name, item.id) in done:
                     continue

@@ -317,6 +317,7 @@ class ContextualRule:
     task_prefixes: tuple[str, ...] = ()
     model_only: tuple[str, ...] = ()  # entities contextual when only ``model_from`` found them
     model_from: tuple[str, ...] = ()
+    model_only_in_quiz: bool = False  # only in a multiple-choice question
 
 
 @dataclass(frozen=True)
@@ -800,7 +801,12 @@ class Detector:
             self._unknown_word(f.text, text) or self._rule_backed(text, f)
         ):
             return "strict"
-        if mode == "strict" and f.entity in c.model_only and f.recognizer in c.model_from:
+        if (
+            mode == "strict"
+            and f.entity in c.model_only
+            and f.recognizer in c.model_from
+            and (quiz or not c.model_only_in_quiz)
+        ):
             return "strict" if self._obscure(f.text) else "contextual"
         if (
             mode == "strict"

@@ -425,14 +425,13 @@ class _Watch:
                 "(privacy.reader_timeout); nothing was sent"
             )
         self.reply += piece
-        if self.closes and "}" in piece:
-            start = len(self.reply) - len(self.reply.lstrip())
-            try:
+        if self.closes and "}" in piece and (start := self.reply.find("{")) >= 0:
+            try:  # from its first "{": a model may open a code fence first
                 _value, end = _DECODER.raw_decode(self.reply, start)
             except ValueError:
                 pass
             else:
-                self.reply = self.reply[:end]
+                self.reply = self.reply[start:end]
                 raise _Closed
         for m in _PAIR.finditer(self.reply, self.scanned):
             self.scanned = m.end()
