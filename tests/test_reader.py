@@ -446,7 +446,9 @@ def test_with_the_shipped_reader_a_plain_question_goes_as_written(
 
 # drag ask, end to end: the reader on, the real teacher server.
 
-ASK = "my colleague 李娜 at 腾讯 got promoted, how do i ask my boss for a raise?"
+# All in Chinese: the detector reads none of it (a name in another script inside an
+# English line is the detector's own: ForeignRunRule).
+ASK = "我的同事李娜在腾讯升职了，我该怎么向老板要求加薪？"
 
 
 def ask(env: dict[str, str], *args: str) -> Any:

@@ -292,6 +292,15 @@ def test_the_scorer_folds_unicode_and_invisible_characters() -> None:
     assert leakscore.SentText("a limited company").leak("Nordlys Limited") is None
 
 
+def test_the_scorer_finds_a_value_in_text_written_without_spaces() -> None:
+    """Chinese, Japanese, Thai: no word edges, so a name inside a sentence is a leak (it
+    was not found at all before, and such units were left out of the count)."""
+    assert leakscore.SentText("我的同事李娜在腾讯升职了").leak("李娜") == "whole"
+    assert leakscore.SentText("田中太郎さんに送って").leak("田中太郎") == "whole"
+    assert leakscore.SentText("내 친구 김민수에게 보내").leak("김민수") == "whole"
+    assert leakscore.SentText("Ask Anna about it").leak("Ann") is None  # Latin keeps edges
+
+
 def test_kept_words_counts_the_non_personal_words() -> None:
     kept, total = leakscore.kept_words(
         "Rachel asked me to book a hotel in Westminster",
