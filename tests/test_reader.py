@@ -175,24 +175,27 @@ def test_a_long_question_is_read_in_pieces_that_cover_it() -> None:
 def test_a_value_without_the_shape_of_its_kind_is_dropped() -> None:
     question = (
         "Eleven pencils cost as much as three pens. Is it 120 or HX-55820193, @mara_k? "
-        "In 2017, was it 55,000,000?"
+        "In 2017, was it 55,000,000? Ask Mara Kovač."
     )
     model = FakeModel(
         found(
-            ("contact", "Eleven pencils cost as much as three pens"),  # a sentence
+            ("contact", "Eleven pencils cost as much as three pens"),  # words: a "name"
             ("contact", "2017"),  # a year
             ("id", "55,000,000"),  # an amount
             ("id", "120"),  # an answer, not an identifier
             ("id", "HX-55820193"),
             ("contact", "@mara_k"),
+            ("id", "Mara Kovač"),  # a name filed as an id
         )
     )
     reading = R.SpanReader(model, common=never_common).read(question)
     assert [(f.entity, f.text) for f in reading.findings] == [
+        ("PERSON", "Eleven pencils cost as much as three pens"),
         ("ID_NUMBER", "HX-55820193"),
         ("USERNAME", "@mara_k"),
+        ("PERSON", "Mara Kovač"),
     ]
-    assert reading.dropped == 4
+    assert reading.dropped == 3
 
 
 class FakeTwoReplies(FakeModel):
