@@ -50,7 +50,6 @@ def _unknown(vocab: Any, word: str, min_letters: int) -> bool:
     )
 
 
-# A lower-case word, then one space, at the end of the text searched (GivenNameRule).
 # A run of letters of one kind: Latin ones, or letters of other scripts (with the marks
 # that join them: Devanagari's vowel signs are not letters to str.isalpha).
 _LETTER_RUN = re.compile(r"[^\W\d_](?:[^\W\d_]|[\u0300-\u036f\u0900-\u097f\u0e00-\u0e7f])*")
@@ -64,7 +63,9 @@ def _greek(ch: str) -> bool:
     return "\u0370" <= ch <= "\u03ff" or "\u1f00" <= ch <= "\u1fff"
 
 
+# One space, then a word with no capital after its first letter (ShortSurnameRule).
 _SHORT_WORD_AFTER = re.compile(r" ([^\W\d_][^\W\d_A-Z]{1,7})(?![\w'’-])")
+# A lower-case word, then one space, at the end of the text searched (GivenNameRule).
 _WORD_BEFORE = re.compile(r"(?<![\w'-])([a-z][a-z'-]*[a-z]) $")
 
 _SENTENCE_END = {".", "!", "?", '"', "“", "(", "-", "–"}

@@ -490,6 +490,6 @@ def union(
             if sum(ch.isalnum() for ch in piece) >= 2 and not (
                 cut and common is not None and not worth_hiding(piece, common)
             ):
-                out.append(Finding(r.entity, ps, pe, text[ps:pe], r.score, r.recognizer))
+                out.append(Finding(r.entity, ps, pe, piece, r.score, r.recognizer))
                 taken.append((ps, pe))
     return sorted(out, key=lambda f: f.start)
