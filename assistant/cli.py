@@ -114,6 +114,8 @@ def review_in_terminal(sanitized: Sanitized) -> bool:
     read = len(sanitized.read_values)
     by = f" · {read} found by the local model" if read else ""
     secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
+    if sanitized.unread:
+        secho(f"{sanitized.unread_line}: read the right side yourself", err=True, fg="yellow")
     return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
 
 
@@ -471,7 +473,8 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
         server.record()
         recorded = True
         echo(
-            f"local teacher ready at {server.base_url} (model alias {localserver.ALIAS}); "
+            f"local teacher ready at {server.base_url} (model alias {localserver.ALIAS}; "
+            f"its API key is in {localserver.state_file()}, readable by you only); "
             "Ctrl+C stops it"
         )
         assert server.process is not None

@@ -133,6 +133,9 @@ class ChatReply:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    # When reading it must be done (time.monotonic(): the request's start plus the
+    # endpoint's timeout): the parsers stop there (parsing.in_time).
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -370,6 +373,7 @@ def _send(
     import openai
 
     started = time.perf_counter()
+    deadline = time.monotonic() + endpoint.timeout
     try:
         if isinstance(request, ModelsRequest):
             listing = client.with_options(max_retries=0).models.list()
@@ -411,4 +415,5 @@ def _send(
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else 0,
         seconds=seconds,
+        deadline=deadline,
     )

@@ -53,8 +53,9 @@ def schema(n: int) -> dict[str, Any]:
     }
 
 
-def parse(text: str, n: int) -> list[Evidence]:
-    items = parse_list(text, keys=("evidence", "evidences", "statements"), limit=n)
+def parse(text: str, n: int, deadline: float | None = None) -> list[Evidence]:
+    keys = ("evidence", "evidences", "statements")
+    items = parse_list(text, keys=keys, limit=n, deadline=deadline)
     return [Evidence(text=item, teacher_rank=i) for i, item in enumerate(items, start=1)]
 
 
@@ -70,7 +71,7 @@ def generate(teacher: Teacher, question: str, n: int) -> list[Evidence]:
         prompt_version=PROMPT_VERSION,
     )
     reply = teacher.complete(request)
-    items = parse(reply.text, n)
+    items = parse(reply.text, n, reply.deadline)
     if not items:
         cut = (
             " (the reply was cut off at teacher.max_tokens)"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from assistant.parsing import MAX_ITEMS, clean_item, entity_key, parse_objects
+from assistant.parsing import MAX_ITEMS, clean_item, entity_key, in_time, parse_objects
 from assistant.teacher import Teacher
 
 PROMPT_VERSION = "graph-v1"
@@ -154,11 +154,12 @@ def _source(obj: dict[str, Any], count: int) -> tuple[int, ...]:
     return ()
 
 
-def parse_triples(text: str, count: int = 10_000) -> list[Triple]:
+def parse_triples(text: str, count: int = 10_000, deadline: float | None = None) -> list[Triple]:
     """Triples in a teacher reply: JSON, the reference's ``Entity 1:`` blocks, or tuples
-    (at most :data:`~assistant.parsing.MAX_ITEMS`)."""
+    (at most :data:`~assistant.parsing.MAX_ITEMS`); past ``deadline`` it raises."""
     triples: list[Triple] = []
-    objects = parse_objects(text, list_keys=("triples", "relationships", "relations"))
+    keys = ("triples", "relationships", "relations")
+    objects = parse_objects(text, list_keys=keys, deadline=deadline)
     for obj in islice(objects, MAX_ITEMS):
         e1, e2, rel = _field(obj, "entity1"), _field(obj, "entity2"), _field(obj, "relationship")
         if e1 and e2 and rel:
@@ -166,10 +167,12 @@ def parse_triples(text: str, count: int = 10_000) -> list[Triple]:
     for reader in (_text_blocks, _tuple_lines):
         if triples or not isinstance(text, str):
             break
+        in_time(deadline, text)
         for parts in islice(reader(text), MAX_ITEMS):
             e1, e2, rel = (clean_item(part) for part in parts)
             if e1 and e2 and rel:
                 triples.append(Triple(e1, e2, rel))
+    in_time(deadline, text)
     return triples
 
 
@@ -208,9 +211,9 @@ def group_by_pair(triples: Sequence[Triple]) -> list[Group]:
     return [Group(tuple(ts)) for ts in groups.values()]
 
 
-def parse_summaries(text: str, count: int) -> dict[int, str]:
+def parse_summaries(text: str, count: int, deadline: float | None = None) -> dict[int, str]:
     out: dict[int, str] = {}
-    for obj in parse_objects(text, list_keys=("summaries",)):
+    for obj in parse_objects(text, list_keys=("summaries",), deadline=deadline):
         gid, summary = obj.get("id"), obj.get("summary")
         if isinstance(gid, int) and 1 <= gid <= count and isinstance(summary, str):
             cleaned = clean_item(summary)
@@ -233,7 +236,8 @@ def extract(teacher: Teacher, evidences: Sequence[str]) -> list[Triple]:
         public=tuple(evidences),  # the statements are the teacher's own words
         prompt_version=PROMPT_VERSION,
     )
-    return parse_triples(teacher.complete(request).text, len(evidences))
+    reply = teacher.complete(request)
+    return parse_triples(reply.text, len(evidences), reply.deadline)
 
 
 def merge(teacher: Teacher, triples: Sequence[Triple]) -> list[Triple]:
@@ -256,6 +260,7 @@ def merge(teacher: Teacher, triples: Sequence[Triple]) -> list[Triple]:
             public=tuple(t for i in multi for t in groups[i].relations),
             prompt_version=PROMPT_VERSION,
         )
-        by_id = parse_summaries(teacher.complete(request).text, len(multi))
+        reply = teacher.complete(request)
+        by_id = parse_summaries(reply.text, len(multi), reply.deadline)
         summaries = {i: by_id[n] for n, i in enumerate(multi, start=1) if n in by_id}
     return [g.merged(summaries.get(i)) for i, g in enumerate(groups)]

@@ -19,13 +19,14 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,13 +42,23 @@ POLL_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class ServerInfo:
+    """A local teacher server: its process, port, model, and the key it asks of every
+    request (kept in a record only its user can read; never on a command line)."""
+
     pid: int
     port: int
     model_path: str
+    api_key: str = field(default="", repr=False)
 
     @property
     def base_url(self) -> str:
         return f"http://{HOST}:{self.port}/v1"
+
+
+def new_key() -> str:
+    """A server's own API key: without it, another local user's process cannot use the
+    server (llama_cpp.server answers 401)."""
+    return secrets.token_urlsafe(32)
 
 
 def free_port() -> int:
@@ -113,10 +124,11 @@ def _ours(pid: int, port: int) -> bool:
     return listens(pid, port) is not False
 
 
-def _probe(base_url: str, timeout: float = 2.0) -> bool:
+def _probe(base_url: str, api_key: str, timeout: float = 2.0) -> bool:
+    """The server answers, and takes ``api_key`` (a server that refuses it is not ours)."""
     try:
         egress.send(
-            egress.Endpoint(base_url, timeout=timeout, max_retries=0),
+            egress.Endpoint(base_url, api_key=api_key, timeout=timeout, max_retries=0),
             egress.ModelsRequest(),
             egress.BodylessOnly(),
         )
@@ -129,8 +141,12 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
     """The server recorded in ``path``, if it is alive, answers, and serves that model."""
     try:
         data = json.loads(path.read_text("utf-8"))
-        info = ServerInfo(int(data["pid"]), int(data["port"]), str(data["model_path"]))
+        info = ServerInfo(
+            int(data["pid"]), int(data["port"]), str(data["model_path"]), str(data["api_key"])
+        )
     except (OSError, ValueError, KeyError, TypeError):
+        return None  # a record without a key is a server that lets anyone in: not used
+    if not info.api_key:
         return None
     if not alive(info.pid):
         return None
@@ -138,7 +154,7 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
         return None
     if not _ours(info.pid, info.port):
         return None  # the port is someone else's now: never send them a question
-    return info if _probe(info.base_url) else None
+    return info if _probe(info.base_url, info.api_key) else None
 
 
 def running(model_path: Path | None = None) -> ServerInfo | None:
@@ -293,8 +309,10 @@ class LocalServer:
         port: int = 0,
         threads: int = 0,
         log: Path | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.model_path = model_path
+        self.api_key = api_key or new_key()
         self.n_ctx = n_ctx
         self.threads = threads or default_threads()
         self.port = port or free_port()
@@ -345,7 +363,9 @@ class LocalServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 preexec_fn=_death_signal() if die_with_parent else None,
-                env=server_env(),
+                # The key goes in the environment, which only this user can read
+                # (/proc/PID/environ), never on the command line, which every user can.
+                env={**server_env(), "API_KEY": self.api_key},
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -356,7 +376,9 @@ class LocalServer:
                 )
             # Answering is not enough: the listener must be this server (a process that
             # took the port first would answer and read the questions).
-            if _ours(self.process.pid, self.port) and _probe(self.base_url, timeout=5.0):
+            if _ours(self.process.pid, self.port) and _probe(
+                self.base_url, self.api_key, timeout=5.0
+            ):
                 return
             time.sleep(0.25)
         self.stop()
@@ -401,9 +423,12 @@ class LocalServer:
 
     def record(self, path: Path | None = None) -> None:
         """Let other drag commands find and reuse this server."""
+        paths.write_private(path or state_file(), json.dumps(asdict(self.info)))
+
+    @property
+    def info(self) -> ServerInfo:
         assert self.process is not None
-        info = ServerInfo(self.process.pid, self.port, str(self.model_path))
-        paths.write_private(path or state_file(), json.dumps(asdict(info)))
+        return ServerInfo(self.process.pid, self.port, str(self.model_path), self.api_key)
 
     def forget(self, path: Path | None = None) -> None:
         """Take the record away, unless it names another server by now."""
@@ -536,21 +561,21 @@ def serving(
     keep_alive: float = 0.0,
     timeout: float = 180.0,
     starting: Callable[[], None] = lambda: None,
-) -> Iterator[str]:
-    """Base URL of a local teacher: a running ``drag teacher serve``, else the shared
-    server for this model, started if there is none (``starting`` is told first).  This
-    process holds a lease on the shared server until the context ends."""
+) -> Iterator[ServerInfo]:
+    """A local teacher (its base URL and key): a running ``drag teacher serve``, else the
+    shared server for this model, started if there is none (``starting`` is told first).
+    This process holds a lease on the shared server until the context ends."""
     existing = running(model_path)
     if existing is not None:
         _served[existing.base_url] = (existing.pid, exit_file(state_file()))
-        yield existing.base_url
+        yield existing
         return
     if _fcntl() is None:  # no leases here: a server of this command's own
         starting()
         server = LocalServer(model_path, n_ctx=n_ctx)
         server.start(timeout=timeout)
         try:
-            yield server.base_url
+            yield server.info
         finally:
             server.stop()
         return
@@ -568,7 +593,7 @@ def serving(
             raise
     _served[info.base_url] = (info.pid, exit_file(shared_files(model_path, n_ctx)[0]))
     try:
-        yield info.base_url
+        yield info
     finally:
         lease.close()
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from assistant.errors import TeacherError
 
 # Every reader here takes time linear in the reply (a teacher's reply is read up to 2 MB):
 # no pattern whose failure at one place is retried over the same text from the next.
@@ -44,6 +47,18 @@ def dedupe(items: Iterable[str]) -> list[str]:
             seen.add(key)
             out.append(item)
     return out
+
+
+def in_time(deadline: float | None, text: str) -> None:
+    """Raise when ``deadline`` (a ``time.monotonic()``: the request's start plus
+    teacher.timeout) has passed.  The readers ask between their steps, each linear in
+    the reply, so the timeout bounds reading a reply as well as receiving it."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise TeacherError(
+            "the teacher's reply could not be read within teacher.timeout; nothing from it "
+            "was used (raise teacher.timeout, or use another teacher)",
+            reply=text,
+        )
 
 
 # A list longer than this is read no further (a hostile reply of a million items costs a
@@ -167,12 +182,19 @@ def _list_lines(text: str) -> list[str]:
     return [m.group(1).strip() for m in _LIST_LINE.finditer(text)]
 
 
-def parse_list(text: str, *, keys: tuple[str, ...] = (), limit: int | None = None) -> list[str]:
+def parse_list(
+    text: str,
+    *,
+    keys: tuple[str, ...] = (),
+    limit: int | None = None,
+    deadline: float | None = None,
+) -> list[str]:
     """Items of a list the teacher wrote, in its order.
 
     Tries, in turn: JSON (anywhere in the text), a truncated JSON list,
     ``$$$`` separators (the reference implementation's format), numbered or
-    bulleted lines, plain lines, and finally sentences.
+    bulleted lines, plain lines, and finally sentences; past ``deadline`` (see
+    :func:`in_time`) it raises instead of trying the next.
     """
     if not isinstance(text, str) or not text.strip():
         return []
@@ -180,22 +202,27 @@ def parse_list(text: str, *, keys: tuple[str, ...] = (), limit: int | None = Non
     if whole is not None:  # a pure-JSON reply is authoritative, even when empty
         return _finish(_strings_in(whole, keys) or [], limit)
     items: list[str] | None = None
+    in_time(deadline, text)
     value = find_json(text)
     if value is not None:
         items = _strings_in(value, keys)
     if not items and '"' in text and "[" in text:
+        in_time(deadline, text)
         items = salvage_strings(text, keys) or None
     if not items and _FENCE_START.sub("", text.lstrip())[:1] in ("{", "["):
         return []  # JSON that broke off before its first item: reading it as prose would invent
     if not items and "$$$" in text:
         items = text.split("$$$")
     if not items:
+        in_time(deadline, text)
         items = _list_lines(text) or None
     if not items:
         lines = [ln for ln in text.splitlines() if ln.strip() and not ln.rstrip().endswith(":")]
         items = lines if len(lines) > 1 else None
     if not items:
+        in_time(deadline, text)
         items = [m.group(0) for m in _SENTENCE.finditer(text)]
+    in_time(deadline, text)
     return _finish(items or [], limit)
 
 
@@ -205,11 +232,15 @@ def _finish(items: list[str], limit: int | None) -> list[str]:
     return cleaned[:limit] if limit is not None else cleaned
 
 
-def parse_objects(text: str, *, list_keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """JSON objects of a list the teacher wrote (whole, embedded or truncated)."""
+def parse_objects(
+    text: str, *, list_keys: tuple[str, ...] = (), deadline: float | None = None
+) -> list[dict[str, Any]]:
+    """JSON objects of a list the teacher wrote (whole, embedded or truncated); past
+    ``deadline`` it raises (:func:`in_time`)."""
     if not isinstance(text, str) or not text.strip():
         return []
     value = find_json(text)
+    in_time(deadline, text)
     if isinstance(value, dict):
         for key in list_keys:
             if isinstance(value.get(key), list):
@@ -222,7 +253,9 @@ def parse_objects(text: str, *, list_keys: tuple[str, ...] = ()) -> list[dict[st
         objects = [v for v in value if isinstance(v, dict)]
         if objects:
             return objects
-    return salvage_objects(text)
+    objects = salvage_objects(text)
+    in_time(deadline, text)
+    return objects
 
 
 def entity_key(name: str) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 from assistant import answer, evidence, graph, recall
 from assistant.config import Mode
 from assistant.errors import Declined, DragError, GuardBlocked, InputError, NotCovered, PrivacyError
+from assistant.privacy.guard import LinkHold, withhold_links
 from assistant.privacy.sanitize import Sanitized
 from assistant.ranking import rank_texts
 from assistant.results import AskResult, ScoredEvidence, ScoredTriple
@@ -142,7 +143,8 @@ def _reviewed(shown: Sanitized, chosen: Sanitized) -> Sanitized:
 
 
 def needs_review(policy: str, sanitized: Sanitized) -> bool:
-    return policy == "always" or (policy == "on-detection" and bool(sanitized.findings))
+    found = bool(sanitized.findings or sanitized.unread)
+    return policy == "always" or (policy == "on-detection" and found)
 
 
 def _evidence_stage(
@@ -389,6 +391,12 @@ def _gather(
             if changed and _answer_from_cache(runtime, result, sanitized.text, reuse) is None:
                 return result, None
     policy = review_policy or runtime.settings.privacy.review
+    if sanitized.unread and (policy == "never" or review is None):  # never sent blind
+        raise PrivacyError(
+            f"not sent: {sanitized.unread_line}; turn the reader on "
+            "(drag config set privacy.reader on), or ask with a review (drag ask --review) "
+            "and read it yourself"
+        )
     if needs_review(policy, sanitized):
         if review is None:
             raise PrivacyError(
@@ -493,15 +501,20 @@ def respond(
     )
     runtime.status("the student is answering…")
     s = runtime.settings.student
+    # The student read the real values: a link it writes that carries one is withheld,
+    # in the stream as in the answer (a click would send the value).
+    held = LinkHold(on_text, runtime.vault.values) if on_text is not None else None
     with _timed(result.timings, "answer"):
         gen = student.chat(
             messages,
             max_tokens=s.max_tokens,
             temperature=s.temperature,
-            on_text=on_text,
+            on_text=held,
             choices=choices,
         )
-    result.answer = runtime.vault.restore(gen.text)
+    if held is not None:
+        held.flush()
+    result.answer = withhold_links(runtime.vault.restore(gen.text), runtime.vault.values())
     result.student = {
         "model": student.path.name,
         "gpu_offload": student.on_gpu,

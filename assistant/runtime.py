@@ -320,7 +320,7 @@ class Runtime:
         _ = self.store.sealer
         if self.teacher_is_local:
             path = self.teacher_model_path
-            base_url = self._stack.enter_context(
+            server = self._stack.enter_context(
                 localserver.serving(
                     path,
                     n_ctx=t.n_ctx,
@@ -330,14 +330,14 @@ class Runtime:
             )
             return Teacher.from_settings(
                 t,
-                base_url=base_url,
+                base_url=server.base_url,
                 model=localserver.ALIAS,
-                api_key=None,
+                api_key=server.api_key,
                 local=True,
                 guard=self.guard,
                 protected=lambda: self.vault.values(),
                 ledger=self._record_upload,
-                diagnose=lambda: self._crashed(base_url),
+                diagnose=lambda: self._crashed(server.base_url),
             )
         if not t.model:
             raise ConfigError(

@@ -20,6 +20,9 @@ import pytest
 from assistant.localserver import ALIAS
 
 TEST_MODEL = "smollm2-135m-instruct"
+# The session's test teacher asks this key of every request, as drag's own local servers
+# ask theirs (remote-teacher settings send it as DRAG_TEACHER_API_KEY).
+TEACHER_KEY = "test-teacher-" + os.urandom(8).hex()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,7 +65,7 @@ def teacher_server(test_model_path: Path) -> Iterator[str]:
     """A real llama_cpp.server with the bundled test GGUF; yields its base URL."""
     from assistant.localserver import LocalServer
 
-    server = LocalServer(test_model_path, n_ctx=4096)
+    server = LocalServer(test_model_path, n_ctx=4096, api_key=TEACHER_KEY)
     server.start(timeout=120)
     try:
         yield server.base_url
@@ -95,6 +98,7 @@ def teacher_env(teacher_server: str) -> dict[str, str]:
         "DRAG_STUDENT_MODEL": TEST_MODEL,
         "DRAG_TEACHER_ENDPOINT": teacher_server,
         "DRAG_TEACHER_MODEL": ALIAS,
+        "DRAG_TEACHER_API_KEY": TEACHER_KEY,  # the server's own: it refuses requests without
         "DRAG_TEACHER_STRUCTURED": "json_object",  # llama_cpp.server's schema-enforcing form
     }
 

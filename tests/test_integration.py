@@ -428,11 +428,37 @@ def test_a_process_on_the_teachers_port_is_never_taken_for_it(
             server.start(timeout=120)
         # A record that names a live process which does not listen there is no server.
         record = tmp_path / "teacher.json"
-        info = ServerInfo(os.getppid(), squatter.port, str(test_model_path))
+        info = ServerInfo(os.getppid(), squatter.port, str(test_model_path), "its-key")
         record.write_text(json.dumps(info.__dict__), "utf-8")
         assert _recorded(record, test_model_path) is None
     finally:
         squatter.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_local_teacher_serves_only_who_holds_its_own_key(test_model_path: Path) -> None:
+    """Issue 30, item 5: another local user cannot use drag's server.  Each server asks
+    its own random key of every request; the key is in a record only this user can read,
+    and not on the server's command line, which every user can."""
+    import stat
+
+    from assistant import egress
+    from assistant.errors import TeacherError
+    from assistant.localserver import serving, shared_files
+
+    models = egress.ModelsRequest()
+    with serving(test_model_path, n_ctx=2048, keep_alive=0) as info:
+        record = shared_files(test_model_path, 2048)[0]
+        assert len(info.api_key) >= 32
+        assert json.loads(record.read_text("utf-8"))["api_key"] == info.api_key
+        assert stat.S_IMODE(record.stat().st_mode) == 0o600
+        assert info.api_key.encode() not in Path(f"/proc/{info.pid}/cmdline").read_bytes()
+        for key in (None, "x" + info.api_key):
+            endpoint = egress.Endpoint(info.base_url, api_key=key, max_retries=0)
+            with pytest.raises(TeacherError, match=r"refused the API key \(HTTP 401\)"):
+                egress.send(endpoint, models, egress.BodylessOnly())
+        endpoint = egress.Endpoint(info.base_url, api_key=info.api_key, max_retries=0)
+        egress.send(endpoint, models, egress.BodylessOnly())  # its user gets in
 
 
 def test_a_local_teacher_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None:
@@ -606,11 +632,11 @@ def test_teacher_serve_says_how_its_server_crashed(test_model_path: Path) -> Non
     try:
         assert serve.stdout is not None and serve.stderr is not None
         assert "local teacher ready" in serve.stdout.readline()
-        with serving(test_model_path, n_ctx=2048) as url:  # a user of serve's server
+        with serving(test_model_path, n_ctx=2048) as info:  # a user of serve's server
             (server,) = _llama_children(serve.pid)
             os.kill(server, signal.SIGSEGV)
             assert serve.wait(timeout=60) == 3
-            told = crash_report(url)
+            told = crash_report(info.base_url)
         lines = [ln for ln in serve.stderr.read().splitlines() if ln.startswith("drag: ")]
     finally:
         if serve.poll() is None:
@@ -633,7 +659,7 @@ def test_teacher_serve_holds_the_shared_server_instead_of_starting_one(
 
     before = _llama_servers(test_model_path)
     first = serving(test_model_path, n_ctx=2048, keep_alive=0)
-    url = first.__enter__()
+    url = first.__enter__().base_url
     servers = _llama_servers(test_model_path) - before
     serve = _serve(2048)
     try:

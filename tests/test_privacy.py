@@ -896,6 +896,51 @@ def test_a_name_in_another_script_inside_latin_text_is_replaced(
     assert sent.text is not None and name not in sent.text, sent.text
 
 
+@pytest.mark.parametrize(
+    ("question", "script"),
+    [
+        ("我的同事李娜在腾讯升职了，我该怎么向老板要求加薪？", "CJK"),
+        ("मेरे दोस्त राहुल शर्मा को क्या उपहार दूं?", "DEVANAGARI"),
+        ("Мой друг Алексей Смирнов живёт в Казани. Что ему подарить?", "CYRILLIC"),
+        ("Translate 怎么回复这封邮件 into English.", "CJK"),
+    ],
+)
+def test_text_in_a_script_the_detector_cannot_read_is_marked_unread(
+    detector: Detector, question: str, script: str
+) -> None:
+    """Issue 30, item 1: a run nothing here could read is named, for the review (or a
+    refusal); once the local model has read the question, nothing is unread."""
+    from assistant.privacy.reader import Reading
+
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert script in sent.unread and script in sent.unread_line, sent.unread
+    read = sanitize(
+        question,
+        scanner=detector,
+        vault=Vault(tag_of=load_policy().tag),
+        guard=EgressGuard(detector),
+        read=Reading([], 0.1, 0, 0),
+    )
+    assert read.unread == () and read.unread_line == ""
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is Δx when α = 2 and β = 3?",
+        "My manager 王伟 keeps changing the deadline, how do I push back?",  # replaced
+        "Is Crème brûlée from Île-de-France?",
+    ],
+)
+def test_text_the_detector_read_or_replaced_is_not_unread(
+    detector: Detector, question: str
+) -> None:
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert sent.unread == (), sent.text
+
+
 def test_greek_symbols_and_a_quoted_chinese_phrase_stay(detector: Detector) -> None:
     for question in (
         "What is Δx when α = 2 and β = 3?",

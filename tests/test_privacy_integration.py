@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from assistant import pipeline
 from assistant.cli import cli
-from assistant.errors import PrivacyError
+from assistant.errors import Declined, PrivacyError
 from assistant.privacy.detect import Detector, Finding
 from assistant.runtime import Runtime
 from tests.conftest import SocketLog, loopback_address, use_teacher
@@ -105,6 +105,44 @@ def test_review_needed_without_a_terminal_sends_nothing(
     result = invoke(env, QUESTION)  # privacy.review = on-detection, no terminal, no --yes
     assert isinstance(result.exception, PrivacyError)
     assert "needs your review" in str(result.exception)
+    assert socket_guard.seen == []
+
+
+UNREAD = "我的同事李娜在腾讯升职了，我该怎么向老板要求加薪？"
+
+
+def test_text_nothing_could_read_is_never_sent_blind(
+    env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+) -> None:
+    """Issue 30, item 1: with the reader off, a question in a script the detector cannot
+    read is not sent without a review: --yes (no review) refuses it in one line."""
+    socket_guard.allowed.add(address(teacher_server))
+    result = invoke({**env, "DRAG_PRIVACY_READER": "off"}, "--yes", UNREAD)
+    assert result.exit_code != 0 and isinstance(result.exception, PrivacyError)
+    message = str(result.exception)
+    assert "not checked: text in CJK script" in message and "privacy.reader" in message
+    assert "\n" not in message and UNREAD not in message
+    assert socket_guard.seen == []
+
+
+def test_text_nothing_could_read_is_reviewed_with_a_line_that_says_so(
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assistant import config
+
+    use_teacher({**env, "DRAG_PRIVACY_READER": "off"}, monkeypatch, socket_guard, teacher_server)
+    shown: list[str] = []
+
+    def review(sanitized: Any) -> bool:
+        shown.append(sanitized.unread_line)
+        return False  # the user reads it and declines
+
+    with Runtime(config.load()) as runtime, pytest.raises(Declined):
+        pipeline.gather(runtime, UNREAD, mode="evidence", review=review)
+    assert len(shown) == 1 and shown[0].startswith("not checked: text in CJK script")
     assert socket_guard.seen == []
 
 

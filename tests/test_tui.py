@@ -388,6 +388,40 @@ async def test_declined_and_blocked_uploads_keep_the_question(
     assert socket_guard.sent == bytearray()  # not one byte in either case
 
 
+async def test_review_modal_says_what_nothing_could_read() -> None:
+    """Issue 30, item 1: the review of a question in a script the detector cannot read
+    (the reader off) says so in its own line; a question it could read has no such line."""
+    from textual.app import App
+
+    from assistant.privacy.detect import Detector, load_policy
+    from assistant.privacy.placeholders import Vault
+    from assistant.privacy.sanitize import sanitize
+
+    detector = Detector()
+    cases = (("내 친구 김민수에게 생일 선물로 뭘 줄까?", True), ("Is tea bad?", False))
+    for question, unread in cases:
+        shown = sanitize(
+            question,
+            scanner=detector,
+            vault=Vault(tag_of=load_policy().tag),
+            guard=EgressGuard(detector),
+        )
+
+        class Host(App[None]):
+            def on_mount(self) -> None:
+                self.push_screen(ReviewModal(shown))  # noqa: B023 - used at once
+
+        app = Host()
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            lines = app.screen.query("#unread")
+            if unread:
+                text = str(lines.only_one(Static).render())
+                assert text.startswith("not checked: text in HANGUL script"), text
+            else:
+                assert len(lines) == 0
+
+
 async def test_review_modal_keeps_a_value_only_when_the_user_says_so() -> None:
     """The modal on its own (no models): toggling an entity shows the exact text to be
     sent, and the verdict carries the choice."""

@@ -307,6 +307,8 @@ def make_full(
             read=reading,
         )
         seconds = dict(san.stages)
+        if san.unread:  # drag ask without a review (--yes) refuses it: so does this
+            return Outcome(None, seconds, True, san.unread_line)
         request = evidence_request(
             san.text, tuple(vault.values()), public=tuple(san.hints.values())
         )

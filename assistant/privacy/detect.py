@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import re
 import threading
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -701,6 +702,19 @@ class Detector:
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""
         return _unknown(self._engine.nlp_engine.nlp["en"].vocab, word[:1].upper() + word[1:], 4)
+
+    def unreadable(self, text: str) -> list[str]:
+        """Runs of ``text`` in a script this detector cannot read (ForeignRunRule's: not
+        Latin, not Greek) that it has not replaced: nothing here checked them.  Their
+        scripts' names, e.g. ["CJK", "HANGUL"], one per run."""
+        rule = self.policy.foreign_runs
+        return [
+            unicodedata.name(m.group(0)[0], "UNKNOWN").split()[0]
+            for m in _LETTER_RUN.finditer(text)
+            if len(m.group(0)) >= rule.min_letters
+            and not _latin(m.group(0)[0])
+            and not _greek(m.group(0)[0])
+        ]
 
     def common(self, word: str) -> bool:
         """A lower-case word the word vectors know ("finance", not "zenlytics")."""

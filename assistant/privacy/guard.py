@@ -246,3 +246,104 @@ class EgressGuard:
                 released=tuple(getattr(request, "released", ())),
             )
         )
+
+
+# A link is the other way out: the student reads the question with its real values and
+# the teacher's evidence, and a hostile teacher may ask it to write a link that carries
+# them (issue 30, item 8).  A click would send them, so such a link is never shown live.
+WITHHELD = "[link withheld: it carried {what} from your question]"
+
+
+def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def carried(target: str, protected: Sequence[tuple[str, str]]) -> str | None:
+    """The entity of a protected value that link target ``target`` carries, as written
+    or percent- or plus-encoded, or None."""
+    from urllib.parse import unquote_plus
+
+    forms = {target, unquote_plus(target)}
+    own = {v.casefold() for e, v in protected if e == "URL"}
+    if target.rstrip(".,;:!?)'\"").casefold() in own:
+        return None  # a link the user wrote, going where the user said
+    for entity, value in protected:
+        if any(leak(entity, value, form, normalise(form)) for form in forms):
+            return entity
+    return None
+
+
+def withhold_links(text: str, protected: Sequence[tuple[str, str]]) -> str:
+    """``text`` with every link target (a URL, a Markdown link's destination, an OSC 8
+    hyperlink: :func:`safetext.link_spans`) that carries a protected value replaced by
+    a note that says so.  Other links are left as they are."""
+    from assistant.safetext import link_spans
+
+    if not protected or not text:
+        return text
+    out, cursor = [], 0
+    for start, end in _merged(link_spans(text)):
+        what = carried(text[start:end], protected)
+        if what is not None:
+            out += [text[cursor:start], WITHHELD.format(what=_a(what))]
+            cursor = end
+    return "".join(out) + text[cursor:] if out else text
+
+
+# A line that may yet be a reference definition ("[ref]: target"): held whole.
+_REFERENCE_START = re.compile(r"[ \t]*\[(?:[^\]\n]*$|[^\]\n]+\]:)")
+
+
+class LinkHold:
+    """:func:`withhold_links` for text that arrives in pieces (the student's stream).  A
+    piece goes on once no link target that could still grow reaches into it: text up to
+    the last white space of its line, less any link that is still open there (a run of
+    text is never split; a Markdown ``](`` waits for its ``)``, a reference definition
+    for the end of its line).  Link targets never span lines, so a line break sends
+    the line whole.  :meth:`flush` sends the rest."""
+
+    def __init__(
+        self, emit: Callable[[str], None], protected: Callable[[], Sequence[tuple[str, str]]]
+    ) -> None:
+        self._emit = emit
+        self._protected = protected
+        self._line = ""  # the current line, from its start
+        self._shown = 0  # how much of it (as withheld) has gone out
+
+    def _send(self, line: str, cut: int) -> None:
+        out = withhold_links(line[:cut], self._protected())
+        if len(out) > self._shown:
+            self._emit(out[self._shown :])
+            self._shown = len(out)
+
+    @staticmethod
+    def _cut(line: str) -> int:
+        from assistant.safetext import link_spans
+
+        if _REFERENCE_START.match(line):
+            return 0
+        cut = max(line.rfind(" "), line.rfind("\t")) + 1
+        opened = line.rfind("](")
+        if opened >= 0 and ")" not in line[opened + 2 :]:
+            cut = min(cut, opened)
+        for start, end in _merged(link_spans(line)):
+            if start < cut and (cut < end or end == len(line)):
+                return start
+        return cut
+
+    def __call__(self, piece: str) -> None:
+        self._line += piece
+        while (newline := self._line.find("\n")) >= 0:
+            self._send(self._line, newline + 1)
+            self._line, self._shown = self._line[newline + 1 :], 0
+        self._send(self._line, self._cut(self._line))
+
+    def flush(self) -> None:
+        self._send(self._line, len(self._line))
+        self._line, self._shown = "", 0

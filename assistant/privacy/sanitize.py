@@ -97,6 +97,20 @@ class Sanitized:
     # Entity -> its category's mode in the detector's policy (strict | contextual), shown
     # at review.
     modes: dict[str, str] = field(default_factory=dict)
+    # The scripts of the runs in the text as sent that nothing here could read (a script
+    # the detector does not know, and the local reader off): reviewed, or not sent.
+    unread: tuple[str, ...] = ()
+
+    @property
+    def unread_line(self) -> str:
+        """What the review says of :attr:`unread` ("" when nothing went unread)."""
+        if not self.unread:
+            return ""
+        scripts = " and ".join(sorted(set(self.unread)))
+        return (
+            f"not checked: text in {scripts} script, which the detector cannot read, "
+            "and privacy.reader is off"
+        )
 
     @property
     def counts(self) -> dict[str, int]:
@@ -248,6 +262,7 @@ def sanitize(
         stages=stages,
         hints=hints,
         modes=modes,
+        unread=_unread(scanner, described, read),
     )
     wanted = rewrite == "always" or (rewrite == "on-detection" and findings)
     if rewriter is None or not wanted:
@@ -269,4 +284,14 @@ def sanitize(
         rewrite=candidate,
         rewrite_used=not problem,
         rewrite_note=problem,
+        unread=result.unread if problem else _unread(scanner, candidate, read),
     )
+
+
+def _unread(scanner: Scanner, text: str, read: Reading | None) -> tuple[str, ...]:
+    """The scripts of the runs of ``text`` nothing read: none when the local model read
+    the question (it reads every script), else what the detector cannot read."""
+    unreadable = getattr(scanner, "unreadable", None)
+    if read is not None or unreadable is None:
+        return ()
+    return tuple(unreadable(text))

@@ -97,6 +97,12 @@ class ReviewModal(ModalScreen[Verdict]):
             else:
                 yield Plain("no personal data detected", id="entities")
             yield Plain(self._note(), id="rewrite-note")
+            if s.unread:
+                yield Plain(
+                    f"{s.unread_line}: read the right side yourself",
+                    id="unread",
+                    classes="warning",
+                )
             with Horizontal(id="buttons"):
                 yield Button("Send (y)", variant="success", id="send")
                 yield Button("Don't send (n)", variant="error", id="cancel")
