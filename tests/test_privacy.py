@@ -949,3 +949,25 @@ def test_greek_symbols_and_a_quoted_chinese_phrase_stay(detector: Detector) -> N
         vault = Vault(tag_of=load_policy().tag)
         sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
         assert sent.text == question
+
+
+def test_no_country_recognizer_finds_anything_in_the_bundled_controls(detector: Detector) -> None:
+    """README: Presidio's recognizers for other countries are on, "each one that changes
+    none of the bundled controls" (the MMLU questions without personal data): each is
+    loaded, finds what it is for, and finds nothing in any control."""
+    from assistant.bench.leakage import load_bundled
+
+    names = set(load_policy().country_recognizers)
+    loaded = set(detector.recognizers)
+    assert names and names <= loaded, sorted(names - loaded)
+    found = detector.find("My Aadhaar is 2345 6789 0124 and my PAN is ABCDE1234F.")
+    assert "InAadhaarRecognizer" in {f.recognizer for f in found}
+    controls = [item for item in load_bundled() if item.control]
+    assert len(controls) >= 200
+    hits = [
+        (item.id, f.recognizer, f.text)
+        for item in controls
+        for f in detector.find(item.text)
+        if f.recognizer in names
+    ]
+    assert hits == []

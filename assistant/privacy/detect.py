@@ -703,6 +703,11 @@ class Detector:
         """A word that identifies a name on its own: one the word vectors do not know."""
         return _unknown(self._engine.nlp_engine.nlp["en"].vocab, word[:1].upper() + word[1:], 4)
 
+    @property
+    def recognizers(self) -> list[str]:
+        """The names of the recognizers this detector runs (Presidio's and the policy's)."""
+        return [r.name for r in self._engine.registry.recognizers]
+
     def unreadable(self, text: str) -> list[str]:
         """Runs of ``text`` in a script this detector cannot read (ForeignRunRule's: not
         Latin, not Greek) that it has not replaced: nothing here checked them.  Their
