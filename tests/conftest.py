@@ -25,6 +25,16 @@ TEST_MODEL = "smollm2-135m-instruct"
 TEACHER_KEY = "test-teacher-" + os.urandom(8).hex()
 
 
+def need_data(path: Path) -> Path:
+    """``path`` (a dataset beside the checkout, in ../shared/data): a test without it is
+    skipped on a developer's machine, and fails where DRAG_REQUIRE_SHARED is set (CI)."""
+    if not path.exists():
+        if os.environ.get("DRAG_REQUIRE_SHARED"):
+            pytest.fail(f"{path} is required here (DRAG_REQUIRE_SHARED) but missing")
+        pytest.skip(f"needs {path}")
+    return path
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Everything the app writes during the tests goes to one throw-away folder.
     os.environ["DRAG_HOME"] = tempfile.mkdtemp(prefix="drag-tests-")

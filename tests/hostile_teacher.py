@@ -12,7 +12,9 @@ misbehaves on purpose, chosen by the first part of the path
 * ``huge``: a 50 MB body (with its Content-Length); ``huge-chunked``: the same
   without one;
 * ``drip``: a reply that sends one byte every 0.2 s, forever;
-* ``error``: an HTTP 400 whose error message carries escapes and markup.
+* ``error``: an HTTP 400 whose error message carries escapes and markup;
+* ``cut``: a reply stopped at max_tokens before its first statement ended;
+* ``busy``: an HTTP 503 that asks for a retry at once.
 
 Every request is recorded (path, headers, body) for the tests to read.
 """
@@ -76,7 +78,7 @@ class HostileTeacher:
             s.server_close()
 
 
-def _completion(content: str, model: str) -> bytes:
+def _completion(content: str, model: str, finish_reason: str = "stop") -> bytes:
     return json.dumps(
         {
             "id": "hostile",
@@ -87,7 +89,7 @@ def _completion(content: str, model: str) -> bytes:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "finish_reason": finish_reason,
                 }
             ],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -149,6 +151,10 @@ def start() -> HostileTeacher:
             if mode == "error":  # an error message is printed too
                 message = "bad request \x1b]52;c;ZXZpbA==\x07 \x1b[2J [red]x[/red] \x9b31m"
                 self._send(400, json.dumps({"error": {"message": message}}).encode())
+            elif mode == "cut":  # stopped at max_tokens before its first statement ended
+                self._send(200, _completion('{"evidence": ["Glutamine is', model, "length"))
+            elif mode == "busy":  # overloaded: a 503 that asks for a retry at once
+                self._send(503, b'{"error": {"message": "busy"}}', {"retry-after-ms": "1"})
             elif mode == "redirect":
                 port = teacher.other.server_address[1]
                 self._send(307, b"", {"location": f"http://127.0.0.1:{port}/v1/chat/completions"})

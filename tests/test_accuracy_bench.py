@@ -16,7 +16,7 @@ from assistant.bench import accuracy, make_mc_sets
 from assistant.errors import InputError
 from assistant.runtime import Runtime
 from assistant.store import Store, ledger
-from tests.conftest import SocketLog, use_teacher
+from tests.conftest import SocketLog, need_data, use_teacher
 
 SHARED = Path(__file__).parents[2] / "shared" / "data"
 
@@ -131,8 +131,8 @@ def test_a_question_the_teacher_failed_on_is_tried_again(tmp_path: Path) -> None
     assert len(path.read_text("utf-8").splitlines()) == 2  # the file agrees
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data (the verbatim copies)")
 def test_the_generator_rebuilds_the_bundled_subsets_byte_for_byte(tmp_path: Path) -> None:
+    need_data(SHARED)  # the verbatim copies
     make_mc_sets.main(["--shared", str(SHARED), "--out", str(tmp_path)])
     for name in ("mmlu_sample.jsonl", "medmcqa_sample.jsonl", "arc_challenge_dev200.jsonl"):
         assert (tmp_path / name).read_bytes() == (make_mc_sets.DATA / name).read_bytes()

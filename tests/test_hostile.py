@@ -5,6 +5,7 @@ Textual app.  Each ``test_item_*`` failed on the main branch before this change.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -127,18 +128,48 @@ def test_item_11_a_huge_reply_is_refused_unread(
     assert time.monotonic() - started < 20  # not a 50 MB read (a loose bound, not a target)
 
 
-def test_the_local_teacher_is_asked_once() -> None:
+def test_the_local_teacher_is_asked_once(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog, guard: EgressGuard
+) -> None:
     """A reply that timed out goes on being written by llama_cpp.server (measured: 210
     tokens in 471 s beside another llama.cpp process), so a retry would only queue behind
-    it; a remote teacher keeps teacher.max_retries."""
+    it; a remote teacher keeps teacher.max_retries.  Counted at a teacher that answers
+    503 ("busy, retry now") to every request."""
     from assistant.config import TeacherSettings
     from assistant.teacher import Teacher
 
     settings = TeacherSettings(max_retries=3)
-    common = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": None}
-    local = Teacher.from_settings(settings, local=True, guard=None, protected=tuple, **common)
-    remote = Teacher.from_settings(settings, local=False, guard=None, protected=tuple, **common)
-    assert (local.endpoint.max_retries, remote.endpoint.max_retries) == (0, 3)
+    common = {"base_url": hostile.url("busy"), "model": "m", "api_key": None}
+    for local, asked in ((True, 1), (False, 4)):
+        teacher = Teacher.from_settings(
+            settings, local=local, guard=guard, protected=tuple, **common
+        )
+        hostile.seen.clear()
+        with pytest.raises(TeacherError, match="503"):
+            egress.send(teacher.endpoint, chat(), guard)
+        assert len(hostile.seen) == asked, (local, len(hostile.seen))
+
+
+def test_a_reply_cut_off_before_its_first_statement_is_a_one_line_error(
+    hostile: hostile_teacher.HostileTeacher, allowed: SocketLog
+) -> None:
+    """A teacher stopped at teacher.max_tokens before one statement was whole: one line
+    that says so, exit 3, and the question kept in drafts."""
+    import subprocess
+    import sys
+
+    env = {**hostile_env(hostile), "DRAG_TEACHER_ENDPOINT": hostile.url("cut")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "assistant", "ask", "--yes", "--mode", "evidence", "What is tea?"],
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 3 and "Traceback" not in err, err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    assert "cut off at teacher.max_tokens" in err and "kept in" in err
 
 
 def test_item_11_a_dripping_reply_stops_at_the_timeout(
@@ -460,7 +491,7 @@ def test_item_9_the_error_line_carries_no_control(
 async def test_item_10_markup_in_text_is_shown_not_run(tmp_path: Path) -> None:
     import os
 
-    from textual.widgets import Static
+    from textual.widgets import DataTable, Static
 
     from assistant import config
     from assistant.store import Store, ledger
@@ -506,8 +537,12 @@ async def test_item_10_markup_in_text_is_shown_not_run(tmp_path: Path) -> None:
         await pilot.pause()
         await pilot.press("f2")  # the audit detail with markup in the reply
         await pilot.pause()
+        table = app.screen.query_one("#uploads", DataTable)
+        assert table.row_count == 1
+        table.move_cursor(row=0)  # the one upload, selected: its detail shows
+        await pilot.pause()
         detail = str(app.screen.query_one("#detail", Static).render())
-        assert "[red]x[/red]" in detail or "Select an upload" in detail
+        assert "[red]x[/red]" in detail, detail
     assert list(shots.iterdir()) == []
 
 

@@ -472,23 +472,6 @@ def test_a_local_teacher_that_cannot_start_is_a_one_line_error(tmp_path: Path) -
     assert "\n" not in str(caught.value) and "log:" in str(caught.value)
 
 
-def test_truncated_real_teacher_output_is_a_one_line_error(env: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "assistant", "ask", QUESTION],
-        env={**os.environ, **env, "DRAG_TEACHER_MAX_TOKENS": "16", "DRAG_PIPELINE_N": "15"},
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    err = proc.stderr.decode()
-    if proc.returncode == 0:  # 16 tokens happened to hold a complete statement: salvaged
-        assert proc.stdout.strip()
-        return
-    assert proc.returncode == 3 and "Traceback" not in err
-    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1
-    assert "cut off at teacher.max_tokens" in err and "kept in" in err
-
-
 def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "assistant", "doctor", "--json"],

@@ -7,6 +7,7 @@ only where a test must make the check itself fail.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from assistant import egress
 from assistant.errors import GuardBlocked, PrivacyError
 from assistant.privacy.detect import Detector, Finding, load_policy, resolve_overlaps
+from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body, template_fragments
 from assistant.privacy.placeholders import Vault, normalise, org_short_forms, outside_placeholders
 from assistant.privacy.sanitize import sanitize
@@ -381,8 +383,10 @@ def test_vault_is_stable_and_reversible(detector: Detector) -> None:
     assert "Amelia" not in first.text and "athompson93" not in first.text
     assert "<PERSON_1>" in first.text and "<EMAIL_1>" in first.text and "<PHONE_1>" in first.text
     again = "Thompson also asked about alanine."
-    second = vault.redact(again, detector.find(again) or [Finding("PERSON", 0, 8, "Thompson", 0.9)])
-    assert second.text.startswith("<PERSON_1>")  # a part of a known name keeps its placeholder
+    # A part of a known name keeps its placeholder: the vault alone knows the surname,
+    # and what the detector finds does not change that.
+    assert vault.redact(again, []).text.startswith("<PERSON_1> also asked")
+    assert vault.redact(again, detector.find(again)).text.startswith("<PERSON_1> also asked")
     assert vault.restore(first.text) == AMELIA
     assert first.counts == {"PERSON": 1, "ORGANIZATION": 1, "EMAIL_ADDRESS": 1, "PHONE_NUMBER": 1}
 
@@ -670,7 +674,8 @@ def test_a_value_from_an_earlier_question_keeps_its_placeholder(detector: Detect
 
 class LineStartScanner:
     """A fake detector: "Nordlys" anywhere, and "ESS" only with no word before it on its
-    line, as spaCy found an acronym once the words before it were gone."""
+    line: a detector whose findings depend on the words around them (spaCy's do; the
+    real-detector case is the test after the next)."""
 
     def find(self, text: str) -> list[Finding]:
         found = []
@@ -772,7 +777,8 @@ def test_a_finding_inside_a_placeholder_is_none() -> None:
 
 class PlaceholderTagger:
     """Fake: the first look finds the firm; a later look tags the inside of its
-    placeholder ("ORG_1", as spaCy did in a real query) and nothing else."""
+    placeholder ("ORG_1") and nothing else: the contract, whatever a detector does with
+    a placeholder (the real detector on the same question is tested below)."""
 
     def find(self, text: str) -> list[Finding]:
         out = []
@@ -793,6 +799,26 @@ def test_sanitize_ignores_what_a_detector_finds_inside_a_placeholder() -> None:
     assert out.text == "I work at <ORG_1> in sales."
     assert vault.values() == [("ORGANIZATION", "Nordlys Biotech")]
     guard.check(Outgoing((out.text,), "", tuple(vault.values())))
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "I work at Nordlys Biotech in sales. How do I ask for a raise?",
+        "I work at Nordlys (ESS) on battery storage. What is a BMS?",
+    ],
+)
+def test_the_real_detector_leaves_a_question_the_guard_passes(
+    detector: Detector, question: str
+) -> None:
+    """The two cases above with spaCy and Presidio themselves: the firm is replaced,
+    nothing is found inside a placeholder, and the guard passes what sanitize made."""
+    vault, guard = Vault(tag_of=load_policy().tag), EgressGuard(detector)
+    generaliser = Generaliser.from_policy(load_policy().generalise)
+    out = sanitize(question, scanner=detector, vault=vault, guard=guard, generaliser=generaliser)
+    assert "Nordlys" not in out.text and "<ORG_1>" in out.text, out.text
+    assert not any(re.fullmatch(r"[A-Z]+_\d+", v) for _e, v in vault.values())  # no ORG_1
+    guard.check(Outgoing((out.text,), "", tuple(vault.values()), public=tuple(out.hints.values())))
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 from assistant.bench import leakage
 from assistant.bench.make_privacy_set import DEFAULT_MMLU, generate
-from tests.conftest import SocketLog, loopback_address
+from tests.conftest import SocketLog, loopback_address, need_data
 
 
 def test_bundled_set_shape() -> None:
@@ -37,8 +37,8 @@ def test_bundled_set_shape() -> None:
         assert all(value in item.text for _t, value in item.pii), item.id
 
 
-@pytest.mark.skipif(not (DEFAULT_MMLU / "test").is_dir(), reason="needs ../shared/data/mmlu")
 def test_generator_regenerates_the_bundled_file() -> None:
+    need_data(DEFAULT_MMLU / "test")
     fresh = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in generate(DEFAULT_MMLU))
     assert fresh == leakage.bundled_path().read_text("utf-8")
 

@@ -6,7 +6,7 @@ loading logic, not a model."""
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Callable
 
 import pytest
 
@@ -17,15 +17,19 @@ from assistant.runtime import Runtime
 
 
 class FakePart:
+    closed = 0
+
     def close(self) -> None:
-        pass
+        FakePart.closed += 1
 
 
 class FakeLoader:
-    """Loads a fake part slowly, counting calls and threads; fails while ``fail`` is set."""
+    """Loads a fake part, counting calls and threads; fails while ``fail`` is set.  A
+    load first calls ``wait`` (a barrier's: loads that ran one after the other never
+    meet, and the barrier's timeout fails them; or an event's)."""
 
-    def __init__(self, seconds: float = 0.3) -> None:
-        self.seconds = seconds
+    def __init__(self, wait: Callable[[], object] | None = None) -> None:
+        self.wait = wait
         self.calls = 0
         self.threads: list[str] = []
         self.fail = False
@@ -33,7 +37,8 @@ class FakeLoader:
     def __call__(self, _rt: Runtime) -> object:
         self.calls += 1
         self.threads.append(threading.current_thread().name)
-        time.sleep(self.seconds)
+        if self.wait is not None:
+            self.wait()
         if self.fail:
             raise ModelError("the fake part cannot load")
         return FakePart()
@@ -46,25 +51,24 @@ def fake_part(monkeypatch: pytest.MonkeyPatch, name: str, loader: FakeLoader) ->
 
 
 def test_preloaded_parts_load_side_by_side_and_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    student, embedder = FakeLoader(), FakeLoader()
+    together = threading.Barrier(2, timeout=30)  # each load waits for the other
+    student, embedder = FakeLoader(together.wait), FakeLoader(together.wait)
     fake_part(monkeypatch, "student", student)
     fake_part(monkeypatch, "embedder", embedder)
     with Runtime(load()) as rt:
-        started = time.perf_counter()
         rt.preload("student", "embedder")
         first = rt.student  # waits for the load under way instead of starting another
         assert rt.embedder is rt.embedder
-        waited = time.perf_counter() - started
         assert rt.student is first
+    assert not together.broken  # the two loads were under way at the same time
     assert student.calls == embedder.calls == 1
     assert student.threads == ["drag-load-student"] and embedder.threads == ["drag-load-embedder"]
-    assert waited < 0.55  # the two 0.3 s loads overlapped
 
 
 def test_a_part_that_fails_to_preload_fails_for_its_user(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    student = FakeLoader(seconds=0.05)
+    student = FakeLoader()
     student.fail = True
     fake_part(monkeypatch, "student", student)
     with Runtime(load()) as rt:
@@ -77,20 +81,34 @@ def test_a_part_that_fails_to_preload_fails_for_its_user(
 def test_preload_leaves_a_part_that_is_loaded_or_replaced(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    embedder = FakeLoader(seconds=0.0)
+    embedder = FakeLoader()
     fake_part(monkeypatch, "embedder", embedder)
-    monkeypatch.setattr(Runtime, "detector", property(lambda _self: "a test's own detector"))
+    reads: list[str] = []
+    # A part a test replaced (not a loaded part of the Runtime): preload leaves it alone.
+    monkeypatch.setattr(Runtime, "detector", property(lambda _self: reads.append("read")))
     with Runtime(load()) as rt:
         _ = rt.embedder
         rt.preload("embedder", "detector")
-        assert rt.detector == "a test's own detector"
+        started = list(rt._loaders)
+    assert started == [] and reads == []  # no thread, and the replacement never read
     assert embedder.calls == 1
 
 
 def test_close_waits_for_a_part_still_loading(monkeypatch: pytest.MonkeyPatch) -> None:
-    student = FakeLoader(seconds=0.2)
+    gate = threading.Event()
+    student = FakeLoader(lambda: gate.wait(timeout=30))
     fake_part(monkeypatch, "student", student)
     rt = Runtime(load())
     rt.preload("student")
+    (loader,) = rt._loaders
+    real_join = loader.join
+
+    def join(timeout: float | None = None) -> None:
+        gate.set()  # the load ends only once close waits for it
+        real_join(timeout)
+
+    loader.join = join  # type: ignore[method-assign]
+    closed = FakePart.closed
     rt.close()
-    assert student.calls == 1 and not any(t.is_alive() for t in rt._loaders)
+    assert student.calls == 1 and not loader.is_alive()
+    assert FakePart.closed == closed + 1  # the part that was loading was closed too

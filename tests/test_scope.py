@@ -8,6 +8,7 @@ in for it only where a test must make detection itself fail.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -269,16 +270,14 @@ def test_a_failing_contextual_rule_sends_nothing(
         ("ORGANIZATION", "Nordlys Biotech AS", "a question about Nordlys and its staff", "token"),
         # an address fragment
         ("STREET_ADDRESS", "42 Storgata, Tromsø", "I live on storgata in the north", "token"),
-        # a place in another Unicode form (NFD) and case
-        ("LOCATION", "Tromsø", "TROMSØ in winter".replace("Ø", "O\u0338"), None),
+        # a place in another Unicode form (NFD: Å is A and a ring) and case
+        ("LOCATION", "Ålesund", unicodedata.normalize("NFD", "ÅLESUND in winter"), "whole"),
         # a number across a line break and separators
         ("US_SSN", "536-22-8471", "my number is 536 22\n8471", "digits"),
     ],
 )
 def test_the_scorer_sees_what_leak_does_not(entity: str, unit: str, sent: str, how: str) -> None:
-    scored = leakscore.SentText(sent).leak(unit)
-    if how:
-        assert scored == how
+    assert leakscore.SentText(sent).leak(unit) == how
     if entity in ("ORGANIZATION", "STREET_ADDRESS"):
         assert leak(entity, unit, sent, normalise(sent)) is None  # the guard's ruler misses
 
@@ -312,12 +311,22 @@ def test_kept_words_counts_the_non_personal_words() -> None:
 
 
 def test_the_scorer_imports_nothing_of_the_privacy_layer() -> None:
-    imports = [
-        line
-        for line in Path(leakscore.__file__).read_text("utf-8").splitlines()
-        if line.startswith(("import ", "from "))
-    ]
-    assert imports and not any("assistant" in line for line in imports)
+    """Every import of the scorer, at any depth (inside functions too), relative or made
+    at run time: none of the product's code."""
+    import ast
+
+    tree = ast.parse(Path(leakscore.__file__).read_text("utf-8"))
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "a relative import reaches the package"
+            modules.add(node.module or "")
+        elif isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            assert name not in ("__import__", "import_module"), "an import made at run time"
+    assert modules and not any(m.split(".")[0] == "assistant" for m in modules), modules
 
 
 # --- PUPA's CSV -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,17 @@ def test_whole_questions_with_the_graph_before_and_after_the_answer(
     monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "8")
     monkeypatch.setenv("DRAG_PIPELINE_N", "4")
     monkeypatch.setenv("DRAG_TEACHER_MAX_TOKENS", "256")
+    from assistant import pipeline
+
+    sources: list[tuple[bool, str]] = []
+    real_ask = pipeline.ask
+
+    def ask(rt: Any, *args: Any, **kwargs: Any) -> Any:
+        result = real_ask(rt, *args, **kwargs)
+        sources.append((rt.offline, result.source))
+        return result
+
+    monkeypatch.setattr(pipeline, "ask", ask)
     out = tmp_path / "ask.json"
     assert speed.main(["--ask", "1", "--json", str(out)]) == 0
     timings = json.loads(out.read_text("utf-8"))
@@ -58,8 +70,9 @@ def test_whole_questions_with_the_graph_before_and_after_the_answer(
         t = timings[path]
         assert 0 < t["first_token"] <= t["answered"] <= t["done"]
         assert t["prompt_tokens"] > 0
-    # Offline, no teacher: the answer starts sooner than the online one with its teacher.
-    assert timings["offline"]["first_token"] < timings["after-answer"]["first_token"]
+    # Online questions went to the teacher; offline, the same question came from the cache
+    # (how much sooner it starts is the benchmark's printed figure, not a test's bound).
+    assert sources == [(False, "teacher")] * 4 + [(True, "cache")], sources  # 2 are warm-ups
     assert timings["student"]["prefill_tok_s"] > 0 and timings["student"]["decode_tok_s"] > 0
     printed = capsys.readouterr().out
     assert "| online, graph after the answer |" in printed

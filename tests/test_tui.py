@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -512,5 +513,8 @@ async def test_bench_screen_runs_the_accuracy_benchmark(
         table = screen.query_one("#bench-table", Markdown).source
         assert "| none | evidence K=5 |" in table, screen.query_one("#bench-live", Static).render()
         plot = str(screen.query_one("#bench-plot", Static).render())
-        assert ("evidence K=10" in plot and "accuracy.png" not in plot) or "Files" in plot
+        assert plot.startswith("Accuracy by context mode and K:\n"), plot
+        lines = plot.splitlines()
+        header = lines.index("evidence K=10")  # a group per column, then a bar per student
+        assert re.search(r" [█▏]+ \d+\.\d%$", lines[header + 1]), plot
     assert ledger.select(Store(Path(os.environ["DRAG_STORE_DATABASE"])).db)  # it went out

@@ -55,8 +55,9 @@ def fold(text: str) -> str:
 
 
 def assert_gone(value: str, out: str | None) -> None:
-    if out is None:
-        return  # refused: nothing left
+    """The value is gone from what is sent, and something is sent: a guard that refused
+    the question would leak nothing too, and pass a test that only looked for the value."""
+    assert out is not None, "refused: sanitize left a variant that only the guard caught"
     assert fold(value) not in fold(out)
     digits = re.sub(r"\D", "", fold(value))
     if len(digits) >= 6:
@@ -243,5 +244,6 @@ def test_no_variant_of_a_detected_value_leaves(
     text = first + " Also: " + _variant(value, how, where) + " again."
     out, _ = sent(text, detector, guard)
     assert_gone(value, out)
+    assert out is not None
     for part in re.findall(r"[^\W\d_]{4,}", value):
-        assert out is None or fold(part) not in fold(out)
+        assert fold(part) not in fold(out)
