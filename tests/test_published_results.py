@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,74 @@ def test_the_privacy_summary_is_recounted_from_its_items(folder: Path) -> None:
         assert s["unit_leaked_whole"] == sum(1 for v in units if v["unit"] == "whole")
         assert s["blocked"] == sum(1 for r in mine if r["blocked"])
         assert s["control_changed"] == sum(1 for r in mine if r["control"] and r["changed"])
+
+
+README = RESULTS.parent.parent / "README.md"
+
+
+def _headline(label: str) -> str:
+    """The README's headline row whose first cell starts with ``label``."""
+    rows = [ln for ln in README.read_text("utf-8").splitlines() if ln.startswith(f"| {label}")]
+    assert len(rows) == 1, (label, rows)
+    return rows[0]
+
+
+def _units(folder: Path, method: str) -> tuple[float, float, list[float]]:
+    """Units leaked and sent whole, as shares of the units present, and the reader's
+    seconds per question, counted from the stored per-item records."""
+    present = leaked = whole = 0
+    reads = []
+    for line in (folder / "privacy-items.jsonl").read_text("utf-8").splitlines():
+        record = json.loads(line)
+        if record["method"] != method:
+            continue
+        units = [v for v in record["values"] if v["type"] == "UNIT" and v["present"]]
+        present += len(units)
+        leaked += sum(1 for v in units if v["unit"])
+        whole += sum(1 for v in units if v["unit"] == "whole")
+        reads += [record["seconds"]["read"]] if "read" in record["seconds"] else []
+    return 100 * leaked / present, 100 * whole / present, sorted(reads)
+
+
+def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
+    """Each figure of the README's headline table, counted again from the per-item
+    records in docs/results (plain counting: no code of the benchmark)."""
+    unseen = RESULTS / "privacy-reader" / "pupa-unseen-2"
+    units, whole, reads = _units(unseen, "full+reader")
+    assert f"| {units:.2f} % ({whole:.2f} % whole) |" in _headline("PUPA-TNB real queries")
+    units, whole, _ = _units(unseen, "full")
+    assert f"| {units:.2f} % ({whole:.2f} % whole) |" in _headline("the same, detector alone")
+    p50 = (
+        (reads[len(reads) // 2 - 1] + reads[len(reads) // 2]) / 2
+        if len(reads) % 2 == 0
+        else reads[len(reads) // 2]
+    )
+    p95 = reads[math.ceil(0.95 * len(reads)) - 1]
+    assert f"| {p50:.1f} s / {p95:.1f} s |" in _headline("the reader's time")
+    controls = [
+        json.loads(line)
+        for line in (RESULTS / "privacy-reader" / "mmlu-controls-60-119" / "privacy-items.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+    shipped = [r for r in controls if r["method"] == "full+reader (grammar fallback)"]
+    changed = sum(1 for r in shipped if r["control"] and (r["changed"] or r["blocked"]))
+    assert f"| {changed} / {len(shipped)} |" in _headline("MMLU controls 60–119")
+    answers = _answers(RESULTS / "arc-c-n200")
+    big = [a for a in answers if a["student"] == "qwen2.5-coder-1.5b-instruct"]
+
+    def share(mode: str, k: int) -> float:
+        cell = [a["correct"] for a in big if a["mode"] == mode and (mode == "none" or a["k"] == k)]
+        return 100 * sum(cell) / len(cell)
+
+    row = _headline("ARC-Challenge, 200 test questions")
+    assert f"| {share('none', 0):.1f} % → {share('evidence', 10):.1f} % |" in row
+
+
+def test_the_readme_is_a_users_guide_of_at_most_400_lines() -> None:
+    """Issue 31: the guide stays short; the full accounts live in docs/, and every page
+    it links to is there."""
+    text = README.read_text("utf-8")
+    assert len(text.splitlines()) <= 400
+    for target in re.findall(r"\]\(((?:docs|models|packaging)/[^)#]+)", text):
+        assert (README.parent / target).exists(), target
