@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from assistant import llamabuild, llamacheck, modelfiles, secrets
 from assistant.embedder import onnxruntime_packages
 from assistant.errors import DragError
-from assistant.privacy.detect import load_policy
+from assistant.privacy.policy import load_policy
 from assistant.runtime import Runtime
 from assistant.store import db
 from assistant.student import gpu_offload_supported

@@ -19,10 +19,12 @@ from assistant import answer, drafts, evidence, graph, localserver, modelfiles, 
 from assistant.config import Settings
 from assistant.embedder import load as load_embedder
 from assistant.errors import ConfigError, DragError, PrivacyError
-from assistant.privacy.detect import Detector, Scanner, category_modes, load_policy
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Scanner
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.reader import Reading, SpanReader
 from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.ranking import Embedder

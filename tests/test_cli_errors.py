@@ -145,9 +145,9 @@ def test_config_show_reports_sources() -> None:
 
 
 def test_interrupt_keeps_the_question() -> None:
-    from assistant.cli import _kept
+    from assistant.cli.common import kept as keep
     from assistant.errors import Interrupted
 
-    error = _kept("What is 2+2?", KeyboardInterrupt())
+    error = keep("What is 2+2?", KeyboardInterrupt())
     assert isinstance(error, Interrupted) and error.exit_code == 130
     assert kept(str(error))["question"] == "What is 2+2?"

@@ -18,9 +18,10 @@ from click.testing import CliRunner
 from assistant import egress
 from assistant.cli import cli, main
 from assistant.errors import GuardBlocked, PrivacyError, TeacherError
-from assistant.privacy.detect import Detector, load_policy
+from assistant.privacy.detector import Detector
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import load_policy
 from tests import hostile_teacher
 from tests.conftest import TEST_MODEL, SocketLog
 

@@ -62,7 +62,7 @@ def test_the_wheelhouse_installs_into_an_empty_venv_with_no_index(tmp_path: Path
     check = (
         "import importlib.util, sys\n"
         "from assistant.embedder import load\n"
-        "from assistant.privacy.detect import Detector\n"
+        "from assistant.privacy.detector import Detector\n"
         "import llama_cpp, textual, presidio_analyzer\n"
         "from assistant import llamabuild\n"
         "print(load().embed(['offline']).shape, importlib.util.find_spec('torch'),\n"

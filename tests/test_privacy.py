@@ -16,10 +16,12 @@ import pytest
 
 from assistant import egress
 from assistant.errors import GuardBlocked, PrivacyError
-from assistant.privacy.detect import Detector, Finding, load_policy, resolve_overlaps
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body, template_fragments
 from assistant.privacy.placeholders import Vault, normalise, org_short_forms, outside_placeholders
+from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
 from tests.conftest import SocketLog
 

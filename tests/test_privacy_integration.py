@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from assistant import pipeline
 from assistant.cli import cli
 from assistant.errors import Declined, PrivacyError
-from assistant.privacy.detect import Detector, Finding
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Finding
 from assistant.runtime import Runtime
 from tests.conftest import SocketLog, loopback_address, use_teacher
 

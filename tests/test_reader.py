@@ -19,9 +19,11 @@ from assistant import modelfiles
 from assistant.cli import cli
 from assistant.errors import PrivacyError
 from assistant.privacy import reader as R
-from assistant.privacy.detect import Detector, Finding, load_policy
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Finding
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
 from assistant.student import Student
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address
@@ -532,8 +534,9 @@ def test_doctor_checks_the_reader_model(model: str, tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_the_benchmark_reads_through_the_path_drag_ask_takes(tmp_path: Path) -> None:
     """--methods full,reader: one item, the detector alone and with the shipped reader
-    (Runtime.read, as drag ask calls it); the unit the detector misses leaks only
-    without the reader."""
+    (Runtime.read, as drag ask calls it).  The detector cannot read Chinese, so alone it
+    sends nothing (as drag ask --yes refuses it); with the reader the name is replaced
+    and the rest is sent."""
     from assistant.bench import leakage
 
     data = tmp_path / "items.jsonl"
@@ -546,6 +549,7 @@ def test_the_benchmark_reads_through_the_path_drag_ask_takes(tmp_path: Path) -> 
         for line in (out / "privacy-items.jsonl").read_text("utf-8").splitlines()
     }
     assert set(records) == {"full", "full+reader"}
-    assert records["full"]["values"][0]["unit"] == "whole"  # sent as it was
+    assert records["full"]["blocked"] and "not checked: text in CJK" in records["full"]["note"]
+    assert not records["full+reader"]["blocked"]
     assert records["full+reader"]["values"][0]["unit"] == ""  # replaced
     assert "read" in records["full+reader"]["seconds"]

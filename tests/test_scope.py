@@ -15,10 +15,13 @@ import pytest
 
 from assistant.bench import leakage, leakscore
 from assistant.errors import GuardBlocked, PrivacyError
-from assistant.privacy.detect import Detector, Finding, category_modes, load_policy
+from assistant.privacy import recognizers
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Finding
 from assistant.privacy.generalise import Generaliser, annotate, coarser, describe_place, place
 from assistant.privacy.guard import EgressGuard, Outgoing, leak
 from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.sanitize import sanitize
 
 
@@ -128,7 +131,7 @@ def test_an_unknown_category_or_mode_is_a_clear_error(bad: dict[str, str]) -> No
 
 
 def test_a_broken_categories_section_is_a_clear_error(tmp_path: Path) -> None:
-    from assistant.privacy.detect import POLICY_FILE
+    from assistant.privacy.policy import POLICY_FILE
 
     broken = tmp_path / "policy.yaml"
     broken.write_text(
@@ -236,26 +239,28 @@ def test_a_failing_recognizer_sends_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    "rule",
+    ("owner", "method"),
     [
-        "_personal",
-        "_pronoun_persons",
-        "_given_names",
-        "_name_lists",
-        "_speakers",
-        "_cued_names",
-        "_lowercase_lines",
-        "_contact_lines",
-        "_in_tokens",
+        (Detector, "judge"),
+        (recognizers.PronounRule, "find"),
+        (recognizers.GivenNameRule, "find"),
+        (recognizers.ShortSurnameRule, "find"),
+        (recognizers.NameListRule, "find"),
+        (recognizers.SpeakerRule, "find"),
+        (recognizers.CuedNameRule, "find"),
+        (recognizers.LowercaseRule, "find"),
+        (recognizers.ContactBlockRule, "find"),
+        (recognizers.ForeignRunRule, "find"),
+        (recognizers.RareWordRule, "takes"),
     ],
 )
 def test_a_failing_contextual_rule_sends_nothing(
-    detector: Detector, monkeypatch: pytest.MonkeyPatch, rule: str
+    detector: Detector, monkeypatch: pytest.MonkeyPatch, owner: type, method: str
 ) -> None:
     def broken(*_a: object) -> bool:
         raise ValueError("rule failed")
 
-    monkeypatch.setattr(detector, rule, broken)
+    monkeypatch.setattr(owner, method, broken)
     with pytest.raises(PrivacyError, match="nothing was sent"):
         sanitize("I live in Tromsø.", scanner=detector, vault=Vault(), guard=EgressGuard(detector))
 

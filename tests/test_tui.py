@@ -226,7 +226,9 @@ async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
 
 
 @pytest.fixture
-def env(teacher_env: dict[str, str]) -> dict[str, str]:
+def env(teacher_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    # The key is read from the environment itself, not from the settings: the app's.
+    monkeypatch.setenv("DRAG_TEACHER_API_KEY", teacher_env["DRAG_TEACHER_API_KEY"])
     return {
         **teacher_env,
         "DRAG_PIPELINE_N": "4",
@@ -394,8 +396,9 @@ async def test_review_modal_says_what_nothing_could_read() -> None:
     (the reader off) says so in its own line; a question it could read has no such line."""
     from textual.app import App
 
-    from assistant.privacy.detect import Detector, load_policy
+    from assistant.privacy.detector import Detector
     from assistant.privacy.placeholders import Vault
+    from assistant.privacy.policy import load_policy
     from assistant.privacy.sanitize import sanitize
 
     detector = Detector()
@@ -429,8 +432,9 @@ async def test_review_modal_keeps_a_value_only_when_the_user_says_so() -> None:
     from textual.app import App
     from textual.widgets import SelectionList
 
-    from assistant.privacy.detect import Detector, load_policy
+    from assistant.privacy.detector import Detector
     from assistant.privacy.placeholders import Vault
+    from assistant.privacy.policy import load_policy
     from assistant.privacy.sanitize import sanitize
 
     detector = Detector()

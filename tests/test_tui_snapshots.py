@@ -18,9 +18,10 @@ import pytest
 from textual.app import App
 
 from assistant import config, secrets
-from assistant.privacy.detect import Detector, load_policy
+from assistant.privacy.detector import Detector
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assistant.errors import GuardBlocked
-from assistant.privacy.detect import Detector, load_policy
+from assistant.privacy.detector import Detector
 from assistant.privacy.guard import EgressGuard, Outgoing, leak
 from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
 
 

@@ -59,16 +59,12 @@ from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
 from assistant.bench.mc import MCQuestion, extract_choice
 from assistant.bench.stats import paired, percentile
 from assistant.errors import DragError, GuardBlocked, PrivacyError
-from assistant.privacy.detect import (
-    Detector,
-    _offline_email_recognizer,
-    category_modes,
-    load_policy,
-    spacy_engine,
-)
+from assistant.privacy.detector import Detector
+from assistant.privacy.engine import offline_email_recognizer, spacy_engine
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, leak, template_fragments, without
 from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.reader import Reading
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
 from assistant.privacy.textform import normalise
@@ -344,7 +340,7 @@ def make_presidio_default() -> Method:
     engine = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"])
     # One deviation: Presidio's e-mail check would download a suffix list (no traffic here).
     engine.registry.remove_recognizer("EmailRecognizer")
-    engine.registry.add_recognizer(_offline_email_recognizer())
+    engine.registry.add_recognizer(offline_email_recognizer())
 
     def run(item: Item) -> Outcome:
         started = time.perf_counter()
@@ -403,7 +399,7 @@ class Categories:
     def __init__(self) -> None:
         import spacy
 
-        from assistant.privacy.detect import spacy_model
+        from assistant.privacy.engine import spacy_model
 
         self.nlp = spacy.load(spacy_model(load_policy().model), disable=["parser"])
         self._docs: dict[str, Any] = {}

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from assistant.privacy.detect import GeneraliseRule
 from assistant.privacy.placeholders import PLACEHOLDER, Replacement
+from assistant.privacy.policy import GeneraliseRule
 from assistant.privacy.textform import normalise
 
 PLACES_FILE = Path(__file__).with_name("data") / "places.tsv.gz"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from assistant import egress
 from assistant.errors import GuardBlocked
-from assistant.privacy.detect import Finding, Scanner
+from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.placeholders import (
     DATE_TYPES,
     DIGIT_TYPES,

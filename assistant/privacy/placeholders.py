@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assistant.privacy.detect import Finding
+from assistant.privacy.findings import Finding
 from assistant.privacy.textform import (
     bounded,
     date_spans,

@@ -1,6 +1,6 @@
 """The local model as a second reader of the question (issue 29).
 
-The detector (:mod:`assistant.privacy.detect`) misses what its rules and spaCy do not
+The detector (:mod:`assistant.privacy.detector`) misses what its rules and spaCy do not
 know: lower-case firms and places, coined and all-caps names, text in other languages.
 Before an upload, a local llama.cpp model reads the question once and lists the
 personal values in it, under a grammar that lets it answer only with JSON of
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from assistant.errors import DragError, PrivacyError
-from assistant.privacy.detect import Finding
+from assistant.privacy.findings import Finding
 
 READER_VERSION = "reader-v1"
 RECOGNIZER = "LocalModelReader"

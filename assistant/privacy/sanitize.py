@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from assistant.errors import DragError, GuardBlocked, PrivacyError
-from assistant.privacy.detect import Finding, Scanner
+from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
 from assistant.privacy.guard import EgressGuard, Outgoing, unreplaced
 from assistant.privacy.placeholders import (

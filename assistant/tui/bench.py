@@ -25,7 +25,7 @@ from textual.widgets import (
 from assistant import paths
 from assistant.bench import accuracy, leakage
 from assistant.errors import DragError
-from assistant.privacy.detect import Detector
+from assistant.privacy.detector import Detector
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar, bar_chart
 
 

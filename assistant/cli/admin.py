@@ -1,0 +1,244 @@
+"""`drag config`, `drag doctor`, `drag drafts`, `drag cache` and `drag models`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from assistant import config as config_mod
+from assistant import drafts, errors, modelfiles, paths, safetext
+from assistant.cli.common import (
+    echo,
+    flags,
+    interactive_stderr,
+    open_store,
+    settings_of,
+    status_printer,
+    to_json,
+    with_model_options,
+)
+from assistant.cli.root import cli
+from assistant.config import Settings
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Show settings and where each came from."""
+
+
+@config_group.command("show")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def config_show(ctx: click.Context, as_json: bool) -> None:
+    """Effective settings, with their source: flag, env, file or default."""
+    settings: Settings = ctx.obj["settings"]
+    rows = config_mod.effective(settings)
+    if as_json:
+        echo(json.dumps({"config_file": str(settings.config_file), "settings": rows}, indent=2))
+        return
+    echo(
+        f"# config file: {settings.config_file}"
+        f"{'' if settings.config_file and settings.config_file.exists() else ' (not present)'}"
+    )
+    width = max(len(r["key"]) for r in rows)
+    for r in rows:
+        echo(f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}")
+
+
+@config_group.command("path")
+def config_path_cmd() -> None:
+    """Where the config file, data and cache live."""
+    for name, value in (
+        ("config", paths.config_file()),
+        ("data", paths.data_dir()),
+        ("cache", paths.cache_dir()),
+        ("state", paths.state_dir()),
+    ):
+        echo(f"{name:<6} {value}")
+
+
+# A negative VALUE ("-1") is a value, not an option.
+@config_group.command("set", context_settings={"ignore_unknown_options": True})
+@click.argument("key")
+@click.argument("value")
+@click.pass_context
+def config_set(ctx: click.Context, key: str, value: str) -> None:
+    """Write KEY = VALUE into the config file (validated; lists comma-separated)."""
+    settings: Settings = ctx.obj["settings"]
+    path = config_mod.save({key: value}, settings.config_file)
+    echo(f"{key} = {json.dumps(config_mod.load(config_file=path).get(key))} in {path}")
+
+
+@config_group.command("set-key")
+def config_set_key() -> None:
+    """Store the teacher API key in the system keyring (read without echo)."""
+    from assistant import secrets
+
+    key = click.prompt("Teacher API key", hide_input=True, err=True)
+    secrets.store_api_key(key)
+    echo("stored in the system keyring (it is never written to the config file)")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@with_model_options
+@click.pass_context
+def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
+    """Check each part (model file, GPU, embedder, teacher) and print fixes."""
+    from dataclasses import asdict
+
+    from assistant.doctor import checks
+    from assistant.runtime import Runtime
+
+    settings = settings_of(ctx, flags(**kw))
+    results = []
+    with Runtime(settings, status=status_printer(interactive_stderr() and not as_json)) as rt:
+        for check in checks(rt):
+            results.append(check)
+            if not as_json:
+                mark = (
+                    click.style("ok  ", fg="green") if check.ok else click.style("FAIL", fg="red")
+                )
+                echo(f"{mark} {check.name}: {check.detail}")
+                if not check.ok and check.fix:
+                    echo(f"     fix: {check.fix}")
+    if as_json:
+        echo(json.dumps([asdict(c) for c in results], indent=2))
+    if not all(c.ok for c in results):
+        ctx.exit(1)
+
+
+@cli.group("drafts")
+def drafts_group() -> None:
+    """Questions that were not answered (blocked, declined, failed), kept sealed."""
+
+
+@drafts_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def drafts_list(as_json: bool) -> None:
+    """Each kept question: its name, when, and why it was not answered."""
+    rows = drafts.listing()
+    if as_json:
+        echo(to_json(rows))
+        return
+    if not rows:
+        echo("no kept questions")
+    for r in rows:
+        question = safetext.one_line(r.get("question") or "")
+        echo(f"{r['name']}  {r.get('created', '')}  {question[:60]}")
+        echo(f"    {safetext.one_line(r.get('error') or '')[:100]}")
+
+
+@drafts_group.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+def drafts_show(name: str, as_json: bool) -> None:
+    """One kept question in full (the question, the error, any teacher reply)."""
+    r = drafts.read(name)
+    if as_json:
+        echo(to_json(r))
+        return
+    echo(r.get("question") or "")
+    echo(f"\n--- not answered: {r.get('error') or ''}")
+    if r.get("teacher_reply"):
+        echo(f"--- the teacher had replied ---\n{r['teacher_reply']}")
+
+
+@drafts_group.command("rm")
+@click.argument("names", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Remove every kept question.")
+def drafts_rm(names: tuple[str, ...], everything: bool) -> None:
+    """Remove kept questions."""
+    if everything:
+        names = tuple(r["name"] for r in drafts.listing())
+    elif not names:
+        raise errors.InputError("name the kept questions to remove, or give --all")
+    for name in names:
+        drafts.remove(name)
+    echo(f"removed {len(names)} kept questions")
+
+
+@cli.group("cache")
+def cache_group() -> None:
+    """The local cache of the teacher's evidence and knowledge graph."""
+
+
+@cache_group.command("stats")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def cache_stats(ctx: click.Context, as_json: bool) -> None:
+    """What the cache holds, per teacher model and prompt version."""
+    from assistant.store import cache
+
+    with open_store(ctx) as store:
+        stats = cache.stats(store.db)
+        stats["database"] = str(store.path)
+        stats["database_bytes"] = store.path.stat().st_size
+    if as_json:
+        echo(json.dumps(stats, indent=2))
+        return
+    echo(
+        f"{stats['questions']} questions · {stats['evidence']} evidence · "
+        f"{stats['entities']} entities · {stats['triples']} triples · "
+        f"{stats['bytes_per_question']:,} bytes per question · database "
+        f"{stats['database_bytes'] / 1e6:.1f} MB ({stats['database']})"
+    )
+    for sp in stats["spaces"]:
+        versions = ", ".join(f"{k} {v}" for k, v in sp["prompt_versions"].items())
+        echo(f"  {sp['teacher_model']}: {sp['questions']} questions ({versions})")
+
+
+@cache_group.command("purge")
+@click.option("--model", help="Only what this teacher model said (as `cache stats` names it).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@click.pass_context
+def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
+    """Delete cached evidence and triples (the upload ledger is kept)."""
+    from assistant.store import cache
+
+    what = f"everything teacher {model} said" if model else "the whole cache"
+    if not yes and not click.confirm(f"Delete {what}?", default=False, err=True):
+        raise click.exceptions.Abort()
+    with open_store(ctx) as store:
+        removed = cache.purge(store.db, model)
+    echo(f"removed {removed} cached questions")
+
+
+@cli.command("models")
+@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--drop-chunks",
+    is_flag=True,
+    help="join and verify each chunked model, then uninstall its chunk packages (the model "
+    "is then on disk once)",
+)
+def models_cmd(as_json: bool, drop_chunks: bool) -> None:
+    """Models in the manifest and whether each is installed."""
+    if drop_chunks:
+        for spec in modelfiles.load_manifest().values():
+            if freed := modelfiles.drop_chunks(spec, lambda m: echo(m, err=True)):
+                echo(f"{spec.name}: {freed / 1e6:.0f} MB of chunks removed", err=True)
+    rows: list[dict[str, Any]] = []
+    for spec in modelfiles.load_manifest().values():
+        try:
+            path: str | None = str(modelfiles.locate(spec))
+            state = "ready"
+        except errors.ModelError as exc:
+            path, state = None, str(exc)
+        rows.append(
+            {
+                "name": spec.name,
+                "file": spec.file,
+                "license": spec.license,
+                "size": spec.size,
+                "path": path,
+                "state": state,
+            }
+        )
+    if as_json:
+        echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        echo(f"{r['name']:<30} {r['size'] / 1e6:>7.0f} MB  {r['license']:<10} {r['state']}")

@@ -1,0 +1,185 @@
+"""`drag ask` and `drag chat`: a thin skin over assistant.pipeline."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from assistant import errors
+from assistant.cli.common import (
+    echo,
+    flags,
+    interactive_stderr,
+    k_option,
+    kept,
+    mode_option,
+    n_option,
+    read_stdin_question,
+    secho,
+    settings_of,
+    status_printer,
+    to_json,
+    with_cache_options,
+    with_model_options,
+)
+from assistant.cli.review import review_options
+from assistant.cli.root import cli
+
+
+def _source_line(result: Any) -> str:
+    """Where the student's context came from, with provenance."""
+    p = result.provenance
+    uploads = ", ".join(f"#{u}" for u in p.get("uploads") or []) or "none recorded"
+    if result.source == "cache":
+        how = p.get("how", "")
+        detail = f"{how}, score {p.get('score', 0):.2f}"
+        return f"Context: from the local cache ({detail}; from uploads {uploads}); nothing sent"
+    if result.source == "teacher":
+        return f"Context: from the teacher now (ledger uploads {uploads})"
+    return "Context: none (the student alone); nothing sent"
+
+
+def _format_result(result: Any, streamed: bool) -> str:
+    lines = [] if streamed else [result.answer]
+    used_e, used_t = result.used_evidence, result.used_triples
+    if used_e:
+        lines += [
+            "",
+            f"Evidence (top {len(used_e)} of {len(result.evidence)}; "
+            "fused score, cosine, teacher rank):",
+        ]
+        lines += [
+            f"{e.rank:>3}. [{e.score:.4f} cos {e.similarity:+.2f} t#{e.teacher_rank}] {e.text}"
+            for e in used_e
+        ]
+    if used_t:
+        lines += ["", f"Triples (top {len(used_t)} of {len(result.triples)}; fused score, cosine):"]
+        lines += [
+            f"{t.rank:>3}. [{t.score:.4f} cos {t.similarity:+.2f}] "
+            f"({t.entity1}; {t.entity2}) {t.relation}"
+            for t in used_t
+        ]
+    if result.privacy:
+        counts = result.privacy.get("entities") or {}
+        detected = ", ".join(f"{k} ×{v}" for k, v in sorted(counts.items())) or "no personal data"
+        what = "Sent to the teacher" if result.source == "teacher" else "Sanitized (not sent)"
+        lines += ["", f"{what} ({detected} detected): {result.privacy['sent_question']}"]
+    lines += ["", _source_line(result)]
+    lines += [f"warning: {w}" for w in result.warnings]
+    s, te, tm = result.student, result.teacher, result.timings
+    summary = []
+    if te:
+        summary.append(
+            f"teacher: {len(te['calls'])} calls, "
+            f"{te['prompt_tokens']}+{te['completion_tokens']} tokens"
+        )
+    summary.append(
+        f"student: {s['completion_tokens']} tokens at {s['tokens_per_second']:.1f} tok/s"
+        f" ({'GPU' if s['gpu_offload'] else 'CPU'})"
+    )
+    summary.append(f"{tm.get('total', 0):.1f} s")
+    lines += ["", " · ".join(summary)]
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.argument("question", nargs=-1)
+@mode_option
+@k_option
+@n_option
+@with_model_options
+@with_cache_options
+@click.option("--review", is_flag=True, help="Show what would be sent and ask first.")
+@click.option("--yes", "-y", is_flag=True, help="Send without the review step.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole record as JSON.")
+@click.pass_context
+def ask(
+    ctx: click.Context,
+    /,
+    question: tuple[str, ...],
+    as_json: bool,
+    review: bool,
+    yes: bool,
+    **kw: Any,
+) -> None:
+    """Ask one QUESTION (or read it from standard input; "-" forces that)."""
+    from assistant import pipeline
+    from assistant.runtime import Runtime
+
+    settings = settings_of(ctx, flags(**kw))
+    text = read_stdin_question() if not question or question == ("-",) else " ".join(question)
+    stream = not as_json and sys.stdout.isatty()
+    try:
+        with Runtime(settings, status=status_printer(interactive_stderr())) as rt:
+            on_text = (lambda piece: echo(piece, nl=False)) if stream else None
+            result = pipeline.ask(
+                rt,
+                text,
+                on_text=on_text,
+                progress=_end_streamed_line if stream else None,
+                **review_options(review, yes),
+            )
+    except (errors.DragError, KeyboardInterrupt) as exc:
+        raise kept(text, exc) from None
+    if as_json:
+        echo(to_json(result.to_dict()))
+    else:
+        echo(_format_result(result, streamed=stream))
+
+
+def _end_streamed_line(stage: str, _result: Any) -> None:
+    """The streamed answer's line ends as soon as it is written, before any status line
+    about what follows (the graph built for the cache after the answer)."""
+    if stage == "answered":
+        echo()
+
+
+@cli.command()
+@mode_option
+@k_option
+@n_option
+@with_model_options
+@with_cache_options
+@click.option("--plain", is_flag=True, help="A line-by-line chat instead of the app.")
+@click.pass_context
+def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
+    """The app (in a terminal), or questions line by line (--plain, or input piped)."""
+    from assistant import pipeline
+    from assistant.runtime import Runtime
+
+    settings = settings_of(ctx, flags(**kw))
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    if interactive and sys.stdout.isatty() and not plain:
+        from assistant.tui.app import run
+
+        run(settings)
+        return
+    status = status_printer(True)
+    with Runtime(settings, status=status) as rt:
+        if interactive:
+            secho(
+                f"drag · student {settings.student.model} · teacher {settings.teacher.endpoint}"
+                f" · mode {settings.pipeline.mode}. Ask a question; Ctrl+D quits.",
+                bold=True,
+            )
+        while True:
+            try:
+                line = input("› " if interactive else "")
+            except EOFError:
+                break
+            if not line.strip():
+                continue
+            try:
+                result = pipeline.ask(
+                    rt,
+                    line,
+                    on_text=lambda piece: echo(piece, nl=False),
+                    progress=_end_streamed_line,
+                    **review_options(False, False),
+                )
+                echo(_format_result(result, streamed=True))
+            except (errors.DragError, KeyboardInterrupt) as exc:
+                echo()
+                secho(f"drag: error: {kept(line, exc)}", err=True, fg="red")

@@ -1,0 +1,265 @@
+"""`drag audit …`: the upload ledger: list, show, verify, head, export, rm."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from assistant import errors, paths, safetext
+from assistant.cli.common import echo, open_store, secho, to_json
+from assistant.cli.root import cli
+
+
+def parse_since(text: str) -> Any:
+    """``30d``, ``12h``, ``2w``, ``45m`` ago, or an ISO date/time (UTC unless given)."""
+    import datetime as dt
+    import re
+
+    now = dt.datetime.now(dt.UTC)
+    m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", text)
+    if m:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return now - dt.timedelta(**{unit: int(m.group(1))})
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise errors.InputError(
+            f"{text!r} is not a time: use 30d, 12h, 2w, 45m or a date like 2026-11-01"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+@cli.group("audit")
+def audit_group() -> None:
+    """The upload ledger: every request that left this machine, byte for byte."""
+
+
+def _redaction_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())) or "-"
+
+
+@audit_group.command("list")
+@click.option("--since", help="Only uploads after this (30d, 12h, 2026-11-01).")
+@click.option("--search", help="Only uploads whose request or reply contains TEXT.")
+@click.option("--limit", type=click.IntRange(min=1), help="The last N only.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_list(
+    ctx: click.Context, since: str | None, search: str | None, limit: int | None, as_json: bool
+) -> None:
+    """Uploads, oldest first: time, teacher model, purpose, bytes, what was redacted."""
+    from assistant.store import ledger
+
+    when = parse_since(since) if since else None
+    with open_store(ctx) as store:
+        rows = [
+            ledger.summary(r)
+            for r in ledger.select(store.db, since=when, search=search, limit=limit)
+        ]
+    if as_json:
+        echo(to_json(rows))
+        return
+    if not rows:
+        echo("no uploads recorded" + (" that match" if since or search else ""))
+        return
+    echo(f"{'id':>5}  {'time (UTC)':<19}  {'model':<20} {'purpose':<9} {'bytes':>7}  redacted")
+    for r in rows:
+        size = "deleted" if r["deleted"] else f"{r['bytes']:,}"
+        status = "" if r["status"] == "ok" else f"  [{r['status']}]"
+        echo(
+            f"{r['id']:>5}  {r['created'][:19].replace('T', ' '):<19}  {r['model'][:20]:<20} "
+            f"{r['purpose']:<9} {size:>7}  {_redaction_text(r['redaction'])}{status}"
+        )
+
+
+@audit_group.command("show")
+@click.argument("upload_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
+    """One upload: the exact bytes sent and the raw reply."""
+    from assistant.store import cache, ledger
+
+    with open_store(ctx) as store:
+        row = ledger.get(store.db, upload_id)
+        derived = cache.derived_from(store.db, upload_id)
+    if row is None:
+        raise errors.InputError(f"no upload #{upload_id}; `drag audit list` shows them")
+    d = {**ledger.detail(row), "cached": derived}
+    if as_json:
+        echo(to_json(d))
+        return
+    for key in (
+        "id",
+        "created",
+        "endpoint",
+        "model",
+        "purpose",
+        "prompt_version",
+        "status",
+        "error",
+        "attempts",
+        "prompt_tokens",
+        "completion_tokens",
+        "seconds",
+        "deleted",
+        "hash",
+    ):
+        if d.get(key) is not None:
+            echo(f"{key:<17} {d[key]}")
+    echo(f"{'redacted':<17} {_redaction_text(d['redaction'])}")
+    for item in derived:
+        echo(
+            f"{'cached as':<17} entry {item['entry_id']}: {item['evidence']} evidence, "
+            f"{item['triples']} triples for {errors.one_line(item['question'], 60)!r}"
+        )
+    if d["deleted"]:
+        echo("\n(request and reply removed; the row stays so the chain verifies)")
+        return
+    echo(f"\n--- request: the exact {d['bytes']:,} bytes sent ---")
+    echo(d["request"])
+    echo("--- reply ---")
+    echo(d["reply"] if d["reply"] is not None else "(no reply)")
+
+
+@audit_group.command("verify")
+@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--head",
+    "noted",
+    metavar="ID:HASH",
+    help="A head noted earlier (`drag audit head`): the ledger must still reach it.",
+)
+@click.pass_context
+def audit_verify(ctx: click.Context, as_json: bool, noted: str | None) -> None:
+    """Recompute the hash chain and each row's MAC (the store key); name the first row
+    that does not match (exit 1)."""
+    with open_store(ctx) as store:
+        verdict = store.verify_ledger(noted)
+    if as_json:
+        echo(json.dumps(verdict.to_dict(), indent=2))
+    elif verdict.ok:
+        echo(
+            f"ledger ok: {verdict.rows} uploads, chain and MACs intact"
+            + (f" ({verdict.tombstones} with payload removed)" if verdict.tombstones else "")
+        )
+    else:
+        where = f" at upload #{verdict.bad_id}" if verdict.bad_id else ""
+        secho(f"ledger BROKEN{where}: {verdict.reason} (checked {verdict.rows} rows)", fg="red")
+    if not verdict.ok:
+        ctx.exit(1)
+
+
+@audit_group.command("head")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def audit_head(ctx: click.Context, as_json: bool) -> None:
+    """The newest upload's id and hash: note it elsewhere; `drag audit verify --head
+    ID:HASH` later shows whether rows were removed since."""
+    from assistant.store import ledger
+
+    with open_store(ctx) as store:
+        verdict = store.verify_ledger()
+        top = ledger.head(store.db)
+    if as_json:
+        echo(json.dumps({**top, "verified": verdict.ok}, indent=2))
+    else:
+        echo(f"{top['id']}:{top['hash']}")
+    if not verdict.ok:
+        secho(f"warning: the ledger does not verify: {verdict.reason}", err=True, fg="red")
+        ctx.exit(1)
+
+
+@audit_group.command("export")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
+@click.option("--since", help="Only uploads after this (30d, 12h, 2026-11-01).")
+@click.pass_context
+def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | None) -> None:
+    """Every upload with its payload, as JSON lines or Markdown."""
+    from assistant.store import ledger
+
+    when = parse_since(since) if since else None
+    with open_store(ctx) as store:
+        rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]
+        verdict = store.verify_ledger()
+    if fmt == "jsonl":
+        text = ledger.jsonl(rows)
+    else:
+        parts = [
+            "# drag-assistant upload ledger",
+            "",
+            f"{len(rows)} uploads · chain "
+            + ("verified" if verdict.ok else f"BROKEN at #{verdict.bad_id}: {verdict.reason}"),
+        ]
+        for r in rows:
+            parts += [
+                "",
+                f"## Upload {r['id']} · {r['created']} · {r['purpose']} · {r['model']}",
+                "",
+                f"- endpoint: {r['endpoint']}",
+                f"- redacted: {_redaction_text(r['redaction'])}",
+                f"- tokens: {r['prompt_tokens']} + {r['completion_tokens']}; "
+                f"{r['seconds']} s; status {r['status']}",
+                f"- hash: `{r['hash']}`",
+            ]
+            if r["deleted"]:
+                parts += ["", f"_payload removed {r['deleted']}_"]
+            else:
+                parts += [
+                    "",
+                    "Request (exact bytes):",
+                    "",
+                    "```json",
+                    r["request"] or "",
+                    "```",
+                    "",
+                    "Reply:",
+                    "",
+                    "```",
+                    r["reply"] or "",
+                    "```",
+                ]
+        text = safetext.plain("\n".join(parts) + "\n")
+    if output:
+        from pathlib import Path
+
+        paths.write_private(Path(output), text)
+        echo(f"wrote {len(rows)} uploads to {output}", err=True)
+    else:
+        echo(text, nl=False)
+
+
+@audit_group.command("rm")
+@click.option("--older-than", "older_than", required=True, help="Age: 30d, 12h, 2w.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@click.pass_context
+def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
+    """Remove the payloads of old uploads; the rows stay (tombstones) so the chain verifies."""
+    import re
+
+    if not re.fullmatch(r"\s*\d+\s*[mhdw]\s*", older_than):
+        raise errors.InputError(f"--older-than {older_than!r}: use an age like 30d, 12h or 2w")
+    cutoff = parse_since(older_than)
+    from assistant.store import ledger
+
+    with open_store(ctx) as store:
+        count = len(
+            [
+                r
+                for r in ledger.select(store.db)
+                if r["deleted"] is None and r["created"] < cutoff.isoformat(timespec="microseconds")
+            ]
+        )
+        if (
+            count
+            and not yes
+            and not click.confirm(
+                f"Remove the request and reply of {count} uploads?", default=False, err=True
+            )
+        ):
+            raise click.exceptions.Abort()
+        removed = store.remove_payloads(cutoff)
+    echo(f"removed the payloads of {removed} uploads; the ledger still verifies")

@@ -1,0 +1,78 @@
+"""`drag bench …`: click wrappers over the benchmarks' own argument parsers."""
+
+from __future__ import annotations
+
+import click
+
+from assistant.cli.root import cli
+
+
+@cli.group("bench")
+def bench_group() -> None:
+    """Benchmarks that print figures: privacy, accuracy, the pipeline, the store, start-up."""
+
+
+PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@bench_group.command("privacy", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_privacy(ctx: click.Context) -> None:
+    """What leaves the machine: leakage per entity type, with baselines (--help for options)."""
+    from assistant.bench import leakage
+
+    ctx.exit(leakage.main(list(ctx.args)))
+
+
+@bench_group.command("accuracy", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_accuracy(ctx: click.Context) -> None:
+    """The DRAG effect: student alone vs evidence, graph, both, by K (--help for options)."""
+    from assistant.bench import accuracy
+
+    ctx.exit(accuracy.main(list(ctx.args)))
+
+
+@bench_group.command("speed", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_speed(ctx: click.Context) -> None:
+    """Students side by side: load, prefill, first token, decode (--help for options)."""
+    from assistant.bench import speed
+
+    ctx.exit(speed.main(list(ctx.args)))
+
+
+@bench_group.command("builds", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_builds(ctx: click.Context) -> None:
+    """llama.cpp builds side by side (each venv's own): prefill and decode (--help)."""
+    from assistant.bench import builds
+
+    ctx.exit(builds.main(list(ctx.args)))
+
+
+@bench_group.command("embedder", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_embedder(ctx: click.Context) -> None:
+    """The embedder on ONNX Runtime and on torch, side by side: speed and agreement."""
+    from assistant.bench import embedding
+
+    ctx.exit(embedding.main(list(ctx.args)))
+
+
+@bench_group.command("startup", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_startup(ctx: click.Context) -> None:
+    """How soon the app shows its first screen, in tmux, against a bare Textual app."""
+    from assistant.bench import startup
+
+    ctx.exit(startup.main(list(ctx.args)))
+
+
+@bench_group.command("store", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_store(ctx: click.Context) -> None:
+    """Offline answers vs the teacher, cache hits, retrieval at scale (--help for options)."""
+    from assistant.bench import offline as bench
+
+    ctx.exit(bench.main(list(ctx.args)))

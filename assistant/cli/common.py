@@ -1,0 +1,136 @@
+"""What every `drag` command shares: printing (never a terminal control), JSON out,
+status lines, settings with the command's flags, the question on stdin, and keeping a
+question that failed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from assistant import drafts, errors, safetext
+from assistant.config import MODES, Settings
+
+_STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
+
+
+# Everything this CLI prints goes through these: what a model, the user or the database
+# wrote is shown as text, never run by the terminal (assistant.safetext).
+def echo(message: Any = None, **kwargs: Any) -> None:
+    click.echo(None if message is None else safetext.plain(str(message)), **kwargs)
+
+
+def secho(message: Any = None, **kwargs: Any) -> None:
+    click.secho(None if message is None else safetext.plain(str(message)), **kwargs)
+
+
+def to_json(value: Any) -> str:
+    """JSON for --json: readable Unicode, but C1 controls and bidi overrides escaped."""
+    return safetext.escape_controls(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def status_printer(enabled: bool) -> Callable[[str], None]:
+    def show(message: str) -> None:
+        if enabled:
+            secho(message, err=True, dim=True)
+
+    return show
+
+
+def interactive_stderr() -> bool:
+    return sys.stderr.isatty()
+
+
+def settings_of(ctx: click.Context, flags: dict[str, Any]) -> Settings:
+    base: Settings = ctx.obj["settings"]
+    return base.with_flags({k: v for k, v in flags.items() if v is not None})
+
+
+def read_stdin_question() -> str:
+    """The question piped on standard input, decoded strictly as UTF-8."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        raise errors.InputError(
+            'no question: give it as an argument (drag ask "...") or on standard input'
+        )
+    raw = stream.buffer.read(_STDIN_LIMIT + 1)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        error = errors.InputError(
+            f"standard input is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        )
+        try:
+            kept = drafts.keep(raw, str(error))
+        except (errors.DragError, OSError) as why:
+            raise errors.InputError(f"{error}; it could not be kept: {why}") from None
+        raise errors.InputError(
+            f"{error}; your input is kept in drag drafts as {kept.stem}"
+        ) from None
+
+
+def kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
+    return drafts.kept_error(question, exc)
+
+
+mode_option = click.option("--mode", type=click.Choice(MODES), help="Context for the student.")
+k_option = click.option("--k", type=int, help="Top evidence/triples given to the student.")
+n_option = click.option("--n", type=int, help="Evidence statements asked of the teacher.")
+_model_options = [
+    click.option("--student", "student_model", help="Student: manifest name or .gguf path."),
+    click.option("--teacher", "teacher_endpoint", help='Teacher: "local" or a base URL.'),
+    click.option("--teacher-model", help="Model name at the teacher endpoint."),
+]
+_cache_options = [
+    click.option(
+        "--offline",
+        is_flag=True,
+        default=None,
+        help="Never contact the teacher: answer from the local cache or say it cannot.",
+    ),
+    click.option(
+        "--no-cache",
+        "no_cache",
+        is_flag=True,
+        default=None,
+        help="Do not answer from the cache (what the teacher says is still cached).",
+    ),
+]
+
+
+def with_model_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_model_options):
+        f = option(f)
+    return f
+
+
+def with_cache_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_cache_options):
+        f = option(f)
+    return f
+
+
+def flags(**kw: Any) -> dict[str, Any]:
+    names = {
+        "mode": "pipeline.mode",
+        "k": "pipeline.k",
+        "n": "pipeline.n",
+        "student_model": "student.model",
+        "teacher_endpoint": "teacher.endpoint",
+        "teacher_model": "teacher.model",
+        "offline": "store.offline",
+    }
+    flags = {names[k]: v for k, v in kw.items() if k in names}
+    if kw.get("no_cache"):
+        flags["store.cache"] = False
+    return flags
+
+
+def open_store(ctx: click.Context) -> Any:
+    from assistant.store import Store
+
+    s: Settings = ctx.obj["settings"]
+    return Store.configured(s.store.database, s.store.key)

@@ -1,0 +1,57 @@
+"""The review in a terminal: the question and what would be sent, side by side."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from assistant.cli.common import echo, secho
+
+if TYPE_CHECKING:
+    from assistant.privacy.sanitize import Sanitized
+
+
+def side_by_side(left: str, right: str, width: int) -> list[str]:
+    """Two texts in columns, wrapped to fit ``width``."""
+    import textwrap
+
+    col = max(20, (width - 3) // 2)
+    a = [ln for para in left.splitlines() for ln in (textwrap.wrap(para, col) or [""])]
+    b = [ln for para in right.splitlines() for ln in (textwrap.wrap(para, col) or [""])]
+    rows = max(len(a), len(b))
+    a += [""] * (rows - len(a))
+    b += [""] * (rows - len(b))
+    return [f"{x:<{col}} │ {y}" for x, y in zip(a, b, strict=True)]
+
+
+def review_in_terminal(sanitized: Sanitized) -> bool:
+    """Show what would be sent next to the original; ask before sending."""
+    import shutil
+
+    width = min(shutil.get_terminal_size((100, 20)).columns, 160)
+    echo("", err=True)
+    for line in side_by_side("YOUR QUESTION (stays here)", "SENT TO THE TEACHER", width):
+        secho(line, err=True, bold=True)
+    for line in side_by_side(sanitized.original, sanitized.text, width):
+        echo(line, err=True)
+    counts = ", ".join(f"{k} ×{v}" for k, v in sorted(sanitized.counts.items())) or "nothing"
+    rewrite = (
+        "the student's rewrite is used"
+        if sanitized.rewrite_used
+        else (f"rewrite not used: {sanitized.rewrite_note}" if sanitized.rewrite_note else "")
+    )
+    read = len(sanitized.read_values)
+    by = f" · {read} found by the local model" if read else ""
+    secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
+    if sanitized.unread:
+        secho(f"{sanitized.unread_line}: read the right side yourself", err=True, fg="yellow")
+    return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
+
+
+def review_options(review: bool, yes: bool) -> dict[str, Any]:
+    """What pipeline.ask needs for the review step, given the flags and the terminal."""
+    policy = "never" if yes else ("always" if review else None)
+    can_ask = sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+    return {"review": review_in_terminal if can_ask else None, "review_policy": policy}

@@ -1,0 +1,61 @@
+"""The `drag` group and its entry point: one-line errors, no tracebacks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from assistant import config as config_mod
+from assistant import errors, safetext
+from assistant.cli.common import echo, secho
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use."
+)
+@click.version_option(package_name="drag-assistant", prog_name="drag")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """drag: a private assistant. A small local model answers; a large teacher
+    only ever sees the question, and gives evidence and a knowledge graph."""
+
+    ctx.ensure_object(dict)
+    ctx.obj["settings"] = config_mod.load(config_file=Path(config_path) if config_path else None)
+    if ctx.invoked_subcommand is None:
+        from assistant.cli.ask import chat
+
+        ctx.invoke(chat)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one-line errors, no tracebacks (DRAG_DEBUG=1 shows them)."""
+    try:
+        code = cli.main(args=argv, prog_name="drag", standalone_mode=False)
+    except errors.DragError as exc:
+        secho(f"drag: error: {exc}", err=True, fg="red")
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        echo("drag: cancelled", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.message = safetext.one_line(exc.message)  # type: ignore[misc]
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        echo("drag: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("DRAG_DEBUG"):
+            raise
+        secho(
+            f"drag: internal error: {type(exc).__name__}: {errors.one_line(str(exc), 200)} "
+            "(run with DRAG_DEBUG=1 for the traceback)",
+            err=True,
+            fg="red",
+        )
+        sys.exit(70)
+    sys.exit(code if isinstance(code, int) else 0)
