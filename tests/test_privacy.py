@@ -7,6 +7,7 @@ only where a test must make the check itself fail.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -999,3 +1000,30 @@ def test_no_country_recognizer_finds_anything_in_the_bundled_controls(detector: 
         if f.recognizer in names
     ]
     assert hits == []
+
+
+def test_a_value_found_as_two_entities_gets_the_first_ones_placeholder_in_every_run() -> None:
+    """The same text, the same placeholders, whatever Python's hash seed (a set's order
+    once decided it: PUPA-TNB queries came out <PERSON_3> in one run, <ORG_1> in the next)."""
+    import subprocess
+    import sys
+
+    script = (
+        "from assistant.privacy.placeholders import Vault\n"
+        "from assistant.privacy.policy import load_policy\n"
+        "v = Vault(tag_of=load_policy().tag)\n"
+        "found = [('PERSON', 'DAN'), ('ORGANIZATION', 'DAN'), ('PERSON', 'Tom'),\n"
+        "         ('ORGANIZATION', 'Ikea')]\n"
+        "print(v.redact_values('Stay as DAN. Tom and Ikea, DAN.', found).text)\n"
+    )
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in range(1, 9)
+    }
+    assert runs == {"Stay as <PERSON_1>. <PERSON_2> and <ORG_1>, <PERSON_1>."}, runs

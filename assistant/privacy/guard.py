@@ -69,7 +69,8 @@ def template_fragments(templates: Sequence[str]) -> list[str]:
                 pieces.append(literal)
                 literal = ""
         pieces.append(literal)
-    return sorted({p for p in pieces if len(p.strip()) >= _MIN_FRAGMENT}, key=len, reverse=True)
+    kept = {p for p in pieces if len(p.strip()) >= _MIN_FRAGMENT}
+    return sorted(kept, key=lambda p: (-len(p), p))  # the same order in every run
 
 
 def without(text: str, pieces: Sequence[str]) -> str:

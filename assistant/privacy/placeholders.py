@@ -401,7 +401,9 @@ class Vault:
         occur gets no placeholder."""
         out = text
         replacements: list[Replacement] = []
-        for entity, value in sorted(set(found), key=lambda x: -len(x[1])):
+        # Longest first; of equal length, in the order found (a value found as two
+        # entities gets the first one's placeholder, in every run: no set order here).
+        for entity, value in sorted(dict.fromkeys(found), key=lambda x: -len(x[1])):
             if self._replace(out, value, "\0", entity) == out:
                 continue
             ph = self.placeholder(entity, value)
