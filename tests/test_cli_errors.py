@@ -151,3 +151,22 @@ def test_interrupt_keeps_the_question() -> None:
     error = keep("What is 2+2?", KeyboardInterrupt())
     assert isinstance(error, Interrupted) and error.exit_code == 130
     assert kept(str(error))["question"] == "What is 2+2?"
+
+
+def test_drag_bench_without_the_benchmarks_installed_says_how(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The benchmarks are not in the app's wheel: without them, one line that says how
+    to install them, exit 2."""
+    import sys
+
+    from assistant.cli import main
+
+    for name in [m for m in sys.modules if m == "drag_bench" or m.startswith("drag_bench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "drag_bench", None)  # import drag_bench: not found
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", "privacy", "--no-teacher"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install -e ./bench" in err[0], err

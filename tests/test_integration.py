@@ -742,7 +742,7 @@ def test_offline_answers_from_the_cache_and_touches_no_network(
 
     # The cold-start benchmark: a new `drag ask --offline` process on a terminal, for the
     # question the cache holds; its answer's first byte comes before its exit.
-    from assistant.bench import startup
+    from drag_bench import startup
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

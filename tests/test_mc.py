@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
+from drag_bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
 
 Q = MCQuestion(
     "q1",
@@ -80,7 +79,7 @@ def test_extract_choice_from_real_replies(reply: str, expected: str) -> None:
 
 
 def test_bundled_mmlu_and_medmcqa_subsets_load() -> None:
-    from assistant.bench.mc import bundled
+    from drag_bench.mc import bundled
 
     mmlu = load_arc(bundled("mmlu_sample.jsonl"))
     medmcqa = load_arc(bundled("medmcqa_sample.jsonl"))

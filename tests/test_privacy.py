@@ -984,7 +984,7 @@ def test_no_country_recognizer_finds_anything_in_the_bundled_controls(detector: 
     """README: Presidio's recognizers for other countries are on, "each one that changes
     none of the bundled controls" (the MMLU questions without personal data): each is
     loaded, finds what it is for, and finds nothing in any control."""
-    from assistant.bench.leakage import load_bundled
+    from drag_bench.privacy import load_bundled
 
     names = set(load_policy().country_recognizers)
     loaded = set(detector.recognizers)

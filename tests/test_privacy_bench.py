@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from drag_bench import privacy as leakage
+from drag_bench.make_privacy_set import DEFAULT_MMLU, generate
 
-from assistant.bench import leakage
-from assistant.bench.make_privacy_set import DEFAULT_MMLU, generate
 from tests.conftest import SocketLog, loopback_address, need_data
 
 

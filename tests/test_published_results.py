@@ -2,7 +2,7 @@
 
 Every cell of each ``summary.json`` and every paired count against the student alone is
 recounted from the gzipped per-answer records by plain counting, and each McNemar p by
-the binomial formula: no code of ``assistant.bench`` is used, so a fault in the
+the binomial formula: no code of ``drag_bench`` is used, so a fault in the
 benchmark's own counting would show here.
 """
 

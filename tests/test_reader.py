@@ -537,7 +537,7 @@ def test_the_benchmark_reads_through_the_path_drag_ask_takes(tmp_path: Path) -> 
     (Runtime.read, as drag ask calls it).  The detector cannot read Chinese, so alone it
     sends nothing (as drag ask --yes refuses it); with the reader the name is replaced
     and the rest is sent."""
-    from assistant.bench import leakage
+    from drag_bench import privacy as leakage
 
     data = tmp_path / "items.jsonl"
     data.write_text(json.dumps({"text": ASK, "pii": ["李娜"]}, ensure_ascii=False) + "\n")

@@ -12,8 +12,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from drag_bench import leakscore
+from drag_bench import privacy as leakage
 
-from assistant.bench import leakage, leakscore
 from assistant.errors import GuardBlocked, PrivacyError
 from assistant.privacy import recognizers
 from assistant.privacy.detector import Detector

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from assistant.bench import speed
+from drag_bench import speed
 
 pytestmark = pytest.mark.integration
 
@@ -87,8 +86,9 @@ def test_two_builds_side_by_side_alternate_in_one_run(
     Here both names run this environment's build (one through a wrapper script)."""
     import sys
 
+    from drag_bench import builds
+
     from assistant import llamacheck, modelfiles
-    from assistant.bench import builds
 
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
@@ -114,7 +114,7 @@ def test_two_builds_side_by_side_alternate_in_one_run(
 
 
 def test_builds_needs_two_environments(capsys: pytest.CaptureFixture[str]) -> None:
-    from assistant.bench import builds
+    from drag_bench import builds
 
     assert builds.main(["--python", "python3"]) == 2
     assert capsys.readouterr().err.startswith("bench: error: ")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from assistant.bench.stats import mcnemar_exact, paired, percentile
+from drag_bench.stats import mcnemar_exact, paired, percentile
 
 
 @pytest.mark.parametrize(

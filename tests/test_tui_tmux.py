@@ -125,7 +125,7 @@ def test_ask_review_and_answer_in_a_real_terminal(
 
 
 def test_startup_bench_times_a_first_paint(tmux_bin: str, tmp_path: Path) -> None:
-    from assistant.bench import startup
+    from drag_bench import startup
 
     bare = tmp_path / "bare_app.py"
     bare.write_text(startup.BARE_APP, "utf-8")
@@ -136,7 +136,7 @@ def test_startup_bench_times_a_first_paint(tmux_bin: str, tmp_path: Path) -> Non
 
 
 def test_a_first_answer_byte_is_timed_on_a_terminal_of_its_own() -> None:
-    from assistant.bench import startup
+    from drag_bench import startup
 
     speak = (
         "import sys, time; time.sleep(0.3); print('answer'); sys.stdout.flush(); time.sleep(0.3)"
@@ -150,7 +150,7 @@ def test_a_first_answer_byte_is_timed_on_a_terminal_of_its_own() -> None:
 def test_the_offline_start_bench_needs_a_cached_question(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from assistant.bench import startup
+    from drag_bench import startup
 
     assert startup.main(["--ask-offline", "--runs", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

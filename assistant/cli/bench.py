@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from assistant.bench_package import installed
 from assistant.cli.root import cli
 
 
@@ -19,16 +20,18 @@ PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_
 @click.pass_context
 def bench_privacy(ctx: click.Context) -> None:
     """What leaves the machine: leakage per entity type, with baselines (--help for options)."""
-    from assistant.bench import leakage
+    with installed():
+        from drag_bench import privacy
 
-    ctx.exit(leakage.main(list(ctx.args)))
+    ctx.exit(privacy.main(list(ctx.args)))
 
 
 @bench_group.command("accuracy", context_settings=PASS_THROUGH)
 @click.pass_context
 def bench_accuracy(ctx: click.Context) -> None:
     """The DRAG effect: student alone vs evidence, graph, both, by K (--help for options)."""
-    from assistant.bench import accuracy
+    with installed():
+        from drag_bench import accuracy
 
     ctx.exit(accuracy.main(list(ctx.args)))
 
@@ -37,7 +40,8 @@ def bench_accuracy(ctx: click.Context) -> None:
 @click.pass_context
 def bench_speed(ctx: click.Context) -> None:
     """Students side by side: load, prefill, first token, decode (--help for options)."""
-    from assistant.bench import speed
+    with installed():
+        from drag_bench import speed
 
     ctx.exit(speed.main(list(ctx.args)))
 
@@ -46,7 +50,8 @@ def bench_speed(ctx: click.Context) -> None:
 @click.pass_context
 def bench_builds(ctx: click.Context) -> None:
     """llama.cpp builds side by side (each venv's own): prefill and decode (--help)."""
-    from assistant.bench import builds
+    with installed():
+        from drag_bench import builds
 
     ctx.exit(builds.main(list(ctx.args)))
 
@@ -55,16 +60,18 @@ def bench_builds(ctx: click.Context) -> None:
 @click.pass_context
 def bench_embedder(ctx: click.Context) -> None:
     """The embedder on ONNX Runtime and on torch, side by side: speed and agreement."""
-    from assistant.bench import embedding
+    with installed():
+        from drag_bench import embedder
 
-    ctx.exit(embedding.main(list(ctx.args)))
+    ctx.exit(embedder.main(list(ctx.args)))
 
 
 @bench_group.command("startup", context_settings=PASS_THROUGH)
 @click.pass_context
 def bench_startup(ctx: click.Context) -> None:
     """How soon the app shows its first screen, in tmux, against a bare Textual app."""
-    from assistant.bench import startup
+    with installed():
+        from drag_bench import startup
 
     ctx.exit(startup.main(list(ctx.args)))
 
@@ -73,6 +80,7 @@ def bench_startup(ctx: click.Context) -> None:
 @click.pass_context
 def bench_store(ctx: click.Context) -> None:
     """Offline answers vs the teacher, cache hits, retrieval at scale (--help for options)."""
-    from assistant.bench import offline as bench
+    with installed():
+        from drag_bench import store as bench
 
     ctx.exit(bench.main(list(ctx.args)))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from drag_bench import privacy as leakage
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -23,7 +24,7 @@ from textual.widgets import (
 )
 
 from assistant import paths
-from assistant.bench import accuracy, leakage
+from assistant.bench_package import installed
 from assistant.errors import DragError
 from assistant.privacy.detector import Detector
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar, bar_chart
@@ -122,6 +123,12 @@ class BenchScreen(DragScreen):
     @work(thread=True, exclusive=True, group="bench")
     def run_bench(self, limit: int) -> None:
         app = self.drag
+        try:
+            with installed():
+                from drag_bench import privacy as leakage
+        except DragError as exc:
+            app.call_from_thread(self._failed, str(exc))
+            return
         items = leakage.load_dataset("bundled")
         pii = [i for i in items if not i.control][:limit]
         items = pii + [i for i in items if i.control][: max(1, limit // 5)]
@@ -149,6 +156,12 @@ class BenchScreen(DragScreen):
     def run_accuracy(self, limit: int) -> None:
         """`drag bench accuracy` with its own runtime (the chat keeps its models)."""
         app = self.drag
+        try:
+            with installed():
+                from drag_bench import accuracy
+        except DragError as exc:
+            app.call_from_thread(self._failed, str(exc))
+            return
         out = Path(paths.data_dir()) / "bench" / f"accuracy-tui-n{limit}"
         args = accuracy.parse(["--n", str(limit), "--k", "5,10", "--out", str(out)])
         steps = 2 * limit  # the teacher's part, then the student's, per question
@@ -181,6 +194,7 @@ class BenchScreen(DragScreen):
         self.query_one("#bench-run", Button).disabled = False
 
     def _show_privacy(self, summaries: dict[str, dict[str, Any]], count: int) -> None:
+
         title = f"Privacy leakage · bundled · {count} items"
         self.query_one("#bench-table", Markdown).update(leakage.render(summaries, title))
         self.query_one("#bench-plot", Static).update(

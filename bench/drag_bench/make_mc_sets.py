@@ -1,11 +1,11 @@
 """Regenerate the bundled MMLU and MedMCQA subsets and the ARC-Challenge dev split
 from the verbatim copies in ``../shared/data`` (seeded: the same files every time).
 
-    python -m assistant.bench.make_mc_sets --shared ../shared/data
+    python -m drag_bench.make_mc_sets --shared ../shared/data
 
 Both are written in the bundled ARC format (one JSON object per line:
 ``{id, question, options: [{label, text}], answer, subject}``).  See
-``assistant/bench/data/PROVENANCE.md`` for origins and licences.
+``bench/drag_bench/data/PROVENANCE.md`` for origins and licences.
 """
 
 from __future__ import annotations

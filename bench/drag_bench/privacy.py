@@ -13,7 +13,7 @@ actually leave: the exact body of the evidence request.  Methods, in one run:
 
 Two scorers, side by side:
 
-* the **unit scorer** (``assistant.bench.leakscore``, no code shared with the guard): a
+* the **unit scorer** (``drag_bench.leakscore``, no code shared with the guard): a
   unit leaked when it, any of its words of 4+ letters, or its digit run is in what was
   sent, after Unicode and case folding -- for every type; reported per category (the
   spaCy label of the unit where it stands in the text, or LINK / EMAIL / NUMBER), and
@@ -54,10 +54,6 @@ from pathlib import Path
 from typing import Any
 
 from assistant import config, egress, evidence
-from assistant.bench import arguments, leakscore, split_choices
-from assistant.bench.make_privacy_set import DEFAULT_MMLU, full_text
-from assistant.bench.mc import MCQuestion, extract_choice
-from assistant.bench.stats import paired, percentile
 from assistant.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.detector import Detector
 from assistant.privacy.engine import offline_email_recognizer, spacy_engine
@@ -69,6 +65,10 @@ from assistant.privacy.reader import Reading
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
 from assistant.privacy.textform import normalise
 from assistant.runtime import Runtime
+from drag_bench import arguments, leakscore, split_choices
+from drag_bench.make_privacy_set import DEFAULT_MMLU, full_text
+from drag_bench.mc import MCQuestion, extract_choice
+from drag_bench.stats import paired, percentile
 
 METHODS = ("full", "reader", "presidio", "rewrite")
 # presidio-research labels that are personal data in this product's policy (GPE, dates,
@@ -107,7 +107,7 @@ PUPA_LOOKED_AT = frozenset("01234567")  # first hex digit of the conversation ha
 
 
 def bundled_path() -> Path:
-    return Path(str(resources.files("assistant.bench") / "data" / "privacy_mmlu.jsonl"))
+    return Path(str(resources.files("drag_bench") / "data" / "privacy_mmlu.jsonl"))
 
 
 def load_bundled(path: Path | None = None) -> list[Item]:
@@ -621,7 +621,7 @@ def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
 
 def plot(summaries: dict[str, dict[str, Any]], title: str, path: Path) -> Path:
     """Partial leakage per entity type (and overall), one bar per method."""
-    from assistant.bench.plots import grouped_bars
+    from drag_bench.plots import grouped_bars
 
     types = sorted({t for s in summaries.values() for t in s["by_type"]})
     groups: dict[str, dict[str, float]] = {

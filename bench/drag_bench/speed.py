@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from assistant import answer, llamabuild, modelfiles
-from assistant.bench import arguments
-from assistant.bench.mc import bundled, bundled_arc, load_arc
 from assistant.errors import DragError
 from assistant.student import Student
+from drag_bench import arguments
+from drag_bench.mc import bundled, bundled_arc, load_arc
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant.bench import arguments
+from drag_bench import arguments
 
 KEYS = ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s")
 
@@ -32,7 +32,7 @@ def one_run(python: str, model: str, decode_tokens: int, threads: int) -> dict[s
     """``drag bench speed --runs 1`` in that environment: its figures and its build."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "speed.json"
-        command = [python, "-m", "assistant.bench.speed", "--students", model, "--runs", "1"]
+        command = [python, "-m", "drag_bench.speed", "--students", model, "--runs", "1"]
         command += ["--decode-tokens", str(decode_tokens), "--threads", str(threads)]
         proc = subprocess.run(
             [*command, "--json", str(out)],

@@ -9,7 +9,7 @@ value with its type.  A control part holds MMLU questions with no PII.
 Seeded: the same seed, MMLU copy and Faker version give the same file
 (tests/test_privacy_bench.py checks the committed file against a fresh run).
 
-    python -m assistant.bench.make_privacy_set --mmlu ../shared/data/mmlu
+    python -m drag_bench.make_privacy_set --mmlu ../shared/data/mmlu
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from assistant.bench import arguments
+from drag_bench import arguments
 
 APP_MARK = "Ask a question"
 BARE_MARK = "bare textual ready"

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from assistant import recall
-from assistant.bench import arguments
-from assistant.bench.mc import MCQuestion, bundled, load_arc
 from assistant.embedder import OnnxEmbedder, SentenceEmbedder, load
 from assistant.errors import DragError
 from assistant.ranking import rank_texts
+from drag_bench import arguments
+from drag_bench.mc import MCQuestion, bundled, load_arc
 
 BACKENDS = ("onnx", "torch")
 

@@ -36,14 +36,14 @@ from typing import Any
 import numpy as np
 
 from assistant import config, pipeline, recall
-from assistant.bench import arguments
-from assistant.bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
-from assistant.bench.stats import percentile, spread
 from assistant.errors import DragError, NotCovered
 from assistant.parsing import parse_objects
 from assistant.results import AskResult
 from assistant.runtime import Runtime
 from assistant.store import Store, cache
+from drag_bench import arguments
+from drag_bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
+from drag_bench.stats import percentile, spread
 
 PARAPHRASE_VERSION = "paraphrase-v1"
 PARAPHRASE_SYSTEM = (

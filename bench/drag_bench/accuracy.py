@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from assistant import answer, config, pipeline
-from assistant.bench import arguments, split_choices
-from assistant.bench.mc import MCQuestion, bundled, extract_choice, load_arc
-from assistant.bench.stats import paired, spread
 from assistant.config import MODES, ORDERS, Mode
 from assistant.errors import DragError, InputError
 from assistant.results import AskResult
 from assistant.runtime import Runtime
 from assistant.store import ledger
+from drag_bench import arguments, split_choices
+from drag_bench.mc import MCQuestion, bundled, extract_choice, load_arc
+from drag_bench.stats import paired, spread
 
 DATASETS = {
     "arc-c": "arc_challenge_first200.jsonl",
@@ -189,7 +189,7 @@ def _against_none(
     cols: Sequence[tuple[str, int]],
 ) -> dict[str, dict[str, float | int]]:
     """Each column against the student alone, on the questions both answered: the
-    discordant pairs and the exact McNemar p (assistant.bench.stats)."""
+    discordant pairs and the exact McNemar p (drag_bench.stats)."""
     alone = {a["id"]: bool(a["correct"]) for a in cells.get((student, teacher, "none", 0), [])}
     out: dict[str, dict[str, float | int]] = {}
     for mode, k in cols:

@@ -47,7 +47,7 @@ def bundled_arc() -> Path:
 
 def bundled(name: str) -> Path:
     """A bundled set by file name (see data/PROVENANCE.md)."""
-    return Path(str(resources.files("assistant.bench") / "data" / name))
+    return Path(str(resources.files("drag_bench") / "data" / name))
 
 
 def load_arc(path: Path) -> list[MCQuestion]:
