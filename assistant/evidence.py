@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from assistant import egress
 from assistant.errors import TeacherError
 from assistant.parsing import parse_list
 from assistant.teacher import Teacher
@@ -59,10 +60,10 @@ def parse(text: str, n: int, deadline: float | None = None) -> list[Evidence]:
     return [Evidence(text=item, teacher_rank=i) for i, item in enumerate(items, start=1)]
 
 
-def generate(teacher: Teacher, question: str, n: int) -> list[Evidence]:
-    """One teacher call; at most ``n`` statements in the teacher's order."""
-    # The prompt's own words are public; the question (already sanitized) is judged in full.
-    request = teacher.request(
+def request(teacher: Teacher, question: str, n: int) -> egress.ChatRequest:
+    """The evidence request for ``question`` (already sanitized), as ``teacher`` sends
+    it.  The prompt's own words are public; the question is judged in full."""
+    return teacher.request(
         "evidence",
         SYSTEM,
         USER.format(n=n, question=question),
@@ -70,7 +71,11 @@ def generate(teacher: Teacher, question: str, n: int) -> list[Evidence]:
         templates=(USER,),
         prompt_version=PROMPT_VERSION,
     )
-    reply = teacher.complete(request)
+
+
+def generate(teacher: Teacher, question: str, n: int) -> list[Evidence]:
+    """One teacher call; at most ``n`` statements in the teacher's order."""
+    reply = teacher.complete(request(teacher, question, n))
     items = parse(reply.text, n, reply.deadline)
     if not items:
         cut = (

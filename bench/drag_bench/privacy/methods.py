@@ -1,0 +1,225 @@
+"""The methods the privacy benchmark compares: this product's upload path (``full``,
+with the local reader or not), Presidio's defaults, and the student's rewrite alone."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from assistant import config, egress, evidence
+from assistant.errors import GuardBlocked, PrivacyError
+from assistant.privacy.detector import Detector
+from assistant.privacy.engine import offline_email_recognizer, spacy_engine
+from assistant.privacy.generalise import Generaliser
+from assistant.privacy.guard import EgressGuard
+from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import load_policy
+from assistant.privacy.reader import Reading
+from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
+from assistant.runtime import Runtime
+from assistant.teacher import Teacher
+from drag_bench.privacy.datasets import Item
+
+
+def evidence_request(
+    question: str,
+    protected: tuple[tuple[str, str], ...] = (),
+    n: int = 15,
+    public: tuple[str, ...] = (),
+) -> egress.ChatRequest:
+    """The evidence request that would carry ``question``: built by the product's own
+    :func:`assistant.evidence.request`, for a teacher that is never called (``public``:
+    the question's coarser values, as the pipeline passes them)."""
+    teacher = Teacher(
+        endpoint=egress.Endpoint("http://teacher.invalid/v1"),
+        model="teacher",
+        structured="json_schema",
+        protected=lambda: protected,
+        hints=public,
+    )
+    return evidence.request(teacher, question, n)
+
+
+def evidence_body(question: str, n: int = 15) -> bytes:
+    """The exact body the evidence request would carry for ``question``."""
+    return evidence_request(question, n=n).payload_bytes()
+
+
+@dataclass
+class Outcome:
+    """What one method did with one item."""
+
+    sent: str | None  # the outgoing body as text; None = refused, nothing sent
+    seconds: dict[str, float] = field(default_factory=dict)
+    changed: bool = False  # the question was altered before upload
+    note: str = ""
+
+
+Method = Callable[[Item], Outcome]
+
+
+class RecordingGuard:
+    """Passes the judgement to the real guard and keeps the last body it let through."""
+
+    def __init__(self, guard: EgressGuard) -> None:
+        self.guard = guard
+        self.last: bytes | None = None
+
+    def check_body(self, body: bytes, request: egress.ChatRequest | egress.ModelsRequest) -> None:
+        self.guard.check_body(body, request)
+        self.last = body
+
+    def check_headers(
+        self, headers: dict[str, str], request: egress.ChatRequest | egress.ModelsRequest
+    ) -> None:
+        self.guard.check_headers(headers, request)
+
+
+Sender = Callable[[egress.ChatRequest, RecordingGuard], None]
+
+
+def make_full(
+    detector: Detector,
+    rewriter: Callable[[str, str], str] | None,
+    send: Sender | None = None,
+    read: Callable[[str], Reading | None] | None = None,
+) -> Method:
+    """This product's upload path; with ``send``, each request really goes to the teacher;
+    with ``read`` (:meth:`Runtime.read`, as ``drag ask`` calls it), the local model reads
+    each question too."""
+    guard = EgressGuard(detector)
+    generaliser = Generaliser.from_policy(detector.policy.generalise)
+
+    def run(item: Item) -> Outcome:
+        vault = Vault(tag_of=load_policy().tag)  # one fresh session per item
+        try:
+            reading = read(item.text) if read is not None else None
+        except PrivacyError as exc:  # fails closed: nothing is sent
+            return Outcome(None, {}, True, str(exc))
+        san = sanitize(
+            item.text,
+            scanner=detector,
+            vault=vault,
+            guard=guard,
+            rewriter=rewriter,
+            rewrite="on-detection" if rewriter else "never",
+            generaliser=generaliser,
+            read=reading,
+        )
+        seconds = dict(san.stages)
+        if san.unread:  # drag ask without a review (--yes) refuses it: so does this
+            return Outcome(None, seconds, True, san.unread_line)
+        request = evidence_request(
+            san.text, tuple(vault.values()), public=tuple(san.hints.values())
+        )
+        recorder = RecordingGuard(guard)
+        started = time.perf_counter()
+        try:
+            if send is None:  # --no-teacher: judge and record, send nothing
+                recorder.check_body(request.payload_bytes(), request)
+            else:  # through egress.send: recorder.last ends as the bytes the HTTP hook saw
+                send(request, recorder)
+        except GuardBlocked as exc:
+            seconds["guard"] = time.perf_counter() - started
+            return Outcome(None, seconds, True, str(exc))
+        seconds["guard" if send is None else "guard+upload"] = time.perf_counter() - started
+        sent = recorder.last.decode("utf-8") if recorder.last is not None else None
+        return Outcome(sent, seconds, san.text != item.text, san.rewrite_note)
+
+    return run
+
+
+def make_presidio_default() -> Method:
+    from presidio_analyzer import AnalyzerEngine
+
+    # Presidio's defaults (all predefined recognizers, default thresholds, default entity
+    # mapping); only the spaCy model differs: en_core_web_lg cannot be installed here, so
+    # both methods run on the policy's en_core_web_md.
+    nlp = spacy_engine(
+        {
+            "nlp_engine_name": "spacy",
+            "models": [{"lang_code": "en", "model_name": load_policy().model}],
+        }
+    )
+    engine = AnalyzerEngine(nlp_engine=nlp, supported_languages=["en"])
+    # One deviation: Presidio's e-mail check would download a suffix list (no traffic here).
+    engine.registry.remove_recognizer("EmailRecognizer")
+    engine.registry.add_recognizer(offline_email_recognizer())
+
+    def run(item: Item) -> Outcome:
+        started = time.perf_counter()
+        results = engine.analyze(text=item.text, language="en")
+        spans = sorted(
+            {(r.start, r.end, r.entity_type) for r in results}, key=lambda s: (s[0], -s[1])
+        )
+        out, cursor = [], 0
+        for start, end, entity in spans:
+            if start < cursor:
+                continue
+            out += [item.text[cursor:start], f"<{entity}>"]
+            cursor = end
+        out.append(item.text[cursor:])
+        text = "".join(out)
+        return Outcome(
+            evidence_body(text).decode("utf-8"),
+            {"detect": time.perf_counter() - started},
+            text != item.text,
+        )
+
+    return run
+
+
+def make_rewrite_only(rewriter: Callable[[str, str], str]) -> Method:
+    def run(item: Item) -> Outcome:
+        started = time.perf_counter()
+        text = rewriter(REWRITE_SYSTEM, item.text).strip() or item.text
+        return Outcome(
+            evidence_body(text).decode("utf-8"),
+            {"rewrite": time.perf_counter() - started},
+            text != item.text,
+        )
+
+    return run
+
+
+def _student_rewriter() -> Callable[[str, str], str]:
+    from assistant import modelfiles
+    from assistant.student import Student
+
+    settings = config.load()
+    path, _spec = modelfiles.resolve(settings.student.model)
+    student = Student(path, n_ctx=settings.student.n_ctx, gpu=settings.student.gpu)
+
+    def rewrite(system: str, text: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+        return student.chat(messages, max_tokens=max(64, len(text) // 2)).text
+
+    return rewrite
+
+
+@contextlib.contextmanager
+def _sender() -> Iterator[Sender]:
+    """Send each request to the configured teacher (asking for one token: only the
+    upload is measured), through egress.send and its HTTP hook."""
+
+    with Runtime(config.load()) as rt:
+        teacher = rt.teacher
+
+        def to_ledger(sent: egress.Sent) -> None:
+            """A real upload: it goes in the ledger like any other."""
+            if teacher.ledger is not None:
+                teacher.ledger(teacher.upload_of(sent))
+
+        def send(request: egress.ChatRequest, guard: RecordingGuard) -> None:
+            request = dataclasses.replace(
+                request,
+                model=teacher.model,
+                max_tokens=1,
+                response_format=teacher.response_format("evidence", evidence.schema(15)),
+            )
+            egress.send(teacher.endpoint, request, guard, record=to_ledger)
+
+        yield send
