@@ -1,0 +1,214 @@
+"""The accuracy benchmark's two passes: the teacher's (evidence and graph, cached and
+recorded) and the students' answers from it; resumable records."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from assistant import pipeline
+from assistant.config import Mode
+from assistant.errors import DragError
+from assistant.results import AskResult
+from assistant.runtime import Runtime
+from assistant.store import ledger
+from drag_bench.accuracy.report import column_name
+from drag_bench.mc import MCQuestion, extract_choice
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text("utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break  # a line cut short by an interruption: redone
+    return out
+
+
+class Records:
+    """answers.jsonl: teacher and answer records, appended as they come, read back on resume."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # A question the teacher failed on (down, refused by the guard) is tried again:
+        # its failure and the answers made without its context are dropped.
+        kept = [
+            r
+            for r in _read_jsonl(path)
+            if not (r.get("kind") == "teacher" and r.get("error")) and not r.get("teacher_failed")
+        ]
+        # Rewrite what was readable, so a torn last line does not stay in the file.
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), "utf-8")
+        self.answers = [r for r in kept if r.get("kind") == "answer"]
+        self.teachers = [r for r in kept if r.get("kind") == "teacher"]
+        self._done = {
+            (r["student"], r["teacher"], r["id"], r["mode"], r["k"]) for r in self.answers
+        }
+        self._taught = {(r["teacher"], r["id"]) for r in self.teachers}
+
+    def answered(self, student: str, teacher: str, qid: str, mode: str, k: int) -> bool:
+        return (student, teacher, qid, mode, k) in self._done
+
+    def taught(self, teacher: str, qid: str) -> bool:
+        return (teacher, qid) in self._taught
+
+    def add(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        if record["kind"] == "answer":
+            self.answers.append(record)
+            key = (record["student"], record["teacher"], record["id"], record["mode"], record["k"])
+            self._done.add(key)
+        else:
+            self.teachers.append(record)
+            self._taught.add((record["teacher"], record["id"]))
+
+
+def teacher_record(
+    rt: Runtime, teacher: str, q: MCQuestion, result: AskResult, seconds: float
+) -> dict[str, Any]:
+    """Calls and tokens of this question's teacher work, also when the cache served it
+    (then read from the ledger rows of the uploads it came from)."""
+    if result.source == "teacher":
+        calls = result.teacher.get("calls", [])
+        prompt = sum(c["prompt_tokens"] for c in calls)
+        completion = sum(c["completion_tokens"] for c in calls)
+        count = len(calls)
+    else:
+        rows = [ledger.get(rt.store.db, u) for u in result.provenance.get("uploads") or []]
+        found = [r for r in rows if r is not None]
+        prompt = sum(int(r["prompt_tokens"] or 0) for r in found)
+        completion = sum(int(r["completion_tokens"] or 0) for r in found)
+        count = len(found)
+    return {
+        "kind": "teacher",
+        "teacher": teacher,
+        "id": q.id,
+        "served": result.source,
+        "calls": count,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "seconds": round(seconds, 3),
+        "evidence": len(result.evidence),
+        "triples": len(result.triples),
+        "timings": dict(result.timings),
+        "warnings": result.warnings,
+    }
+
+
+def gather_all(
+    rt: Runtime,
+    teacher: str,
+    questions: Sequence[MCQuestion],
+    records: Records,
+    *,
+    n: int,
+    k: int,
+    concurrency: int,
+    log: Callable[[str], None],
+    mode: Mode = "combined",
+) -> dict[str, AskResult | None]:
+    """The teacher's work for every question (None where it failed), ``concurrency`` at once.
+
+    ``mode`` "evidence" skips the graph calls (the costlier half on a local teacher);
+    the cache then holds no graph for these questions."""
+
+    def one(q: MCQuestion) -> tuple[MCQuestion, AskResult | None, float, str]:
+        started = time.perf_counter()
+        try:
+            with rt.own_placeholders():  # each question is a conversation of its own
+                result = pipeline.gather(
+                    rt, q.text(), mode=mode, n=n, k=k, review_policy="never", reuse="exact"
+                )
+        except DragError as exc:  # refused by the guard, teacher down: recorded, not fatal
+            return q, None, time.perf_counter() - started, str(exc)
+        return q, result, time.perf_counter() - started, ""
+
+    out: dict[str, AskResult | None] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for i, (q, result, seconds, error) in enumerate(pool.map(one, questions), start=1):
+            out[q.id] = result
+            if not records.taught(teacher, q.id):
+                if result is None:
+                    record = {
+                        "kind": "teacher",
+                        "teacher": teacher,
+                        "id": q.id,
+                        "served": "none",
+                        "calls": 0,
+                        "prompt_tokens": 0,
+                        "completion_tokens": 0,
+                        "seconds": round(seconds, 3),
+                        "error": error,
+                    }
+                else:
+                    record = teacher_record(rt, teacher, q, result, seconds)
+                records.add(record)
+            how = "✗ " + error[:80] if result is None else result.source
+            log(f"teacher {teacher} [{i}/{len(questions)}] {q.id}: {how} ({seconds:.1f} s)")
+    return out
+
+
+def answer_all(
+    rt: Runtime,
+    student: str,
+    teacher: str,
+    questions: Sequence[MCQuestion],
+    gathered: dict[str, AskResult | None],
+    cols: Sequence[tuple[str, int]],
+    records: Records,
+    log: Callable[[str], None],
+    answer_format: str = "reason",
+) -> None:
+    for i, q in enumerate(questions, start=1):
+        base = gathered.get(q.id)
+        marks: list[str] = []
+        for mode, k in cols:
+            if records.answered(student, teacher, q.id, mode, k):
+                continue
+            if base is None:  # no teacher work: what the user would get, the student alone
+                base = AskResult(question=q.text(), mode="none", n=0, k=0)
+                gathered[q.id] = base
+            if not marks:  # the question's first answer never rides on the last question's
+                rt.student.forget()
+            attempt = dataclasses.replace(base, mode=mode, k=k or base.k, timings={})  # type: ignore[arg-type]
+            pipeline.respond(
+                rt,
+                attempt,
+                prompt=q.student_prompt(answer_format),
+                choices=q.labels if answer_format == "letter" else (),
+            )
+            choice = extract_choice(attempt.answer, q)
+            records.add(
+                {
+                    "kind": "answer",
+                    "student": student,
+                    "teacher": teacher,
+                    "id": q.id,
+                    "subject": q.subject,
+                    "mode": mode,
+                    "k": k,
+                    "answer_key": q.answer,
+                    "choice": choice,
+                    "correct": choice == q.answer,
+                    "reply": attempt.answer,
+                    "context_evidence": len(attempt.used_evidence),
+                    "context_triples": len(attempt.used_triples),
+                    "teacher_failed": base.mode == "none" and mode != "none",
+                    "seconds": attempt.timings.get("answer", 0.0),
+                    "prompt_tokens": attempt.student["prompt_tokens"],
+                    "completion_tokens": attempt.student["completion_tokens"],
+                    "tokens_per_second": attempt.student["tokens_per_second"],
+                }
+            )
+            marks.append(f"{column_name(mode, k)}:{'✓' if choice == q.answer else '✗'}")
+        if marks:
+            log(f"student {student} [{i}/{len(questions)}] {q.id} " + " ".join(marks))

@@ -1,0 +1,52 @@
+"""The accuracy benchmark's datasets and its grid: modes, K, answer formats, stages."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from assistant.errors import InputError
+from drag_bench.mc import MCQuestion, bundled, load_arc
+
+DATASETS = {
+    "arc-c": "arc_challenge_first200.jsonl",
+    # ARC-Challenge test items 201-400: where student-side choices are tried, never reported.
+    "arc-c-dev": "arc_challenge_dev200.jsonl",
+    "mmlu": "mmlu_sample.jsonl",
+    "medmcqa": "medmcqa_sample.jsonl",
+}
+DATASET_NAMES = {
+    "arc-c": "ARC-Challenge",
+    "arc-c-dev": "ARC-Challenge dev (items 201-400)",
+    "mmlu": "MMLU",
+    "medmcqa": "MedMCQA",
+}
+Z95 = 1.959964
+ANSWER_FORMATS = ("reason", "letter")
+# The teacher's stages as AskResult.timings names them, in the order they run.
+STAGES = ("sanitize", "recall", "evidence", "rank_evidence", "graph", "rank_triples")
+
+
+# -- questions -------------------------------------------------------------------------------
+
+
+def load_questions(
+    dataset: str, path: Path | None, n: int, seed: int, subjects: Sequence[str] = ()
+) -> list[MCQuestion]:
+    """A seeded sample of ``n`` questions, in the file's order."""
+    items = load_arc(path or bundled(DATASETS[dataset]))
+    if subjects:
+        known = sorted({q.subject for q in items if q.subject})
+        unknown = [s for s in subjects if s not in known]
+        if unknown:
+            hint = f"subjects here: {', '.join(known[:8])}…" if known else "this set has none"
+            raise InputError(f"unknown subject {unknown[0]!r} ({hint})")
+        items = [q for q in items if q.subject in subjects]
+    if n > len(items):
+        raise InputError(f"--n {n}: the set has only {len(items)} questions")
+    chosen = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in chosen]
+
+
+# -- figures ---------------------------------------------------------------------------------
