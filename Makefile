@@ -59,6 +59,7 @@ test: $(VENV)/.test
 	$(BIN)/ruff check assistant bench tests
 	$(BIN)/ruff format --check assistant bench tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.test

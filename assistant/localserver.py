@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from assistant import egress, llamabuild, llamacheck, paths
 from assistant.errors import DragError, TeacherError
+from assistant.listeners import alive, owns
 from assistant.student import default_threads
 
 HOST = "127.0.0.1"
@@ -71,59 +72,6 @@ def state_file() -> Path:
     return paths.state_dir() / "teacher.json"
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` is still there."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _listening_inodes(port: int) -> set[str] | None:
-    """The socket inodes listening on 127.0.0.1:``port`` (Linux's /proc/net/tcp), or None
-    where this system has no such table."""
-    try:
-        lines = Path("/proc/net/tcp").read_text("ascii").splitlines()[1:]
-    except OSError:
-        return None
-    want = f"0100007F:{port:04X}"
-    inodes = set()
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 9 and fields[1] == want and fields[3] == "0A":  # 0A: LISTEN
-            inodes.add(fields[9])
-    return inodes
-
-
-def listens(pid: int, port: int) -> bool | None:
-    """Whether process ``pid`` is the one listening on 127.0.0.1:``port``: another local
-    user's process that took the port first (issue 30) is not.  None where this cannot
-    be seen (no /proc: not Linux); False where it can and it is not."""
-    inodes = _listening_inodes(port)
-    if inodes is None:
-        return None
-    try:
-        fds = list(Path(f"/proc/{pid}/fd").iterdir())
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            target = str(fd.readlink())
-        except OSError:
-            continue
-        if target.startswith("socket:[") and target[8:-1] in inodes:
-            return True
-    return False
-
-
-def _ours(pid: int, port: int) -> bool:
-    """A server at ``port`` that is process ``pid``'s, as far as this system shows."""
-    return listens(pid, port) is not False
-
-
 def _probe(base_url: str, api_key: str, timeout: float = 2.0) -> bool:
     """The server answers, and takes ``api_key`` (a server that refuses it is not ours)."""
     try:
@@ -152,7 +100,7 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
         return None
     if model_path is not None and Path(info.model_path) != model_path:
         return None
-    if not _ours(info.pid, info.port):
+    if not owns(info.pid, info.port):
         return None  # the port is someone else's now: never send them a question
     return info if _probe(info.base_url, info.api_key) else None
 
@@ -376,7 +324,7 @@ class LocalServer:
                 )
             # Answering is not enough: the listener must be this server (a process that
             # took the port first would answer and read the questions).
-            if _ours(self.process.pid, self.port) and _probe(
+            if owns(self.process.pid, self.port) and _probe(
                 self.base_url, self.api_key, timeout=5.0
             ):
                 return

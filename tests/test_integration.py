@@ -418,7 +418,8 @@ def test_a_process_on_the_teachers_port_is_never_taken_for_it(
     """Issue 30, item 5: a process that took the port first answers as a server would;
     drag checks the listener is the server it started (or recorded), and refuses."""
     from assistant.errors import TeacherError
-    from assistant.localserver import LocalServer, ServerInfo, _recorded, listens
+    from assistant.listeners import listens
+    from assistant.localserver import LocalServer, ServerInfo, _recorded
 
     squatter = _Squatter()
     try:

@@ -12,6 +12,7 @@ from assistant import errors, modelfiles
 from assistant.cli.common import echo, status_printer
 from assistant.cli.root import cli
 from assistant.config import Settings
+from assistant.listeners import alive
 
 
 @cli.group("teacher")
@@ -82,7 +83,7 @@ def _serve_running(path: Path, n_ctx: int) -> bool:
             "the server other drag commands started, held while this runs); Ctrl+C lets it go"
         )
         try:
-            while localserver.alive(shared.pid):
+            while alive(shared.pid):
                 time.sleep(1.0)
         except KeyboardInterrupt:
             return True
