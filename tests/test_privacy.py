@@ -21,9 +21,10 @@ from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body, template_fragments
-from assistant.privacy.placeholders import Vault, normalise, org_short_forms, outside_placeholders
+from assistant.privacy.placeholders import Vault, org_short_forms, outside_placeholders
 from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
+from assistant.privacy.textform import normalise
 from tests.conftest import SocketLog
 
 AMELIA = (

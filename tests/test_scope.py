@@ -21,9 +21,10 @@ from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding
 from assistant.privacy.generalise import Generaliser, annotate, coarser, describe_place, place
 from assistant.privacy.guard import EgressGuard, Outgoing, leak
-from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.sanitize import sanitize
+from assistant.privacy.textform import normalise
 
 
 @pytest.fixture(scope="module")

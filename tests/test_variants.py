@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from assistant.errors import GuardBlocked
 from assistant.privacy.detector import Detector
 from assistant.privacy.guard import EgressGuard, Outgoing, leak
-from assistant.privacy.placeholders import Vault, normalise
+from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
+from assistant.privacy.textform import normalise
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,6 @@ from assistant.privacy.placeholders import (
 )
 from assistant.privacy.reader import RECOGNIZER, Reading, union
 
-REWRITE_VERSION = "rewrite-v1"
 REWRITE_SYSTEM = (
     "You rewrite a question before it is sent to an outside expert.\n"
     "Rules:\n"

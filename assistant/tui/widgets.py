@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual.screen import Screen
@@ -67,10 +67,8 @@ class DragScreen(Screen[None]):
 
     @property
     def drag(self) -> DragApp:
-        from assistant.tui.app import DragApp
-
-        assert isinstance(self.app, DragApp)
-        return self.app
+        # Typed only: the app imports its screens, so a screen does not import the app.
+        return cast("DragApp", self.app)
 
 
 class StatusBar(Plain):
