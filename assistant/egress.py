@@ -373,7 +373,6 @@ def _send(
     import openai
 
     started = time.perf_counter()
-    deadline = time.monotonic() + endpoint.timeout
     try:
         if isinstance(request, ModelsRequest):
             listing = client.with_options(max_retries=0).models.list()
@@ -397,6 +396,9 @@ def _send(
             f"(invalid JSON: {one_line(str(exc), 80)}); try again"
         ) from None
     seconds = time.perf_counter() - started
+    # Reading the reply gets teacher.timeout of its own, from when it arrived (a request
+    # that was retried has used some of its own already).
+    deadline = time.monotonic() + endpoint.timeout
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list):
         raise TeacherError(

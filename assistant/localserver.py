@@ -89,13 +89,12 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
     """The server recorded in ``path``, if it is alive, answers, and serves that model."""
     try:
         data = json.loads(path.read_text("utf-8"))
-        info = ServerInfo(
-            int(data["pid"]), int(data["port"]), str(data["model_path"]), str(data["api_key"])
-        )
+        key = data["api_key"]
+        info = ServerInfo(int(data["pid"]), int(data["port"]), str(data["model_path"]), key)
     except (OSError, ValueError, KeyError, TypeError):
-        return None  # a record without a key is a server that lets anyone in: not used
-    if not info.api_key:
         return None
+    if not isinstance(key, str) or not key:
+        return None  # a record without a key is a server that lets anyone in: not used
     if not alive(info.pid):
         return None
     if model_path is not None and Path(info.model_path) != model_path:
@@ -327,6 +326,12 @@ class LocalServer:
             if owns(self.process.pid, self.port) and _probe(
                 self.base_url, self.api_key, timeout=5.0
             ):
+                if _probe(self.base_url, "", timeout=5.0):  # it lets a request in without
+                    self.stop()
+                    raise TeacherError(
+                        "the local teacher server does not ask for its API key (a "
+                        "llama-cpp-python that ignores API_KEY?); it was stopped, nothing sent"
+                    )
                 return
             time.sleep(0.25)
         self.stop()

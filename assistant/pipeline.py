@@ -503,7 +503,8 @@ def respond(
     s = runtime.settings.student
     # The student read the real values: a link it writes that carries one is withheld,
     # in the stream as in the answer (a click would send the value).
-    held = LinkHold(on_text, runtime.vault.values) if on_text is not None else None
+    distinctive = getattr(runtime.detector, "distinctive", None)  # as the guard asks
+    held = LinkHold(on_text, runtime.vault.values, distinctive) if on_text else None
     with _timed(result.timings, "answer"):
         gen = student.chat(
             messages,
@@ -514,7 +515,8 @@ def respond(
         )
     if held is not None:
         held.flush()
-    result.answer = withhold_links(runtime.vault.restore(gen.text), runtime.vault.values())
+    restored = runtime.vault.restore(gen.text)
+    result.answer = withhold_links(restored, runtime.vault.values(), distinctive)
     result.student = {
         "model": student.path.name,
         "gpu_offload": student.on_gpu,

@@ -44,17 +44,22 @@ def one_line(text: str) -> str:
 # CommonMark's own rule below): a reference definition's line, any URL (any scheme, to the
 # next white space: a terminal may make it clickable, quotes and backticks included), a
 # domain with a path, www. addresses, and an OSC 8 hyperlink (before plain() removes it).
+# "To the next white space" as the reader will see it: the controls plain() removes
+# (\x0b, \x0c, \x1c-\x1f, \x85) are white space to a regex but gone once shown, so they
+# never end a link here (a value after one would be inside the link on the screen).
+_VISIBLE = r"(?:[^\s]|[\x0b\x0c\x1c-\x1f\x85])"
 _LINKS = re.compile(
     r"^[ \t]*\[[^\]\n]+\]:[^\n]*"
-    r"|(?<![\w+.-])[A-Za-z][\w+.-]{0,31}:(?=\S)\S*"
-    r"|(?<![\w@.-])(?:[\w-]+\.)+[A-Za-z]{2,}/\S*"
-    r"|www\.\S*"
+    rf"|(?<![\w+.-])[A-Za-z][\w+.-]{{0,31}}:(?={_VISIBLE}){_VISIBLE}*"
+    rf"|(?<![\w+.-])[\w+.-]*://{_VISIBLE}*"  # a scheme glued to a word ("_https://…")
+    rf"|(?<![\w@.-])(?:[\w-]+\.)+[A-Za-z]{{2,}}/{_VISIBLE}*"
+    rf"|www\.{_VISIBLE}*"
     r"|\x1b\]8;[^\x07\x1b]*",
     re.IGNORECASE | re.MULTILINE,
 )
 
 
-_RUN = re.compile(r"\S*")
+_RUN = re.compile(f"{_VISIBLE}*")
 
 
 def _destination_end(text: str, start: int) -> int:

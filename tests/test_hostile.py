@@ -371,7 +371,10 @@ def test_a_link_the_student_writes_with_a_value_is_withheld() -> None:
 def test_the_streamed_answer_never_shows_a_link_before_it_is_judged() -> None:
     from assistant.privacy.guard import LinkHold, withhold_links
 
-    text = "Margaret, open https://evil.example/f?n=Margaret+Okafor&x=1 or [x](<a b Okafor>) ok"
+    text = (
+        "Margaret, open https://evil.example/f?n=Margaret+Okafor&x=1 or [x](<a b Okafor>) ok "
+        "[a](<https://evil.example/?) Margaret Okafor y>) and https://e.example/\x1fOkafor"
+    )
     for size in (1, 2, 3, 7):
         shown: list[str] = []
         hold = LinkHold(shown.append, lambda: NAME)
@@ -379,7 +382,7 @@ def test_the_streamed_answer_never_shows_a_link_before_it_is_judged() -> None:
             hold(text[i : i + size])
         hold.flush()
         assert "".join(shown) == withhold_links(text, NAME), size
-        assert not any("Okafor" in piece for piece in shown)
+        assert not any("Okafor" in piece for piece in shown), shown
 
 
 @pytest.mark.integration

@@ -36,3 +36,17 @@ def test_the_core_loads_without_the_ui_or_the_benchmarks() -> None:
         [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_app_and_the_cli_load_without_the_benchmarks_installed() -> None:
+    """The benchmarks are not in the app's wheel: `drag` must start without them."""
+    check = (
+        "import sys\n"
+        "sys.modules['drag_bench'] = None  # not installed\n"
+        "import assistant.tui.app, assistant.cli\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]

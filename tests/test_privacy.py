@@ -915,6 +915,10 @@ def test_an_identifier_label_without_an_identifier_changes_nothing(
         ("Write a birthday message for my friend 김민수, he turns 30.", "김민수"),
         ("Can you help me thank राहुल शर्मा for the referral?", "राहुल"),
         ("My landlord عبدالله keeps the deposit, what are my rights?", "عبدالله"),
+        # vowel signs and points join a name's letters (they are not letters to Python)
+        ("Please email রাহুল about the invoice.", "রাহুল"),
+        ("Should I ask சீதா before Friday?", "சீதா"),
+        ("Ask مُحَمَّد about the lease.", "مُحَمَّد"),
     ],
 )
 def test_a_name_in_another_script_inside_latin_text_is_replaced(
@@ -933,6 +937,7 @@ def test_a_name_in_another_script_inside_latin_text_is_replaced(
         ("मेरे दोस्त राहुल शर्मा को क्या उपहार दूं?", "DEVANAGARI"),
         ("Мой друг Алексей Смирнов живёт в Казани. Что ему подарить?", "CYRILLIC"),
         ("Translate 怎么回复这封邮件 into English.", "CJK"),
+        ("Call Mr. 王 today about the lease.", "CJK"),  # one character: still unread
     ],
 )
 def test_text_in_a_script_the_detector_cannot_read_is_marked_unread(
@@ -961,6 +966,7 @@ def test_text_in_a_script_the_detector_cannot_read_is_marked_unread(
         "What is Δx when α = 2 and β = 3?",
         "My manager 王伟 keeps changing the deadline, how do I push back?",  # replaced
         "Is Crème brûlée from Île-de-France?",
+        "Is a 5 µm filter fine for the 1º stage?",  # Latin-1's own letters
     ],
 )
 def test_text_the_detector_read_or_replaced_is_not_unread(

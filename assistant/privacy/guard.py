@@ -265,22 +265,32 @@ def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def carried(target: str, protected: Sequence[tuple[str, str]]) -> str | None:
+def carried(
+    target: str, protected: Sequence[tuple[str, str]], distinctive: Distinctive | None = None
+) -> str | None:
     """The entity of a protected value that link target ``target`` carries, as written
-    or percent- or plus-encoded, or None."""
+    or percent- or plus-encoded (up to three times over), or None.  ``distinctive``: as
+    for :func:`leak` (a word of an organisation's name that identifies it)."""
     from urllib.parse import unquote_plus
 
-    forms = {target, unquote_plus(target)}
+    forms = [target]
+    for _ in range(3):
+        decoded = unquote_plus(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
     own = {v.casefold() for e, v in protected if e == "URL"}
     if target.rstrip(".,;:!?)'\"").casefold() in own:
         return None  # a link the user wrote, going where the user said
     for entity, value in protected:
-        if any(leak(entity, value, form, normalise(form)) for form in forms):
+        if any(leak(entity, value, form, normalise(form), distinctive) for form in forms):
             return entity
     return None
 
 
-def withhold_links(text: str, protected: Sequence[tuple[str, str]]) -> str:
+def withhold_links(
+    text: str, protected: Sequence[tuple[str, str]], distinctive: Distinctive | None = None
+) -> str:
     """``text`` with every link target (a URL, a Markdown link's destination, an OSC 8
     hyperlink: :func:`safetext.link_spans`) that carries a protected value replaced by
     a note that says so.  Other links are left as they are."""
@@ -290,7 +300,7 @@ def withhold_links(text: str, protected: Sequence[tuple[str, str]]) -> str:
         return text
     out, cursor = [], 0
     for start, end in _merged(link_spans(text)):
-        what = carried(text[start:end], protected)
+        what = carried(text[start:end], protected, distinctive)
         if what is not None:
             out += [text[cursor:start], WITHHELD.format(what=_a(what))]
             cursor = end
@@ -310,15 +320,19 @@ class LinkHold:
     the line whole.  :meth:`flush` sends the rest."""
 
     def __init__(
-        self, emit: Callable[[str], None], protected: Callable[[], Sequence[tuple[str, str]]]
+        self,
+        emit: Callable[[str], None],
+        protected: Callable[[], Sequence[tuple[str, str]]],
+        distinctive: Distinctive | None = None,
     ) -> None:
         self._emit = emit
         self._protected = protected
+        self._distinctive = distinctive
         self._line = ""  # the current line, from its start
         self._shown = 0  # how much of it (as withheld) has gone out
 
     def _send(self, line: str, cut: int) -> None:
-        out = withhold_links(line[:cut], self._protected())
+        out = withhold_links(line[:cut], self._protected(), self._distinctive)
         if len(out) > self._shown:
             self._emit(out[self._shown :])
             self._shown = len(out)
@@ -331,8 +345,17 @@ class LinkHold:
             return 0
         cut = max(line.rfind(" "), line.rfind("\t")) + 1
         opened = line.rfind("](")
-        if opened >= 0 and ")" not in line[opened + 2 :]:
-            cut = min(cut, opened)
+        if opened >= 0:
+            after = line[opened + 2 :].lstrip(" \t")
+            # Open until its ")"; a <…> destination (which may hold ")" and spaces) until
+            # its ">" and then a ")".
+            if after.startswith("<"):
+                closed = after.find(">")
+                still_open = closed < 0 or ")" not in after[closed:]
+            else:
+                still_open = ")" not in after
+            if still_open:
+                cut = min(cut, opened)
         for start, end in _merged(link_spans(line)):
             if start < cut and (cut < end or end == len(line)):
                 return start

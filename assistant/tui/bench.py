@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from drag_bench import privacy as leakage
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -194,6 +193,7 @@ class BenchScreen(DragScreen):
         self.query_one("#bench-run", Button).disabled = False
 
     def _show_privacy(self, summaries: dict[str, dict[str, Any]], count: int) -> None:
+        from drag_bench import privacy as leakage  # installed: the run used it
 
         title = f"Privacy leakage · bundled · {count} items"
         self.query_one("#bench-table", Markdown).update(leakage.render(summaries, title))

@@ -33,13 +33,20 @@ def unknown(vocab: Any, word: str, min_letters: int) -> bool:
     )
 
 
-# A run of letters of one kind: Latin ones, or letters of other scripts (with the marks
-# that join them: Devanagari's vowel signs are not letters to str.isalpha).
-LETTER_RUN = re.compile(r"[^\W\d_](?:[^\W\d_]|[\u0300-\u036f\u0900-\u097f\u0e00-\u0e7f])*")
+# A run of letters of one kind: Latin ones, or letters of other scripts with the marks
+# that join them (vowel signs and points are not letters to str.isalpha): the combining
+# diacritics, Cyrillic's, Hebrew's and Arabic's marks, every Indic block from Devanagari
+# to Sinhala, Thai, Lao, Tibetan, Myanmar, Khmer, and kana's voicing marks.
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+    "\u06d6-\u06ed\u0900-\u0dff\u0e00-\u0fff\u1000-\u109f\u1780-\u17ff\u3099\u309a"
+)
+LETTER_RUN = re.compile(rf"[^\W\d_](?:[^\W\d_]|[{_MARKS}])*")
 
 
 def latin(ch: str) -> bool:
-    return ch.isascii() or "\u00c0" <= ch <= "\u024f" or "\u1e00" <= ch <= "\u1eff"
+    """A letter of the Latin script (ª, µ and º of Latin-1 included)."""
+    return ch.isascii() or "\u00aa" <= ch <= "\u024f" or "\u1e00" <= ch <= "\u1eff"
 
 
 def greek(ch: str) -> bool:

@@ -170,8 +170,8 @@ class ForeignRunRule:
     latin_share: float = 0.6
     score: float = 0.6
 
-    def _foreign(self, run: str) -> bool:
-        return not latin(run[0]) and not greek(run[0]) and len(run) >= self.min_letters
+    def _foreign(self, run: str, min_letters: int) -> bool:
+        return not latin(run[0]) and not greek(run[0]) and len(run) >= min_letters
 
     def find(self, scan: Scan) -> list[Finding]:
         if not self.entity:
@@ -184,7 +184,7 @@ class ForeignRunRule:
                 continue
             for m in LETTER_RUN.finditer(line):
                 run = m.group(0)
-                if not self._foreign(run):
+                if not self._foreign(run, self.min_letters):
                     continue
                 if len(run) > self.max_unspaced and "\u2e80" <= run[0] <= "\u9fff":
                     continue  # Chinese or Japanese of more than a name's length: a phrase
@@ -196,10 +196,10 @@ class ForeignRunRule:
 
     def unreadable(self, text: str) -> list[str]:
         """The runs of ``text`` in a script the detector cannot read, by their scripts'
-        names ("CJK", "HANGUL"), one per run: what is left of them in a text was checked
-        by nothing here."""
+        names ("CJK", "HANGUL"), one per run, of any length (王 alone is a surname): what
+        is left of them in a text was checked by nothing here."""
         return [
             unicodedata.name(m.group(0)[0], "UNKNOWN").split()[0]
             for m in LETTER_RUN.finditer(text)
-            if self._foreign(m.group(0))
+            if self._foreign(m.group(0), 1)
         ]
