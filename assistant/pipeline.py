@@ -501,9 +501,15 @@ def respond(
     )
     runtime.status("the student is answering…")
     s = runtime.settings.student
+
     # The student read the real values: a link it writes that carries one is withheld,
     # in the stream as in the answer (a click would send the value).
-    distinctive = getattr(runtime.detector, "distinctive", None)  # as the guard asks
+    def distinctive(word: str) -> bool:
+        """As the guard asks (an organisation's word that identifies it); the detector
+        is loaded only when a link in the answer makes this a question."""
+        judge = getattr(runtime.detector, "distinctive", None)
+        return bool(judge is not None and judge(word))
+
     held = LinkHold(on_text, runtime.vault.values, distinctive) if on_text else None
     with _timed(result.timings, "answer"):
         gen = student.chat(
