@@ -27,9 +27,9 @@ import numpy as np
 
 from assistant import answer, evidence, graph, recall
 from assistant.config import Mode
-from assistant.errors import Declined, DragError, GuardBlocked, InputError, NotCovered, PrivacyError
+from assistant.errors import DragError, GuardBlocked, InputError, NotCovered
 from assistant.privacy.guard import LinkHold, withhold_links
-from assistant.privacy.sanitize import Sanitized
+from assistant.privacy.review import Review, approved
 from assistant.ranking import rank_texts
 from assistant.results import AskResult, ScoredEvidence, ScoredTriple
 from assistant.runtime import TEACHER_PROMPTS, Runtime
@@ -38,7 +38,6 @@ from assistant.teacher import Teacher
 
 # Shown original vs sanitized before an upload: True = send it, False = don't, or the
 # version to send instead (``sanitized.keeping(values)``: values the user lets go as they are).
-Review = Callable[[Sanitized], "bool | Sanitized"]
 # Told as ask() goes: the stage reached ("context", "answered") and the result so far.
 Progress = Callable[[Literal["context", "answered", "graph"], AskResult], None]
 
@@ -132,19 +131,6 @@ def _from_cache(runtime: Runtime, result: AskResult, sent: str, found: recall.Re
         "matched_question": found.matched_question or None,
         "entities": found.entities,
     }
-
-
-def _reviewed(shown: Sanitized, chosen: Sanitized) -> Sanitized:
-    """The version the user approved: the same question, values released only from it."""
-    detected = {r.value for r in (*shown.redacted.replacements, *shown.kept)}
-    if chosen.original != shown.original or not set(chosen.released) <= detected:
-        raise PrivacyError("not sent: the reviewed question does not match the one asked")
-    return chosen
-
-
-def needs_review(policy: str, sanitized: Sanitized) -> bool:
-    found = bool(sanitized.findings or sanitized.unread)
-    return policy == "always" or (policy == "on-detection" and found)
 
 
 def _evidence_stage(
@@ -390,25 +376,10 @@ def _gather(
             changed = sanitized.text != before
             if changed and _answer_from_cache(runtime, result, sanitized.text, reuse) is None:
                 return result, None
-    policy = review_policy or runtime.settings.privacy.review
-    if sanitized.unread and (policy == "never" or review is None):  # never sent blind
-        raise PrivacyError(
-            f"not sent: {sanitized.unread_line}; turn the reader on "
-            "(drag config set privacy.reader on), or ask with a review (drag ask --review) "
-            "and read it yourself"
-        )
-    if needs_review(policy, sanitized):
-        if review is None:
-            raise PrivacyError(
-                f"this question needs your review before it is sent (privacy.review = {policy}), "
-                'but there is no terminal to ask on: pass --yes, or set privacy.review = "never"'
-            )
-        verdict = review(sanitized)
-        if verdict is False:
-            raise Declined("not sent: you declined the upload")
-        if isinstance(verdict, Sanitized):
-            sanitized = _reviewed(sanitized, verdict)
-            result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
+    chosen = approved(sanitized, review_policy or runtime.settings.privacy.review, review)
+    if chosen is not sanitized:
+        sanitized = chosen
+        result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
     with runtime.local:
         teacher = runtime.teacher.for_question(
             dict(sanitized.counts), sanitized.released, tuple(sanitized.hints.values())

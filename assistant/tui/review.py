@@ -48,7 +48,7 @@ def entity_choices(sanitized: Sanitized) -> list[Selection[str]]:
     return choices
 
 
-Verdict = bool | Sanitized  # what pipeline.Review returns
+Verdict = bool | Sanitized  # what a privacy.review.Review returns
 
 
 class ReviewModal(ModalScreen[Verdict]):

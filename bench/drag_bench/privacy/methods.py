@@ -18,6 +18,7 @@ from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import load_policy
 from assistant.privacy.reader import Reading
+from assistant.privacy.review import approved
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
 from assistant.runtime import Runtime
 from assistant.teacher import Teacher
@@ -110,8 +111,10 @@ def make_full(
             read=reading,
         )
         seconds = dict(san.stages)
-        if san.unread:  # drag ask without a review (--yes) refuses it: so does this
-            return Outcome(None, seconds, True, san.unread_line)
+        try:  # what drag ask --yes (no review) may send: the pipeline's own decision
+            san = approved(san, "never", None)
+        except PrivacyError as exc:
+            return Outcome(None, seconds, True, str(exc))
         request = evidence_request(
             san.text, tuple(vault.values()), public=tuple(san.hints.values())
         )
