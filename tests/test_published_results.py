@@ -161,3 +161,32 @@ def test_the_readme_is_a_users_guide_of_at_most_400_lines() -> None:
     assert len(text.splitlines()) <= 400
     for target in re.findall(r"\]\(((?:docs|models|packaging)/[^)#]+)", text):
         assert (README.parent / target).exists(), target
+
+
+DOCS = RESULTS.parent / "benchmarks.md"
+
+
+def _cell_numbers(cell: str) -> list[float]:
+    """The accuracies a table cell shows: "22.5 (13/17, p 0.59)" -> [22.5];
+    "31.5 / 30.0 / 30.0" -> [31.5, 30.0, 30.0]."""
+    head = cell.split("(")[0].replace("*", "")
+    return [float(x) for x in re.findall(r"\d+\.\d", head)]
+
+
+@pytest.mark.parametrize("folder", ["arc-c-n200", "medmcqa-n200", "mmlu-n342"])
+def test_the_docs_accuracy_tables_are_their_folders_summaries(folder: str) -> None:
+    """docs/benchmarks.md: the first table after the link to a results folder shows, per
+    student, that folder's accuracies in its columns' order (one decimal)."""
+    text = DOCS.read_text("utf-8")
+    after = text[text.index(f"](results/{folder})") :]
+    summary = json.loads((RESULTS / folder / "summary.json").read_text("utf-8"))
+    for size in ("0.5B", "1.5B"):
+        row = next(ln for ln in after.splitlines() if ln.startswith(f"| {size} |"))
+        shown = [n for cell in row.strip("|").split("|")[1:] for n in _cell_numbers(cell)]
+        (cells,) = [
+            r["cells"]
+            for r in summary["rows"].values()
+            if r["student"] == f"qwen2.5-coder-{size.lower()}-instruct"
+        ]
+        want = [round(100 * cells[c]["correct"] / cells[c]["total"], 1) for c in summary["columns"]]
+        assert shown == want, (folder, size)
