@@ -152,7 +152,7 @@ class Detector:
 
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""
-        return unknown(self._engine.nlp_engine.nlp["en"].vocab, word[:1].upper() + word[1:], 4)
+        return unknown(self._vocab, word[:1].upper() + word[1:], 4)
 
     @property
     def recognizers(self) -> list[str]:
@@ -166,7 +166,7 @@ class Detector:
 
     def common(self, word: str) -> bool:
         """A lower-case word the word vectors know ("finance", not "zenlytics")."""
-        return word.islower() and bool(self._engine.nlp_engine.nlp["en"].vocab.has_vector(word))
+        return word.islower() and bool(self._vocab.has_vector(word))
 
     def _scan(self, text: str) -> Scan:
         lines: list[tuple[int, str]] = []  # (offset, line) of each line with text
@@ -236,7 +236,7 @@ class Detector:
         n = self.policy.contextual.unknown_letters
         if n <= 0:
             return False
-        vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
+        vocab = self._vocab
         common = subject_words(text, self.policy.contextual.single_word_options)
         return any(unknown(vocab, w, n) and w not in common for w in re.findall(r"[^\W\d_]+", span))
 
@@ -244,7 +244,7 @@ class Detector:
         """Whether ``span`` holds a word the model's vectors know in no case (of 3+
         letters, or in a script they do not read): a name that identifies someone, where
         "John Smith" or "Immanuel Kant" may be a test question's character or its topic."""
-        vocab = cast(Any, self._engine.nlp_engine).nlp["en"].vocab
+        vocab = self._vocab
         return any(
             len(w) >= 3 or not w.isascii()
             for w in re.findall(r"[^\W\d_]+", span)

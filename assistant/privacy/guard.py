@@ -38,6 +38,7 @@ from assistant.privacy.placeholders import (
     written_only,
 )
 from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
+from assistant.safetext import link_spans
 
 _MIN_PART = 3
 
@@ -294,8 +295,6 @@ def withhold_links(
     """``text`` with every link target (a URL, a Markdown link's destination, an OSC 8
     hyperlink: :func:`safetext.link_spans`) that carries a protected value replaced by
     a note that says so.  Other links are left as they are."""
-    from assistant.safetext import link_spans
-
     if not protected or not text:
         return text
     out, cursor = [], 0
@@ -339,8 +338,6 @@ class LinkHold:
 
     @staticmethod
     def _cut(line: str) -> int:
-        from assistant.safetext import link_spans
-
         if _REFERENCE_START.match(line):
             return 0
         cut = max(line.rfind(" "), line.rfind("\t")) + 1

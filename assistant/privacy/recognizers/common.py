@@ -10,13 +10,12 @@ from typing import Any
 
 # "A. " / "(B) " at the start of a line: an answer option's label, which spaCy's
 # models read as a person's initial ("A. Oxygen" -> PERSON).
-_OPTION_LABEL = re.compile(r"\(?[A-Z1-9][.)]\s")
-OPTION_LABEL = _OPTION_LABEL
+OPTION_LABEL = re.compile(r"\(?[A-Z1-9][.)]\s")
 
 
 def option_label(line: str) -> re.Match[str] | None:
     """The answer option's label ("A. ") that opens ``line``, after its indent."""
-    return _OPTION_LABEL.match(line, len(line) - len(line.lstrip()))
+    return OPTION_LABEL.match(line, len(line) - len(line.lstrip()))
 
 
 def unknown(vocab: Any, word: str, min_letters: int) -> bool:
