@@ -7,7 +7,7 @@
 # backend as one library per CPU level (GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS: x64,
 # sse42, sandybridge, haswell, skylakex, icelake, zen4, sapphirerapids, ...), installed
 # beside libllama.so (CMAKE_INSTALL_BINDIR).  At load, drag-assistant checks the best
-# variant for this CPU in a child process and loads it (assistant/llamabuild.py).  So the
+# variant for this CPU in a child process and loads it (assistant/models/llamabuild.py).  So the
 # same wheel runs on any x86-64 CPU, and on the one it was built on no slower than a
 # native build (models/README.md: Builds).
 #

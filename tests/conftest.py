@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.localserver import ALIAS
+from assistant.models.localserver import ALIAS
 
 TEST_MODEL = "smollm2-135m-instruct"
 # The session's test teacher asks this key of every request, as drag's own local servers
@@ -64,7 +64,7 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="session")
 def test_model_path() -> Path:
-    from assistant import modelfiles
+    from assistant.models import modelfiles
 
     path, _spec = modelfiles.resolve(TEST_MODEL)
     return path
@@ -73,7 +73,7 @@ def test_model_path() -> Path:
 @pytest.fixture(scope="session")
 def teacher_server(test_model_path: Path) -> Iterator[str]:
     """A real llama_cpp.server with the bundled test GGUF; yields its base URL."""
-    from assistant.localserver import LocalServer
+    from assistant.models.localserver import LocalServer
 
     server = LocalServer(test_model_path, n_ctx=4096, api_key=TEACHER_KEY)
     server.start(timeout=120)
@@ -131,7 +131,7 @@ def socket_guard(monkeypatch: pytest.MonkeyPatch) -> SocketLog:
     Tests add the teacher's (host, port) to ``.allowed``; anything else fails.
     """
     # A client kept from an earlier test would reuse its open connection: no connect to see.
-    from assistant import egress
+    from assistant.net import egress
 
     for client in egress._clients.values():
         client.close()

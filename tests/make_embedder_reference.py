@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from assistant.embedder import SentenceEmbedder
+from assistant.models.embedder import SentenceEmbedder
 
 OUT = Path(__file__).parent / "data" / "embedder_reference.npz"
 

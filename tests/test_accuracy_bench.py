@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from drag_bench import accuracy, make_mc_sets
 
-from assistant.errors import InputError
-from assistant.runtime import Runtime
+from assistant.base.errors import InputError
+from assistant.core.session import Session
 from assistant.store import Store, ledger
 from tests.conftest import SocketLog, need_data, use_teacher
 
@@ -260,9 +260,9 @@ def test_each_benchmark_question_has_placeholders_of_its_own() -> None:
     another (ARC: a false ORGANIZATION in one question blocked a later one)."""
     import threading
 
-    from assistant import config
+    from assistant.base import config
 
-    rt = Runtime(config.load())
+    rt = Session(config.load())
     conversation = rt.vault
     conversation.placeholder("ORGANIZATION", "Sun")
     seen: dict[str, object] = {}

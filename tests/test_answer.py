@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from drag_bench.mc import MCQuestion
 
-from assistant import answer
+from assistant.drag import answer
 
 
 def words(text: str) -> int:

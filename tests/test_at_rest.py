@@ -19,17 +19,19 @@ import keyring.errors
 import pytest
 from click.testing import CliRunner
 
-from assistant import drafts, paths, secrets
+from assistant.base import paths, secrets
+from assistant.base.config import load
+from assistant.base.errors import ConfigError, StoreError
 from assistant.cli import cli
-from assistant.config import load
-from assistant.errors import ConfigError, StoreError
-from assistant.runtime import Runtime
+from assistant.core import drafts
+from assistant.core.session import Session
+from assistant.net.upload import Upload
 from assistant.store import Store, ledger, sealing
 
 
-def upload(i: int, request: bytes | None = None) -> ledger.Upload:
+def upload(i: int, request: bytes | None = None) -> Upload:
     body = request or json.dumps({"messages": [{"content": f"question {i}"}]}).encode()
-    return ledger.Upload("http://t/v1", "m", "evidence", "v1", body, f"reply {i}")
+    return Upload("http://t/v1", "m", "evidence", "v1", body, f"reply {i}")
 
 
 @pytest.fixture
@@ -82,13 +84,47 @@ def test_item_12_drafts_are_purged_and_old_plain_ones_sealed() -> None:
     assert load().store.draft_days == 30  # the default
 
 
-def test_item_12_the_runtime_purges_drafts_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    old = drafts.keep("an old question", "failed")
-    past = time.time() - 400 * 86400
-    os.utime(old, (past, past))
-    with Runtime(load()) as rt:
-        _ = rt.store
-    assert not old.exists()
+def _old_draft_and_upload(monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:
+    """A draft and a ledger payload, both 40 days old."""
+    draft = drafts.keep("an old question", "failed")
+    past = time.time() - 40 * 86400
+    os.utime(draft, (past, past))
+    then = dt.datetime.now(dt.UTC) - dt.timedelta(days=40)
+    with monkeypatch.context() as patched:
+        patched.setattr(ledger, "now", lambda: then.isoformat(timespec="microseconds"))
+        with Store.configured(load().store.database, load().store.key) as store:
+            row = store.record_upload(upload(1))
+    return draft, row
+
+
+def _payload(row: int) -> bytes | None:
+    with Store.configured(load().store.database, load().store.key) as store:
+        (found,) = [r for r in ledger.select(store.db) if r["id"] == row]
+        request: bytes | None = found["request"]
+        return request
+
+
+def test_item_12_the_keeping_settings_apply_where_a_session_starts_not_when_the_store_opens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    draft, row = _old_draft_and_upload(monkeypatch)
+    monkeypatch.setenv("DRAG_STORE_RETENTION_DAYS", "30")
+    with Session(load()) as rt:
+        _ = rt.store  # opening the store (drag doctor, the benchmarks) changes nothing
+        assert draft.exists() and _payload(row)
+        rt.tidy()
+    assert not draft.exists()
+    assert not _payload(row)
+
+
+def test_item_12_drag_ask_applies_the_keeping_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    draft, row = _old_draft_and_upload(monkeypatch)
+    monkeypatch.setenv("DRAG_STORE_RETENTION_DAYS", "30")
+    # Offline with an empty cache: ask fails (no answer kept), after the session started.
+    result = CliRunner().invoke(cli, ["ask", "--offline", "What is the boiling point?"])
+    assert result.exit_code != 0
+    assert not draft.exists()
+    assert not _payload(row)
 
 
 # -- item 13: permissions -----------------------------------------------------------------
@@ -216,7 +252,7 @@ def test_a_kept_question_never_mints_a_second_store_key(
     """Issue 30, item 6: with the keyring gone (over SSH without D-Bus), a failed
     question is not sealed under a new key file; when the keyring is back, every kept
     question opens with the store's one key."""
-    from assistant.errors import TeacherError
+    from assistant.base.errors import TeacherError
 
     monkeypatch.setenv("DRAG_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DRAG_STORE_KEY", "auto")  # a user's default (the tests use "file")

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from assistant import drafts
-from assistant.localserver import free_port
+from assistant.core import drafts
+from assistant.models.localserver import free_port
 from tests.fakes import completion, fake_teacher_server
 
 
@@ -145,8 +145,8 @@ def test_config_show_reports_sources() -> None:
 
 
 def test_interrupt_keeps_the_question() -> None:
+    from assistant.base.errors import Interrupted
     from assistant.cli.common import kept as keep
-    from assistant.errors import Interrupted
 
     error = keep("What is 2+2?", KeyboardInterrupt())
     assert isinstance(error, Interrupted) and error.exit_code == 130

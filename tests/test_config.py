@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from assistant import config
-from assistant.errors import ConfigError
+from assistant.base import config
+from assistant.base.errors import ConfigError
 
 
 def write(path: Path, text: str) -> Path:
@@ -74,7 +74,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_save_validates_writes_owner_only_and_reads_back(tmp_path: Path) -> None:
-    from assistant.errors import ConfigError
+    from assistant.base.errors import ConfigError
 
     target = tmp_path / "conf" / "config.toml"
     config.save({"teacher.endpoint": "http://127.0.0.1:8080/v1", "pipeline.k": "7"}, target)

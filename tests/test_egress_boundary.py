@@ -1,4 +1,4 @@
-"""One choke point: only assistant/egress.py may reach the network.
+"""One choke point: only assistant/net/egress.py may reach the network.
 
 Static half: no other module imports a network library.  The runtime half
 (every connection made during a real `drag ask` happens inside egress.send)
@@ -37,7 +37,7 @@ DYNAMIC = "<a module named at run time>"
 NETWORK_MODULES.add(DYNAMIC)
 # localserver binds a socket to find a free loopback port for the child server; it never
 # connects.  egress imports the HTTP library the openai client is built on by its name.
-ALLOWED = {"egress.py": {"openai", DYNAMIC}, "localserver.py": {"socket"}}
+ALLOWED = {"net/egress.py": {"openai", DYNAMIC}, "models/localserver.py": {"socket"}}
 
 
 def _top(name: str) -> str:
@@ -75,11 +75,11 @@ def test_only_egress_imports_network_libraries() -> None:
         extra = used - ALLOWED.get(rel, set())
         if extra:
             offenders[rel] = sorted(extra)
-    assert offenders == {}, f"network libraries outside assistant/egress.py: {offenders}"
+    assert offenders == {}, f"network libraries outside assistant/net/egress.py: {offenders}"
 
 
 def test_localserver_never_connects() -> None:
-    tree = ast.parse((PACKAGE / "localserver.py").read_text("utf-8"))
+    tree = ast.parse((PACKAGE / "models" / "localserver.py").read_text("utf-8"))
     calls = {
         node.func.attr
         for node in ast.walk(tree)
@@ -90,7 +90,7 @@ def test_localserver_never_connects() -> None:
 
 def test_egress_has_one_sending_function() -> None:
     """Only _send calls the HTTP client, and only send() calls _send -- after the guard."""
-    tree = ast.parse((PACKAGE / "egress.py").read_text("utf-8"))
+    tree = ast.parse((PACKAGE / "net" / "egress.py").read_text("utf-8"))
     functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     senders = {
         name
@@ -111,8 +111,8 @@ def test_egress_has_one_sending_function() -> None:
 def test_send_judges_the_body_before_anything_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     """A guard that refuses: send() raises, and neither the client is made nor _send
     called (recorded by stand-ins for both: nothing here may reach a network)."""
-    from assistant import egress
-    from assistant.errors import GuardBlocked
+    from assistant.base.errors import GuardBlocked
+    from assistant.net import egress
 
     reached: list[str] = []
     monkeypatch.setattr(egress, "_client", lambda endpoint: reached.append("client"))

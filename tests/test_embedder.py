@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant import bertonnx, embedder
-from assistant.config import Settings
-from assistant.embedder import OnnxEmbedder
-from assistant.errors import ModelError
-from assistant.ranking import rank_texts
+from assistant.base.config import Settings
+from assistant.base.errors import ModelError
+from assistant.drag.ranking import rank_texts
+from assistant.models import bertonnx, embedder
+from assistant.models.embedder import OnnxEmbedder
 
 REFERENCE = Path(__file__).parent / "data" / "embedder_reference.npz"
 
@@ -122,7 +122,7 @@ def test_the_default_install_does_not_import_torch() -> None:
     """Loading and using the embedder, with telemetry off before ONNX Runtime loads."""
     code = (
         "import os, sys\n"
-        "from assistant.embedder import load\n"
+        "from assistant.models.embedder import load\n"
         "load().embed(['x'])\n"
         "assert os.environ['ORT_DISABLE_TELEMETRY'] == '1'\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers')"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from assistant import egress, graph
-from assistant.graph import Triple
-from assistant.teacher import Teacher
+from assistant.drag import graph
+from assistant.drag.graph import Triple
+from assistant.models.teacher import Teacher
+from assistant.net import egress
 
 
 class FakeTeacher(Teacher):

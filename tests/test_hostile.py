@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from assistant import egress
+from assistant.base.errors import GuardBlocked, PrivacyError, TeacherError
 from assistant.cli import cli, main
-from assistant.errors import GuardBlocked, PrivacyError, TeacherError
+from assistant.net import egress
+from assistant.net.upload import Upload
 from assistant.privacy.detector import Detector
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
@@ -136,8 +137,8 @@ def test_the_local_teacher_is_asked_once(
     tokens in 471 s beside another llama.cpp process), so a retry would only queue behind
     it; a remote teacher keeps teacher.max_retries.  Counted at a teacher that answers
     503 ("busy, retry now") to every request."""
-    from assistant.config import TeacherSettings
-    from assistant.teacher import Teacher
+    from assistant.base.config import TeacherSettings
+    from assistant.models.teacher import Teacher
 
     settings = TeacherSettings(max_retries=3)
     common = {"base_url": hostile.url("busy"), "model": "m", "api_key": None}
@@ -200,8 +201,8 @@ _SHAPES = {
 }
 _TIMED = """
 import sys, time
-from assistant.graph import parse_triples
-from assistant.parsing import parse_list, parse_objects
+from assistant.drag.graph import parse_triples
+from assistant.drag.parsing import parse_list, parse_objects
 text = eval(sys.argv[1])
 assert len(text) >= 1_900_000, len(text)
 started = time.process_time()
@@ -233,9 +234,9 @@ def test_parsers_read_a_2_mb_crafted_reply_in_a_second(shape: str) -> None:
 def test_teacher_timeout_bounds_reading_a_reply_as_well_as_receiving_it() -> None:
     """Issue 30, item 2: the readers stop at the request's deadline (its start plus
     teacher.timeout) with a one-line error that keeps the reply, instead of reading on."""
-    from assistant.evidence import parse
-    from assistant.graph import parse_summaries, parse_triples
-    from assistant.parsing import parse_objects
+    from assistant.drag.evidence import parse
+    from assistant.drag.graph import parse_summaries, parse_triples
+    from assistant.drag.parsing import parse_objects
 
     reply = "1. first" + " " * 200_000 + "\n2. second\nEntity 1: a Entity 2: b"
     past = time.monotonic() - 1.0
@@ -392,8 +393,9 @@ def test_a_student_asked_to_put_a_name_in_a_link_shows_it_inert(
     """Issue 30, item 8, with a real model: the teacher's evidence tells the student to
     write a link with the person's name in it, and the question asks the same; the
     default student (the 1.5B) writes it.  Neither the stream nor the answer shows it."""
-    from assistant import config, pipeline
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     monkeypatch.setattr(
         hostile,
@@ -419,7 +421,7 @@ def test_a_student_asked_to_put_a_name_in_a_link_shows_it_inert(
         "link for her, with her name filled in."
     )
     streamed: list[str] = []
-    with Runtime(config.load({"privacy.review": "never"})) as rt:
+    with Session(config.load({"privacy.review": "never"})) as rt:
         result = pipeline.ask(rt, question, on_text=streamed.append)
     assert "[link withheld: it carried a PERSON from your question]" in result.answer, result.answer
     for text in (result.answer, "".join(streamed)):
@@ -432,7 +434,7 @@ def test_a_student_asked_to_put_a_name_in_a_link_shows_it_inert(
 
 
 def test_item_9_safetext_leaves_data_and_removes_control() -> None:
-    from assistant import safetext
+    from assistant.base import safetext
 
     for line in hostile_teacher.hostile_lines():
         clean = safetext.plain(line)
@@ -497,8 +499,8 @@ async def test_item_10_markup_in_text_is_shown_not_run(tmp_path: Path) -> None:
 
     from textual.widgets import DataTable, Static
 
-    from assistant import config
-    from assistant.store import Store, ledger
+    from assistant.base import config
+    from assistant.store import Store
     from assistant.tui.app import DragApp
     from assistant.tui.chat import ChatScreen, Turn
 
@@ -519,7 +521,7 @@ async def test_item_10_markup_in_text_is_shown_not_run(tmp_path: Path) -> None:
             record=None,
         )
         store.record_upload(
-            ledger.Upload("http://t/v1", "m", "evidence", "v1", b'{"q": "[red]x[/red]"}', lines[2])
+            Upload("http://t/v1", "m", "evidence", "v1", b'{"q": "[red]x[/red]"}', lines[2])
         )
     app = DragApp(config.load(env=dict(os.environ)), warm=False)
     async with app.run_test(size=(140, 50)) as pilot:  # a saved "[/]" title: no crash
@@ -559,7 +561,7 @@ async def test_item_10_the_app_with_a_hostile_teacher(
 
     from textual.widgets import Input, Static
 
-    from assistant import config
+    from assistant.base import config
     from assistant.tui.app import DragApp
     from assistant.tui.chat import ChatScreen, Turn
     from assistant.tui.review import ReviewModal

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from assistant import egress
 from assistant.cli import cli
-from assistant.embedder import OnnxEmbedder
-from assistant.localserver import ALIAS
-from assistant.ranking import RRF_C, fuse, rank_texts, ranks_descending
+from assistant.drag.ranking import RRF_C, fuse, rank_texts, ranks_descending
+from assistant.models.embedder import OnnxEmbedder
+from assistant.models.localserver import ALIAS
+from assistant.net import egress
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address
 
 pytestmark = pytest.mark.integration
@@ -180,8 +180,9 @@ def test_graph_after_the_answer_answers_from_evidence_then_caches_the_graph(
 ) -> None:
     """pipeline.graph_timing = after-answer: the answer is complete when only the evidence
     call has gone out; the graph calls follow, and the cache then holds the graph."""
-    from assistant import config, pipeline
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     socket_guard.allowed.add(address(teacher_server))
     for key, value in env.items():
@@ -192,7 +193,7 @@ def test_graph_after_the_answer_answers_from_evidence_then_caches_the_graph(
     def progress(stage: str, result: Any) -> None:
         seen[stage] = list(egress_only)  # what had been sent when the stage was told
 
-    with Runtime(settings) as rt:
+    with Session(settings) as rt:
         result = pipeline.ask(rt, QUESTION, mode="combined", n=6, k=3, progress=progress)
         entry = rt.store.db.execute(
             "SELECT has_graph FROM cache_entries WHERE id = ?", [result.provenance["entry_id"]]
@@ -206,13 +207,13 @@ def test_graph_after_the_answer_answers_from_evidence_then_caches_the_graph(
 
 
 def test_graph_timing_auto_defers_only_for_the_local_teacher() -> None:
-    from assistant import config
-    from assistant.pipeline import graph_after_answer
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core.pipeline import graph_after_answer
+    from assistant.core.session import Session
 
     def defers(endpoint: str, timing: str, mode: Any) -> bool:
         settings = config.load({"teacher.endpoint": endpoint, "pipeline.graph_timing": timing})
-        with Runtime(settings) as rt:  # nothing is loaded: the parts load when used
+        with Session(settings) as rt:  # nothing is loaded: the parts load when used
             return graph_after_answer(rt, mode)
 
     assert defers("local", "auto", "combined") and defers("local", "auto", "graph")
@@ -223,9 +224,10 @@ def test_graph_timing_auto_defers_only_for_the_local_teacher() -> None:
 
 
 def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path: Path) -> None:
-    from assistant import config, pipeline
-    from assistant.results import AskResult, ScoredEvidence
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.results import AskResult, ScoredEvidence
+    from assistant.core.session import Session
 
     texts = [
         f"Statement {i}: Paris has been the capital of France since the year {987 + i}."
@@ -240,7 +242,7 @@ def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path:
             "pipeline.order": "context-first",
         }
     )
-    with Runtime(settings) as rt:
+    with Session(settings) as rt:
         result = AskResult(QUESTION, "evidence", n=8, k=8, evidence=evidence)
         pipeline.respond(rt, result)
         count = rt.student.count_tokens
@@ -262,7 +264,7 @@ def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path:
 
 def test_choices_hold_the_real_student_to_one_label(test_model_path: Path) -> None:
     """The multiple-choice grammar: whatever the model would rather say, the reply is a label."""
-    from assistant.student import Student
+    from assistant.models.student import Student
 
     student = Student(test_model_path, n_ctx=512)
     try:
@@ -318,6 +320,17 @@ def _llama_servers(model: Path) -> set[int]:
     return found
 
 
+def _keeper_looks(model: Path, more: int, timeout: float = 30) -> None:
+    """Wait until the shared server's keeper has looked for leases ``more`` more times."""
+    from assistant.models.localserver import looks
+
+    target = looks(model, 2048) + more
+    deadline = time.monotonic() + timeout
+    while looks(model, 2048) < target:
+        assert time.monotonic() < deadline, f"the keeper made fewer than {more} looks"
+        time.sleep(0.05)
+
+
 def _gone(pids: set[int], timeout: float = 30) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -351,7 +364,7 @@ def test_drag_processes_share_one_local_teacher(test_model_path: Path) -> None:
     server; it outlives the one that started it and stops after the last leaves, at once
     with keep_alive 0, or keep_alive seconds later, when a newcomer may still take it.
     Each use here opens its own lock, as another process would."""
-    from assistant.localserver import _KEEPERS, serving, shared_files
+    from assistant.models.localserver import _KEEPERS, serving, shared_files
 
     before = _llama_servers(test_model_path)
     started: list[str] = []
@@ -365,14 +378,14 @@ def test_drag_processes_share_one_local_teacher(test_model_path: Path) -> None:
         assert second == url and _llama_servers(test_model_path) - before == servers
         assert started == ["1"]  # the second user is not told of a start
         first.__exit__(None, None, None)  # the one that started it leaves first
-        time.sleep(1.5)  # three of the keeper's looks
+        _keeper_looks(test_model_path, 3)  # it saw the second user's lease three times
         assert all(Path(f"/proc/{pid}").exists() for pid in servers)
     assert _gone(servers) and not shared_files(test_model_path, 2048)[0].exists()
     assert _KEEPERS[-1].wait(timeout=30) == 0
 
     with serving(test_model_path, n_ctx=2048, keep_alive=4) as url:
         servers = _llama_servers(test_model_path) - before
-    time.sleep(1)
+    _keeper_looks(test_model_path, 1)  # the keeper has seen it idle
     with serving(test_model_path, n_ctx=2048, keep_alive=4) as again:
         assert again == url and _llama_servers(test_model_path) - before == servers
     assert all(Path(f"/proc/{pid}").exists() for pid in servers)  # kept alive...
@@ -417,9 +430,9 @@ def test_a_process_on_the_teachers_port_is_never_taken_for_it(
 ) -> None:
     """Issue 30, item 5: a process that took the port first answers as a server would;
     drag checks the listener is the server it started (or recorded), and refuses."""
-    from assistant.errors import TeacherError
-    from assistant.listeners import listens
-    from assistant.localserver import LocalServer, ServerInfo, _recorded
+    from assistant.base.errors import TeacherError
+    from assistant.models.localserver import LocalServer, ServerInfo, _recorded
+    from assistant.net.listeners import listens
 
     squatter = _Squatter()
     try:
@@ -443,9 +456,9 @@ def test_the_local_teacher_serves_only_who_holds_its_own_key(test_model_path: Pa
     and not on the server's command line, which every user can."""
     import stat
 
-    from assistant import egress
-    from assistant.errors import TeacherError
-    from assistant.localserver import serving, shared_files
+    from assistant.base.errors import TeacherError
+    from assistant.models.localserver import serving, shared_files
+    from assistant.net import egress
 
     models = egress.ModelsRequest()
     with serving(test_model_path, n_ctx=2048, keep_alive=0) as info:
@@ -463,8 +476,8 @@ def test_the_local_teacher_serves_only_who_holds_its_own_key(test_model_path: Pa
 
 
 def test_a_local_teacher_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None:
-    from assistant.errors import TeacherError
-    from assistant.localserver import serving
+    from assistant.base.errors import TeacherError
+    from assistant.models.localserver import serving
 
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF but not a model")
@@ -496,7 +509,7 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     }
     assert "sha256 verified" in checks["student model file"]["detail"]
     # The portable build, the CPU code it runs here, and a token computed, not only a load.
-    from assistant import llamacheck, modelfiles
+    from assistant.models import llamacheck, modelfiles
 
     chosen = llamacheck.ready(modelfiles.resolve(TEST_MODEL)[0]).name
     assert "portable, 14 CPU variants" in checks["llama.cpp build"]["detail"]
@@ -511,7 +524,7 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
 
 
 def test_doctor_names_the_fix_when_the_teacher_is_down(env: dict[str, str]) -> None:
-    from assistant.localserver import free_port
+    from assistant.models.localserver import free_port
 
     bad = {
         **env,
@@ -546,7 +559,7 @@ def test_teacher_serve_is_reused_by_ask(socket_guard: SocketLog) -> None:
     import re
     import signal
 
-    from assistant.localserver import state_file
+    from assistant.models.localserver import state_file
 
     serve = _serve(4096)
     try:
@@ -577,7 +590,7 @@ def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
     command was started as a background job that ignores SIGINT."""
     import signal
 
-    from assistant.localserver import state_file
+    from assistant.models.localserver import state_file
 
     def ignore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -604,7 +617,7 @@ def test_teacher_serve_says_how_its_server_crashed(test_model_path: Path) -> Non
     crash line, and a drag process that was using that server is told the same."""
     import signal
 
-    from assistant.localserver import crash_report, exit_file, serving, state_file
+    from assistant.models.localserver import crash_report, exit_file, serving, state_file
 
     serve = subprocess.Popen(
         [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
@@ -639,7 +652,7 @@ def test_teacher_serve_holds_the_shared_server_instead_of_starting_one(
     outlives the command that started it.  A second serve is told of the first."""
     import signal
 
-    from assistant.localserver import serving
+    from assistant.models.localserver import serving
 
     before = _llama_servers(test_model_path)
     first = serving(test_model_path, n_ctx=2048, keep_alive=0)
@@ -652,7 +665,7 @@ def test_teacher_serve_holds_the_shared_server_instead_of_starting_one(
         assert "local teacher ready at " + url in ready and "held" in ready, ready
         assert _llama_servers(test_model_path) - before == servers  # none of its own
         first.__exit__(None, None, None)  # the command that started it ends
-        time.sleep(1.5)  # three of the keeper's looks
+        _keeper_looks(test_model_path, 3)  # it saw serve's lease three times
         assert all(Path(f"/proc/{pid}").exists() for pid in servers)
         serve.send_signal(signal.SIGINT)
         assert serve.wait(timeout=60) == 0
@@ -684,13 +697,14 @@ def test_an_exact_repeat_asked_offline_loads_no_detector(
     """Offline nothing is sent: a question the cache holds word for word is answered
     without the personal-data detector (3 s of a cold start); any other question is
     checked as before, to find its cached form."""
-    from assistant import config, pipeline
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     socket_guard.allowed.add(address(teacher_server))
     assert run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)["source"] == "teacher"
     socket_guard.allowed.clear()
-    runtime = Runtime(config.load(env={**os.environ, **env, "DRAG_STORE_OFFLINE": "true"}))
+    runtime = Session(config.load(env={**os.environ, **env, "DRAG_STORE_OFFLINE": "true"}))
     try:
         repeat = pipeline.ask(runtime, QUESTION, mode="evidence", n=5)
         assert repeat.source == "cache" and repeat.provenance["how"] == "exact"
@@ -728,13 +742,13 @@ def test_offline_answers_from_the_cache_and_touches_no_network(
     assert reworded["provenance"]["how"] in ("near-duplicate", "graph")
 
     # Not covered: one line, its own exit code, the question kept; still no connection.
-    from assistant import drafts
+    from assistant.core import drafts
 
     before = set(drafts.unsent_dir().iterdir())
     uncovered = CliRunner().invoke(
         cli, ["ask", "--offline", "How many legs does a spider have?"], env=env
     )
-    from assistant.errors import NotCovered
+    from assistant.base.errors import NotCovered
 
     assert isinstance(uncovered.exception, NotCovered) and uncovered.exception.exit_code == 7
     assert "does not cover this question" in str(uncovered.exception)

@@ -22,8 +22,8 @@ from typing import ClassVar
 
 import pytest
 
-from assistant import llamabuild, llamacheck
-from assistant.errors import ModelError
+from assistant.base.errors import ModelError
+from assistant.models import llamabuild, llamacheck
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Why is the sky blue?"
@@ -187,7 +187,7 @@ def test_the_student_is_not_loaded_in_process_when_the_probe_dies(
 ) -> None:
     import llama_cpp
 
-    from assistant.student import Student
+    from assistant.models.student import Student
 
     monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: [])
     monkeypatch.setattr(llamacheck, "probe_command", lambda *_a: SEGFAULTING_PROBE)
@@ -204,7 +204,8 @@ def test_ask_with_a_build_that_dies_is_one_line_and_keeps_the_question(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from assistant import cli, drafts
+    from assistant import cli
+    from assistant.core import drafts
 
     monkeypatch.setenv("DRAG_STUDENT_MODEL", str(test_model_path))
     monkeypatch.setattr(llamabuild, "ranked", lambda folder=None: [])
@@ -227,7 +228,7 @@ def test_describe_exit() -> None:
 
 def test_the_teacher_server_runs_under_the_chosen_variant(tmp_path: Path) -> None:
     """The server's command loads the variant, and ps still shows llama_cpp.server."""
-    from assistant.localserver import LocalServer
+    from assistant.models.localserver import LocalServer
 
     variant = llamabuild.ranked()[0]
     command = LocalServer(tmp_path / "m.gguf", port=1).command(variant)

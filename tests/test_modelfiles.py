@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from assistant import modelfiles
-from assistant.errors import ModelError
+from assistant.base.errors import ModelError
+from assistant.models import modelfiles
 
 CHUNK = "data/part{index:02d}.bin"
 

@@ -62,10 +62,10 @@ def test_the_wheelhouse_installs_into_an_empty_venv_with_no_index(tmp_path: Path
     assert installed.returncode == 0, installed.stderr[-2000:]
     check = (
         "import importlib.util, sys\n"
-        "from assistant.embedder import load\n"
+        "from assistant.models.embedder import load\n"
         "from assistant.privacy.detector import Detector\n"
         "import llama_cpp, textual, presidio_analyzer\n"
-        "from assistant import llamabuild\n"
+        "from assistant.models import llamabuild\n"
         "print(load().embed(['offline']).shape, importlib.util.find_spec('torch'),\n"
         "      len(llamabuild.cpu_variants()))\n"
     )

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assistant import evidence, graph
-from assistant.parsing import clean_item, parse_list, parse_objects
+from assistant.drag import evidence, graph
+from assistant.drag.parsing import clean_item, parse_list, parse_objects
 
 ITEMS = [
     "Paris is the capital of France.",

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from assistant import egress
-from assistant.errors import GuardBlocked, PrivacyError
+from assistant.base.errors import GuardBlocked, PrivacyError
+from assistant.base.textform import normalise
+from assistant.net import egress
 from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.generalise import Generaliser
-from assistant.privacy.guard import EgressGuard, Outgoing, leak, read_body, template_fragments
+from assistant.privacy.guard import EgressGuard, Outgoing, read_body, template_fragments, value_form
 from assistant.privacy.placeholders import Vault, org_short_forms, outside_placeholders
 from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
-from assistant.privacy.textform import normalise
 from tests.conftest import SocketLog
 
 AMELIA = (
@@ -430,14 +430,16 @@ def test_restore_leaves_unknown_and_plain_words() -> None:
     ],
 )
 def test_leak_forms(entity: str, value: str, text: str, how: str) -> None:
-    assert leak(entity, value, text, normalise(text)) == how
+    assert value_form(entity, value, text, normalise(text)) == how
 
 
 def test_leak_does_not_fire_on_unrelated_text() -> None:
     text = "The Thompson River flows west"
-    assert leak("PERSON", "Amelia Thomas", text, normalise(text)) is None
+    assert value_form("PERSON", "Amelia Thomas", text, normalise(text)) is None
     assert (
-        leak("PHONE_NUMBER", "(555) 201-7734", "in 1955 2017 34 people", "in 1955 2017 34 people")
+        value_form(
+            "PHONE_NUMBER", "(555) 201-7734", "in 1955 2017 34 people", "in 1955 2017 34 people"
+        )
         is None
     )
 
@@ -586,7 +588,7 @@ def test_sanitize_keeps_answer_options(detector: Detector) -> None:
 
 
 def test_sanitize_fails_closed_when_detection_fails() -> None:
-    from assistant.errors import PrivacyError
+    from assistant.base.errors import PrivacyError
 
     with pytest.raises(PrivacyError, match=r"detector failed .*nothing was sent"):
         sanitize(
@@ -764,8 +766,8 @@ def test_an_organisation_named_again_shorter_gets_its_placeholder() -> None:
     )
     # The guard reads a short form left behind as the organisation.
     left = "Crown Point bought more"
-    assert leak("ORGANIZATION", names[0], left, normalise(left)) == "part 'Crown Point'"
-    assert leak("ORGANIZATION", names[2], "an epic tale", "an epic tale") is None
+    assert value_form("ORGANIZATION", names[0], left, normalise(left)) == "part 'Crown Point'"
+    assert value_form("ORGANIZATION", names[2], "an epic tale", "an epic tale") is None
 
 
 def test_a_finding_inside_a_placeholder_is_none() -> None:

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from assistant import pipeline
+from assistant.base.errors import Declined, PrivacyError
 from assistant.cli import cli
-from assistant.errors import Declined, PrivacyError
+from assistant.core import pipeline
+from assistant.core.session import Session
 from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding
-from assistant.runtime import Runtime
 from tests.conftest import SocketLog, loopback_address, use_teacher
 
 pytestmark = pytest.mark.integration
@@ -92,7 +92,7 @@ def test_detector_exception_sends_nothing(
     """good=0: detection of the question fails; good=2: the look at the described form
     fails; good=3: the egress guard's re-check fails."""
     socket_guard.allowed.add(address(teacher_server))
-    monkeypatch.setattr(Runtime, "detector", property(lambda self: faulty))
+    monkeypatch.setattr(Session, "detector", property(lambda self: faulty))
     faulty = FailAfter(good)
     result = invoke(env, "--yes", "--mode", "evidence", "What is glutamine?")
     assert isinstance(result.exception, PrivacyError), result.output
@@ -133,7 +133,7 @@ def test_text_nothing_could_read_is_reviewed_with_a_line_that_says_so(
     socket_guard: SocketLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from assistant import config
+    from assistant.base import config
 
     use_teacher({**env, "DRAG_PRIVACY_READER": "off"}, monkeypatch, socket_guard, teacher_server)
     shown: list[str] = []
@@ -142,7 +142,7 @@ def test_text_nothing_could_read_is_reviewed_with_a_line_that_says_so(
         shown.append(sanitized.unread_line)
         return False  # the user reads it and declines
 
-    with Runtime(config.load()) as runtime, pytest.raises(Declined):
+    with Session(config.load()) as runtime, pytest.raises(Declined):
         pipeline.gather(runtime, UNREAD, mode="evidence", review=review)
     assert len(shown) == 1 and shown[0].startswith("not checked: text in CJK script")
     assert socket_guard.seen == []
@@ -154,10 +154,10 @@ def test_review_is_asked_once_right_before_the_upload(
     socket_guard: SocketLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from assistant import config
+    from assistant.base import config
 
     use_teacher(env, monkeypatch, socket_guard, teacher_server)
-    runtime = Runtime(config.load())
+    runtime = Session(config.load())
     asked: list[str] = []
 
     def review(sanitized: Any) -> bool:
@@ -176,11 +176,11 @@ def test_a_value_kept_at_review_is_the_only_one_that_leaves(
     socket_guard: SocketLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from assistant import config
+    from assistant.base import config
     from assistant.store import ledger
 
     use_teacher({**env, "DRAG_PRIVACY_REWRITE": "never"}, monkeypatch, socket_guard, teacher_server)
-    runtime = Runtime(config.load())
+    runtime = Session(config.load())
     ssn = "536-22-8471"
     result = pipeline.gather(runtime, QUESTION, mode="evidence", review=lambda s: s.keeping([ssn]))
     sent = socket_guard.sent_text()

@@ -190,3 +190,47 @@ def test_the_docs_accuracy_tables_are_their_folders_summaries(folder: str) -> No
         ]
         want = [round(100 * cells[c]["correct"] / cells[c]["total"], 1) for c in summary["columns"]]
         assert shown == want, (folder, size)
+
+
+# The privacy tables of docs/benchmarks.md that stand on a results folder: the table
+# after the folder's link, one row per method, in this order and with these labels.
+PRIVACY_TABLES = {
+    "privacy-figures/pupa-unseen-95": {
+        "full (detector alone)": "full",
+        "full + reader (Qwen2.5-Coder-0.5B)": "full+reader",
+        "Presidio defaults": "presidio",
+    },
+    "privacy-figures/pupa-seen-142": {
+        "full (detector alone)": "full",
+        "Presidio defaults": "presidio",
+    },
+}
+
+
+def _privacy_row(label: str, s: dict[str, Any]) -> str:
+    leaked, units = s["by_category"].get("PERSON", (0, 0))
+    return (
+        f"| {label} | {s['units']} | {100 * s['unit_leak_rate']:.2f} % "
+        f"| {100 * s['unit_whole_rate']:.2f} % | {leaked}/{units} "
+        f"| {s['blocked']} | {100 * s['kept_words']:.1f} % |"
+    )
+
+
+@pytest.mark.parametrize("folder", sorted(PRIVACY_TABLES))
+def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> None:
+    """docs/benchmarks.md: the table after the link to a privacy results folder shows,
+    per method, that folder's summary (units, leaked, whole, PERSON, refused, words
+    kept), and PUPA's own redaction beside them."""
+    text = DOCS.read_text("utf-8")
+    after = text[text.index(f"](results/{folder})") :]
+    table = after[: after.index("\n\n", after.index("\n|"))]
+    summary = json.loads((RESULTS / folder / "privacy-summary.json").read_text("utf-8"))
+    for label, method in PRIVACY_TABLES[folder].items():
+        assert _privacy_row(label, summary[method]) in table.splitlines(), (folder, label)
+    s = next(iter(summary.values()))
+    reference = (
+        f"| PUPA's own redaction (a strong LLM) | {s['units']} "
+        f"| {100 * s['reference_unit_leak_rate']:.2f} % | {100 * s['reference_whole_rate']:.2f} % "
+        f"| – | – | {100 * s['reference_kept_words']:.1f} % |"
+    )
+    assert reference in table.splitlines(), folder

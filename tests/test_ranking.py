@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from assistant.ranking import RRF_C, cosine, fuse, rank_texts, ranks_descending, rrf
+from assistant.drag.ranking import RRF_C, cosine, fuse, rank_texts, ranks_descending, rrf
 
 
 class FakeEmbedder:

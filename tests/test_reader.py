@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from assistant import modelfiles
+from assistant.base.errors import PrivacyError
 from assistant.cli import cli
-from assistant.errors import PrivacyError
+from assistant.models import modelfiles
+from assistant.models.student import Student
 from assistant.privacy import reader as R
 from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding
@@ -25,7 +26,6 @@ from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
-from assistant.student import Student
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address
 
 
@@ -396,7 +396,7 @@ def large_reader() -> R.SpanReader:
 @pytest.fixture(scope="module")
 def default_reader() -> R.SpanReader:
     """The reader as shipped: privacy.reader_model's default."""
-    from assistant.config import PrivacySettings
+    from assistant.base.config import PrivacySettings
 
     return _reader_of(PrivacySettings().reader_model)
 
@@ -485,11 +485,11 @@ def test_drag_ask_sends_what_the_reader_found_as_placeholders(
 
 
 def test_offline_the_reader_is_never_loaded() -> None:
-    from assistant import config
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core.session import Session
 
     settings = config.load().with_flags({"privacy.reader": "on", "store.offline": True})
-    runtime = Runtime(settings)
+    runtime = Session(settings)
     assert runtime.read("hey its dana from brightloop") is None
     assert "reader" not in runtime.__dict__
 
@@ -521,12 +521,13 @@ def test_drag_ask_sends_nothing_when_the_reader_fails(
 
 @pytest.mark.parametrize("model", ["qwen2.5-coder-0.5b-instruct", "missing.gguf"])
 def test_doctor_checks_the_reader_model(model: str, tmp_path: Path) -> None:
-    from assistant import config, doctor
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core import doctor
+    from assistant.core.session import Session
 
     path = model if model.startswith("qwen") else str(tmp_path / model)
     settings = config.load().with_flags({"privacy.reader": "on", "privacy.reader_model": path})
-    check = doctor.reader_check(Runtime(settings))
+    check = doctor.reader_check(Session(settings))
     assert check.ok == (model.startswith("qwen")), check
     assert ("sha256 verified" in check.detail) == check.ok
 
@@ -534,7 +535,7 @@ def test_doctor_checks_the_reader_model(model: str, tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_the_benchmark_reads_through_the_path_drag_ask_takes(tmp_path: Path) -> None:
     """--methods full,reader: one item, the detector alone and with the shipped reader
-    (Runtime.read, as drag ask calls it).  The detector cannot read Chinese, so alone it
+    (Session.read, as drag ask calls it).  The detector cannot read Chinese, so alone it
     sends nothing (as drag ask --yes refuses it); with the reader the name is replaced
     and the rest is sent."""
     from drag_bench import privacy as leakage

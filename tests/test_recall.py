@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant import recall
-from assistant.embedder import OnnxEmbedder
-from assistant.parsing import entity_key
+from assistant.base.textform import entity_key
+from assistant.drag import recall
+from assistant.models.embedder import OnnxEmbedder
 from assistant.store import Store, cache
 
 NEAR = 0.92  # store.near_duplicate's default

@@ -15,16 +15,16 @@ import pytest
 from drag_bench import leakscore
 from drag_bench import privacy as leakage
 
-from assistant.errors import GuardBlocked, PrivacyError
+from assistant.base.errors import GuardBlocked, PrivacyError
+from assistant.base.textform import normalise
 from assistant.privacy import recognizers
 from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding
 from assistant.privacy.generalise import Generaliser, annotate, coarser, describe_place, place
-from assistant.privacy.guard import EgressGuard, Outgoing, leak
+from assistant.privacy.guard import EgressGuard, Outgoing, value_form
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.sanitize import sanitize
-from assistant.privacy.textform import normalise
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +273,7 @@ def test_a_failing_contextual_rule_sends_nothing(
 @pytest.mark.parametrize(
     ("entity", "unit", "sent", "how"),
     [
-        # a truncated organisation: leak() checks organisations whole only
+        # a truncated organisation: value_form() checks organisations whole only
         ("ORGANIZATION", "Nordlys Biotech AS", "a question about Nordlys and its staff", "token"),
         # an address fragment
         ("STREET_ADDRESS", "42 Storgata, Tromsø", "I live on storgata in the north", "token"),
@@ -284,27 +284,27 @@ def test_a_failing_contextual_rule_sends_nothing(
     ],
 )
 def test_the_scorer_sees_what_leak_does_not(entity: str, unit: str, sent: str, how: str) -> None:
-    assert leakscore.SentText(sent).leak(unit) == how
+    assert leakscore.SentText(sent).how_sent(unit) == how
     if entity in ("ORGANIZATION", "STREET_ADDRESS"):
-        assert leak(entity, unit, sent, normalise(sent)) is None  # the guard's ruler misses
+        assert value_form(entity, unit, sent, normalise(sent)) is None  # the guard's ruler misses
 
 
 def test_the_scorer_folds_unicode_and_invisible_characters() -> None:
-    assert leakscore.SentText("Kova\u0301cs is here").leak("Kovács") == "whole"
-    assert leakscore.SentText("Am\u200belia called").leak("Amelia") == "whole"
-    assert leakscore.SentText("nothing personal here").leak("Amelia Thompson") is None
+    assert leakscore.SentText("Kova\u0301cs is here").how_sent("Kovács") == "whole"
+    assert leakscore.SentText("Am\u200belia called").how_sent("Amelia") == "whole"
+    assert leakscore.SentText("nothing personal here").how_sent("Amelia Thompson") is None
     # titles and legal forms identify no one on their own
-    assert leakscore.SentText("ask the professor").leak("Professor Margala") is None
-    assert leakscore.SentText("a limited company").leak("Nordlys Limited") is None
+    assert leakscore.SentText("ask the professor").how_sent("Professor Margala") is None
+    assert leakscore.SentText("a limited company").how_sent("Nordlys Limited") is None
 
 
 def test_the_scorer_finds_a_value_in_text_written_without_spaces() -> None:
     """Chinese, Japanese, Thai: no word edges, so a name inside a sentence is a leak (it
     was not found at all before, and such units were left out of the count)."""
-    assert leakscore.SentText("我的同事李娜在腾讯升职了").leak("李娜") == "whole"
-    assert leakscore.SentText("田中太郎さんに送って").leak("田中太郎") == "whole"
-    assert leakscore.SentText("내 친구 김민수에게 보내").leak("김민수") == "whole"
-    assert leakscore.SentText("Ask Anna about it").leak("Ann") is None  # Latin keeps edges
+    assert leakscore.SentText("我的同事李娜在腾讯升职了").how_sent("李娜") == "whole"
+    assert leakscore.SentText("田中太郎さんに送って").how_sent("田中太郎") == "whole"
+    assert leakscore.SentText("내 친구 김민수에게 보내").how_sent("김민수") == "whole"
+    assert leakscore.SentText("Ask Anna about it").how_sent("Ann") is None  # Latin keeps edges
 
 
 def test_kept_words_counts_the_non_personal_words() -> None:

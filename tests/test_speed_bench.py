@@ -50,7 +50,7 @@ def test_whole_questions_with_the_graph_before_and_after_the_answer(
     monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "8")
     monkeypatch.setenv("DRAG_PIPELINE_N", "4")
     monkeypatch.setenv("DRAG_TEACHER_MAX_TOKENS", "256")
-    from assistant import pipeline
+    from assistant.core import pipeline
 
     sources: list[tuple[bool, str]] = []
     real_ask = pipeline.ask
@@ -88,7 +88,7 @@ def test_two_builds_side_by_side_alternate_in_one_run(
 
     from drag_bench import builds
 
-    from assistant import llamacheck, modelfiles
+    from assistant.models import llamacheck, modelfiles
 
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')

@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant.errors import StoreError
+from assistant.base.errors import StoreError
+from assistant.net.upload import Upload
 from assistant.store import Store, cache, db, ledger
 from assistant.store.sealing import Sealer
 
 
-def upload(i: int = 0, **kw: object) -> ledger.Upload:
+def upload(i: int = 0, **kw: object) -> Upload:
     fields: dict[str, object] = {
         "endpoint": "http://127.0.0.1:8080/v1",
         "model": "teacher-model",
@@ -34,7 +35,7 @@ def upload(i: int = 0, **kw: object) -> ledger.Upload:
         "seconds": 0.25,
     }
     fields.update(kw)
-    return ledger.Upload(**fields)  # type: ignore[arg-type]
+    return Upload(**fields)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -143,13 +144,14 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from assistant.store import Store, ledger
+    from assistant.net.upload import Upload
+    from assistant.store import Store
     store = Store(Path(sys.argv[1]), key="file")
     i = 0
     print("ready", flush=True)
     while True:
         i += 1
-        store.record_upload(ledger.Upload("http://x/v1", "m", "evidence", "v1",
+        store.record_upload(Upload("http://x/v1", "m", "evidence", "v1",
                                           b"x" * 20000 + str(i).encode(), "reply " * 500))
         print(i, flush=True)  # one line per upload written
     """
@@ -335,8 +337,8 @@ def test_audit_commands(tmp_path: Path) -> None:
 
     from click.testing import CliRunner
 
+    from assistant.base.errors import InputError
     from assistant.cli import cli
-    from assistant.errors import InputError
 
     path = Path(os.environ["DRAG_STORE_DATABASE"])
     with Store(path, key="file") as store:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from assistant import answer
-from assistant.student import Student
+from assistant.drag import answer
+from assistant.models.student import Student
 from tests.conftest import SocketLog, use_teacher
 
 pytestmark = pytest.mark.integration

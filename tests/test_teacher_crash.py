@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant import localserver
+from assistant.models import localserver
 from tests.conftest import TEST_MODEL
 
 QUESTION = "Why do leaves change colour in autumn?"
@@ -76,7 +76,8 @@ def local_teacher(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_teacher_that_crashes_mid_request_is_named_with_its_signal_and_log(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from assistant import cli, drafts
+    from assistant import cli
+    from assistant.core import drafts
 
     killed: list[int] = []
     killer = _kill_the_server_once(RequestSent(monkeypatch), killed)
@@ -101,12 +102,13 @@ def test_a_teacher_that_crashes_mid_request_is_named_with_its_signal_and_log(
 def test_the_next_question_after_a_crash_starts_a_new_teacher(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from assistant import config, pipeline
-    from assistant.errors import TeacherError
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.base.errors import TeacherError
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     killed: list[int] = []
-    with Runtime(config.load({"privacy.review": "never"})) as rt:
+    with Session(config.load({"privacy.review": "never"})) as rt:
         killer = _kill_the_server_once(RequestSent(monkeypatch), killed)
         with pytest.raises(TeacherError, match="killed by SIGSEGV") as caught:
             pipeline.ask(rt, QUESTION, mode="evidence", n=8, k=3)

@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from assistant import answer, config, drafts, secrets
+from assistant.base import config, secrets
+from assistant.core import drafts
+from assistant.core.session import Session
+from assistant.drag import answer
+from assistant.net.upload import Upload
 from assistant.privacy.guard import EgressGuard
-from assistant.runtime import Runtime
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
 from assistant.tui.chat import ChatScreen, NotSent, Turn
@@ -132,7 +135,7 @@ async def test_the_question_line_follows_the_status_until_its_context_is_ready()
         assert isinstance(chat, ChatScreen)
         turn = Turn("Why do leaves change colour?", note="… working")
         await chat.query_one("#messages", VerticalScroll).mount(turn)
-        chat.pending, chat._asking = turn.question, turn
+        chat.questions.add(turn.question, turn)
         app.status = "asking the teacher for evidence…"
         await pilot.pause()
         assert turn.note == "… asking the teacher for evidence…"
@@ -206,9 +209,7 @@ async def test_the_api_key_goes_to_the_keyring_and_nowhere_else(
 async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
     with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
         for i in range(3):
-            store.record_upload(
-                ledger.Upload("http://t/v1", "m", "evidence", "v1", b'{"q": %d}' % i, "r")
-            )
+            store.record_upload(Upload("http://t/v1", "m", "evidence", "v1", b'{"q": %d}' % i, "r"))
     app = DragApp(settings_from(), warm=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f2")
@@ -314,7 +315,7 @@ async def test_a_question_asked_while_the_graph_is_built_waits_its_turn(
     the answer is complete: it waits for that graph, then runs. One waits at a time."""
     import threading
 
-    from assistant import pipeline
+    from assistant.core import pipeline
 
     socket_guard.allowed.add(loopback_address(teacher_server))
     gate = threading.Event()  # holds the first question's graph until the test lets go
@@ -334,7 +335,7 @@ async def test_a_question_asked_while_the_graph_is_built_waits_its_turn(
         try:
             question.value = "What is photosynthesis?"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: chat._answered)
+            await wait_for(pilot, lambda: chat.questions.answered)
             first = chat.query(Turn).last()
             assert "building the graph" in first.note and first.answer.strip()
             question.value = "What is osmosis?"
@@ -374,8 +375,8 @@ async def test_declined_and_blocked_uploads_keep_the_question(
         # sent, the app says why.
         faulty = FailAfter(3)
         guard = EgressGuard(faulty, timeout=10.0)
-        monkeypatch.setattr(Runtime, "detector", property(lambda self: faulty))
-        monkeypatch.setattr(Runtime, "guard", property(lambda self: guard))
+        monkeypatch.setattr(Session, "detector", property(lambda self: faulty))
+        monkeypatch.setattr(Session, "guard", property(lambda self: guard))
         chat.query_one("#question", Input).value = "What is glutamine?"
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.pending is None)

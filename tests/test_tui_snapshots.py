@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from textual.app import App
 
-from assistant import config, secrets
+from assistant.base import config, secrets
+from assistant.net.upload import Upload
 from assistant.privacy.detector import Detector
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
@@ -51,7 +52,7 @@ def test_audit_screen(snap_compare: Snap) -> None:
     with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
         for i, purpose in enumerate(["evidence", "triples", "evidence"]):
             store.record_upload(
-                ledger.Upload(
+                Upload(
                     "http://127.0.0.1:8080/v1",
                     "local-teacher",
                     purpose,

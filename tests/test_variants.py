@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assistant.errors import GuardBlocked
+from assistant.base.errors import GuardBlocked
+from assistant.base.textform import normalise
 from assistant.privacy.detector import Detector
-from assistant.privacy.guard import EgressGuard, Outgoing, leak
+from assistant.privacy.guard import EgressGuard, Outgoing, value_form
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import load_policy
 from assistant.privacy.sanitize import sanitize
-from assistant.privacy.textform import normalise
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def assert_gone(value: str, out: str | None) -> None:
 
 
 def test_normal_form_equates_what_a_reader_cannot_tell_apart() -> None:
-    from assistant.privacy.textform import normalise
+    from assistant.base.textform import normalise
 
     assert normalise("Kova\u0301cs") == normalise("KOVÁCS") == "kovács"
     assert normalise("４１１１\u200b1111") == "41111111"
@@ -78,7 +78,7 @@ def test_normal_form_equates_what_a_reader_cannot_tell_apart() -> None:
 
 
 def test_a_view_maps_each_character_back_to_the_original() -> None:
-    from assistant.privacy.textform import view
+    from assistant.base.textform import view
 
     text = "Kova\u0301cs 536-22-\n8471 x"
     v = view(text, join_lines=True)
@@ -89,7 +89,7 @@ def test_a_view_maps_each_character_back_to_the_original() -> None:
 
 
 def test_dates_in_any_format_are_one_date() -> None:
-    from assistant.privacy.textform import date_spans
+    from assistant.base.textform import date_spans
 
     (_, _, a), (_, _, b) = date_spans("03/04/1985 and 3/4/85")[:2]
     assert a & b
@@ -106,12 +106,14 @@ def test_item_1_a_lower_case_surname_after_the_full_name(
     text = "Dr. Amelia Thompson prescribed warfarin. I think thompson made a mistake, what now?"
     out, _ = sent(text, detector, guard)
     assert_gone("thompson", out)
-    assert leak("PERSON", "Amelia Thompson", "ask thompson", "ask thompson") == "part 'Thompson'"
+    assert (
+        value_form("PERSON", "Amelia Thompson", "ask thompson", "ask thompson") == "part 'Thompson'"
+    )
 
 
 def test_item_1_a_common_word_in_a_name_is_not_a_leak_in_lower_case() -> None:
-    assert leak("PERSON", "Will Smith", "what will happen", "what will happen") is None
-    assert leak("PERSON", "Will Smith", "ask Will", "ask will") == "part 'Will'"
+    assert value_form("PERSON", "Will Smith", "what will happen", "what will happen") is None
+    assert value_form("PERSON", "Will Smith", "ask Will", "ask will") == "part 'Will'"
 
 
 def test_item_2_decomposed_accents(detector: Detector, guard: EgressGuard) -> None:
@@ -160,8 +162,8 @@ def test_item_3_values_split_by_a_line_break_or_a_zero_width_space(
 def test_item_4_two_letter_surnames(detector: Detector, guard: EgressGuard) -> None:
     out, _ = sent("Dr. Wei Li is my doctor. Should I ask Li about statins?", detector, guard)
     assert out is not None and not re.search(r"\bLi\b", out)
-    assert leak("PERSON", "Wei Li", "Should I ask Li?", "should i ask li?") == "part 'Li'"
-    assert leak("PERSON", "Maria de la Cruz", "de la", "de la") is None  # particles alone
+    assert value_form("PERSON", "Wei Li", "Should I ask Li?", "should i ask li?") == "part 'Li'"
+    assert value_form("PERSON", "Maria de la Cruz", "de la", "de la") is None  # particles alone
 
 
 def test_item_4_a_street_name_repeated_alone(detector: Detector, guard: EgressGuard) -> None:
@@ -169,12 +171,14 @@ def test_item_4_a_street_name_repeated_alone(detector: Detector, guard: EgressGu
     out, _ = sent(text, detector, guard)
     assert out is not None and "Baker" not in out
     flat = "is baker street in a flood zone?"
-    assert leak("STREET_ADDRESS", "221 Baker Street", flat, flat) == "part 'Baker Street'"
+    assert value_form("STREET_ADDRESS", "221 Baker Street", flat, flat) == "part 'Baker Street'"
 
 
 def test_item_4_a_date_of_birth_in_another_format(guard: EgressGuard) -> None:
     text = "someone born 3/4/1985"
-    assert leak("DATE_OF_BIRTH", "03/04/1985", text, normalise(text)) == "date in another format"
+    assert (
+        value_form("DATE_OF_BIRTH", "03/04/1985", text, normalise(text)) == "date in another format"
+    )
     with pytest.raises(GuardBlocked):
         guard.check(Outgoing((text,), "", (("DATE_OF_BIRTH", "03/04/1985"),)))
     vault = Vault(tag_of=load_policy().tag)

@@ -1,8 +1,8 @@
-"""The `drag` command line: a thin skin over assistant.pipeline, one module per command
+"""The `drag` command line: a thin skin over assistant.core.pipeline, one module per command
 group.
 
 Errors the user can fix print one line (``drag: error: ...``) and exit
-non-zero; nothing the user typed is lost (see assistant.drafts).
+non-zero; nothing the user typed is lost (see assistant.core.drafts).
 """
 
 from assistant.cli import admin, ask, audit, bench, teacher  # noqa: F401 - they register

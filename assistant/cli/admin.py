@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from assistant import config as config_mod
-from assistant import drafts, errors, modelfiles, paths, safetext
+from assistant.base import config as config_mod
+from assistant.base import errors, paths, safetext
+from assistant.base.config import Settings
 from assistant.cli.common import (
     echo,
     flags,
@@ -20,7 +21,8 @@ from assistant.cli.common import (
     with_model_options,
 )
 from assistant.cli.root import cli
-from assistant.config import Settings
+from assistant.core import drafts
+from assistant.models import modelfiles
 
 
 @cli.group("config")
@@ -74,7 +76,7 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
 @config_group.command("set-key")
 def config_set_key() -> None:
     """Store the teacher API key in the system keyring (read without echo)."""
-    from assistant import secrets
+    from assistant.base import secrets
 
     key = click.prompt("Teacher API key", hide_input=True, err=True)
     secrets.store_api_key(key)
@@ -89,12 +91,12 @@ def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
     """Check each part (model file, GPU, embedder, teacher) and print fixes."""
     from dataclasses import asdict
 
-    from assistant.doctor import checks
-    from assistant.runtime import Runtime
+    from assistant.core.doctor import checks
+    from assistant.core.session import Session
 
     settings = settings_of(ctx, flags(**kw))
     results = []
-    with Runtime(settings, status=status_printer(interactive_stderr() and not as_json)) as rt:
+    with Session(settings, status=status_printer(interactive_stderr() and not as_json)) as rt:
         for check in checks(rt):
             results.append(check)
             if not as_json:

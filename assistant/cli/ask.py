@@ -1,4 +1,4 @@
-"""`drag ask` and `drag chat`: a thin skin over assistant.pipeline."""
+"""`drag ask` and `drag chat`: a thin skin over assistant.core.pipeline."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from assistant import errors
+from assistant.base import errors
 from assistant.cli.common import (
     echo,
     flags,
@@ -105,14 +105,15 @@ def ask(
     **kw: Any,
 ) -> None:
     """Ask one QUESTION (or read it from standard input; "-" forces that)."""
-    from assistant import pipeline
-    from assistant.runtime import Runtime
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     settings = settings_of(ctx, flags(**kw))
     text = read_stdin_question() if not question or question == ("-",) else " ".join(question)
     stream = not as_json and sys.stdout.isatty()
     try:
-        with Runtime(settings, status=status_printer(interactive_stderr())) as rt:
+        with Session(settings, status=status_printer(interactive_stderr())) as rt:
+            rt.tidy()
             on_text = (lambda piece: echo(piece, nl=False)) if stream else None
             result = pipeline.ask(
                 rt,
@@ -146,8 +147,8 @@ def _end_streamed_line(stage: str, _result: Any) -> None:
 @click.pass_context
 def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     """The app (in a terminal), or questions line by line (--plain, or input piped)."""
-    from assistant import pipeline
-    from assistant.runtime import Runtime
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     settings = settings_of(ctx, flags(**kw))
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -157,7 +158,8 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
         run(settings)
         return
     status = status_printer(True)
-    with Runtime(settings, status=status) as rt:
+    with Session(settings, status=status) as rt:
+        rt.tidy()
         if interactive:
             secho(
                 f"drag · student {settings.student.model} · teacher {settings.teacher.endpoint}"

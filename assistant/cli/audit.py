@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from assistant import errors, paths, safetext
+from assistant.base import errors, paths, safetext
 from assistant.cli.common import echo, open_store, secho, to_json
 from assistant.cli.root import cli
 

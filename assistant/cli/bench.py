@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from assistant.bench_package import installed
 from assistant.cli.root import cli
+from assistant.core.bench_package import installed
 
 
 @cli.group("bench")

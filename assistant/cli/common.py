@@ -11,14 +11,15 @@ from typing import Any
 
 import click
 
-from assistant import drafts, errors, safetext
-from assistant.config import MODES, Settings
+from assistant.base import errors, safetext
+from assistant.base.config import MODES, Settings
+from assistant.core import drafts
 
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
 
 
 # Everything this CLI prints goes through these: what a model, the user or the database
-# wrote is shown as text, never run by the terminal (assistant.safetext).
+# wrote is shown as text, never run by the terminal (assistant.base.safetext).
 def echo(message: Any = None, **kwargs: Any) -> None:
     click.echo(None if message is None else safetext.plain(str(message)), **kwargs)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from assistant import config as config_mod
-from assistant import errors, safetext
+from assistant.base import config as config_mod
+from assistant.base import errors, safetext
 from assistant.cli.common import echo, secho
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
-from assistant import errors, modelfiles
+from assistant.base import errors
+from assistant.base.config import Settings
 from assistant.cli.common import echo, status_printer
 from assistant.cli.root import cli
-from assistant.config import Settings
-from assistant.listeners import alive
+from assistant.models import modelfiles
+from assistant.net.listeners import alive
 
 
 @cli.group("teacher")
@@ -26,7 +27,7 @@ def teacher_group() -> None:
 @click.pass_context
 def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     """Run the local teacher until Ctrl+C; other drag commands reuse it."""
-    from assistant import localserver
+    from assistant.models import localserver
 
     settings: Settings = ctx.obj["settings"]
     name = model or settings.teacher.model or settings.student.model
@@ -66,7 +67,7 @@ def _serve_running(path: Path, n_ctx: int) -> bool:
     """What ``drag teacher serve`` does when a local teacher for ``path`` already runs:
     another serve is told of and left; the shared server that other drag commands
     started is held until Ctrl+C (as a server of serve's own would be).  False: none runs."""
-    from assistant import localserver
+    from assistant.models import localserver
 
     existing = localserver.running(path)
     if existing is not None:

@@ -17,7 +17,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, cast
 
-from assistant.errors import PrivacyError, one_line
+from assistant.base.errors import PrivacyError, one_line
+from assistant.base.textform import view
 from assistant.privacy.engine import offline_email_recognizer, spacy_engine
 from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.policy import BARE_DOMAIN, Policy, load_policy
@@ -28,7 +29,6 @@ from assistant.privacy.recognizers.common import (
     unknown,
     words_pattern,
 )
-from assistant.privacy.textform import view
 
 # Words holding digits at either end of a span ("ab213966 Abcam Inc.").
 _NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")

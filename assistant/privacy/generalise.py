@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from assistant.base.textform import normalise
 from assistant.privacy.placeholders import PLACEHOLDER, Replacement
 from assistant.privacy.policy import GeneraliseRule
-from assistant.privacy.textform import normalise
 
 PLACES_FILE = Path(__file__).with_name("data") / "places.tsv.gz"
 _RANK = {"country": 2, "state": 1, "city": 0}  # a name is first a country's, then a state's

@@ -26,8 +26,10 @@ import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from assistant import egress
-from assistant.errors import GuardBlocked
+from assistant.base.errors import GuardBlocked
+from assistant.base.safetext import link_spans
+from assistant.base.textform import bounded, dates_in, digit_runs, normalise
+from assistant.net import egress
 from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.placeholders import (
     DATE_TYPES,
@@ -37,8 +39,6 @@ from assistant.privacy.placeholders import (
     parts,
     written_only,
 )
-from assistant.privacy.textform import bounded, dates_in, digit_runs, normalise
-from assistant.safetext import link_spans
 
 _MIN_PART = 3
 
@@ -121,7 +121,7 @@ def _a(entity: str) -> str:
 Distinctive = Callable[[str], bool]
 
 
-def leak(
+def value_form(
     entity: str, value: str, text: str, flat: str, distinctive: Distinctive | None = None
 ) -> str | None:
     """How ``value`` shows in ``text`` (``flat`` = ``normalise(text)``), or None.
@@ -183,7 +183,7 @@ class EgressGuard:
         for text in (*users, out.rest):
             flat = normalise(text)
             for entity, value in protected:
-                how = leak(entity, value, text, flat, self._distinctive)
+                how = value_form(entity, value, text, flat, self._distinctive)
                 if how:
                     raise GuardBlocked(
                         f"the outgoing request still holds {_a(entity)} from your question "
@@ -284,7 +284,7 @@ def carried(
     if target.rstrip(".,;:!?)'\"").casefold() in own:
         return None  # a link the user wrote, going where the user said
     for entity, value in protected:
-        if any(leak(entity, value, form, normalise(form), distinctive) for form in forms):
+        if any(value_form(entity, value, form, normalise(form), distinctive) for form in forms):
             return entity
     return None
 

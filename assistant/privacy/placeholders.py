@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assistant.privacy.findings import Finding
-from assistant.privacy.textform import (
+from assistant.base.safetext import link_spans
+from assistant.base.textform import (
     bounded,
     date_spans,
     dates_in,
@@ -26,7 +26,7 @@ from assistant.privacy.textform import (
     folded,
     normalise,
 )
-from assistant.safetext import link_spans
+from assistant.privacy.findings import Finding
 
 PLACEHOLDER = re.compile(r"<([A-Z]+)_(\d+)>")
 # A placeholder of any tag in the forms models write it in (<ORG_1>, <person 1>, [PERSON_1],

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from assistant.errors import PrivacyError, one_line
+from assistant.base.errors import PrivacyError, one_line
 from assistant.privacy.recognizers import (
     ContactBlockRule,
     CuedNameRule,

@@ -17,7 +17,7 @@ What the model says is checked, never trusted:
 * a model that lists on and on (a value again, or values not in the text, three times
   in a row; or up to its token limit) is stopped, and what it listed before is used;
 * a model that fails, a reply that is not the JSON asked for, or one later than the
-  reader's deadline is a :class:`~assistant.errors.PrivacyError`: nothing is sent.
+  reader's deadline is a :class:`~assistant.base.errors.PrivacyError`: nothing is sent.
 
 The prompt's examples are made up for this module; none comes from a benchmark.
 """
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from assistant.errors import DragError, PrivacyError
+from assistant.base.errors import DragError, PrivacyError
 from assistant.privacy.findings import Finding
 
 READER_VERSION = "reader-v1"
@@ -138,7 +138,7 @@ def messages(text: str) -> list[dict[str, str]]:
 
 
 class Chat(Protocol):
-    """The model: llama.cpp through :class:`assistant.student.Student` (or a test's fake)."""
+    """The model: llama.cpp through :class:`assistant.models.student.Student` (or a test's fake)."""
 
     def chat(
         self,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from assistant.errors import Declined, PrivacyError
+from assistant.base.errors import Declined, PrivacyError
 from assistant.privacy.sanitize import Sanitized
 
 # Shows the question and what would be sent; True sends it, False does not, a Sanitized

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from assistant.errors import DragError, GuardBlocked, PrivacyError
+from assistant.base.errors import DragError, GuardBlocked, PrivacyError
 from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
 from assistant.privacy.guard import EgressGuard, Outgoing, unreplaced

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from assistant.errors import StoreError
+from assistant.base.errors import StoreError
+from assistant.net.upload import Upload
 from assistant.store import cache, db, ledger
 from assistant.store.index import SpaceIndex
 from assistant.store.sealing import KeyStorage, Sealer, load_key
@@ -88,7 +89,7 @@ class Store:
 
     # -- ledger ---------------------------------------------------------------------------
 
-    def record_upload(self, upload: ledger.Upload) -> int:
+    def record_upload(self, upload: Upload) -> int:
         return ledger.append(self.db, upload, self.sealer.mac_key)
 
     def verify_ledger(self, noted: str | None = None) -> ledger.Verdict:

@@ -21,7 +21,7 @@ import numpy as np
 import sqlite_utils
 from numpy.typing import NDArray
 
-from assistant.parsing import entity_key
+from assistant.base.textform import entity_key
 from assistant.store.db import transaction
 from assistant.store.ledger import now
 

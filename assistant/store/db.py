@@ -21,8 +21,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from assistant import paths
-from assistant.errors import StoreError
+from assistant.base import paths
+from assistant.base.errors import StoreError
 
 Migration = Callable[[sqlite_utils.Database], None]
 MIGRATIONS: list[Migration] = []

@@ -30,13 +30,14 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlite_utils
 
-from assistant.privacy.textform import normalise
-from assistant.safetext import escape_controls
+from assistant.base.safetext import escape_controls
+from assistant.base.textform import normalise
+from assistant.net.upload import Upload
 from assistant.store.db import transaction
 
 GENESIS = "0" * 64
@@ -80,25 +81,6 @@ def row_hash(row: Mapping[str, Any]) -> str:
         separators=(",", ":"),
     )
     return _digest(canonical.encode("utf-8"))
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One request that left the machine (what egress.send reports)."""
-
-    endpoint: str
-    model: str
-    purpose: str
-    prompt_version: str
-    request: bytes  # the exact body written to the socket
-    reply: str | None  # the raw reply text; None when the request failed
-    status: str = "ok"  # "ok" | "error"
-    error: str | None = None
-    redaction: Mapping[str, int] = field(default_factory=dict)  # types and counts only
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    attempts: int = 1
 
 
 def mac(row: Mapping[str, Any], key: bytes) -> str:

@@ -24,9 +24,9 @@ from typing import Literal
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from assistant import paths
-from assistant.errors import StoreError
-from assistant.secrets import no_keyring_here
+from assistant.base import paths
+from assistant.base.errors import StoreError
+from assistant.base.secrets import no_keyring_here
 
 SERVICE = "drag-assistant"
 USERNAME = "store-key"

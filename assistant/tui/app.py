@@ -1,4 +1,4 @@
-"""The Textual app: a thin skin over assistant.pipeline and assistant.store.
+"""The Textual app: a thin skin over assistant.core.pipeline and assistant.store.
 
 Models load in a background worker (status line above the footer); every
 question runs in a worker thread; the UI thread never does model or network
@@ -20,10 +20,10 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from assistant import config, safetext
-from assistant.config import Settings
-from assistant.errors import DragError
-from assistant.runtime import Runtime
+from assistant.base import config, safetext
+from assistant.base.config import Settings
+from assistant.base.errors import DragError
+from assistant.core.session import Session
 from assistant.store import Store
 from assistant.tui.audit import AuditScreen
 from assistant.tui.bench import BenchScreen
@@ -76,7 +76,7 @@ class DragApp(App[None]):
         self.settings = settings
         self.warm = warm
         self.runtime_lock = threading.RLock()
-        self.runtime = Runtime(settings, status=self.report)
+        self.runtime = Session(settings, status=self.report)
         s = settings.store
         self.ui_store = Store.configured(s.database, s.key)
 
@@ -97,6 +97,11 @@ class DragApp(App[None]):
         return f"ready · student {s.student.model} · {mode} · review {s.privacy.review}"
 
     def on_mount(self) -> None:
+        try:  # the keeping settings, once, as `drag ask` and `drag chat` apply them
+            with self.runtime_lock:
+                self.runtime.tidy()
+        except DragError as exc:
+            self.notify(f"the keeping settings were not applied: {exc}", severity="error")
         if self.warm:
             self.warm_up()
         else:
@@ -144,7 +149,7 @@ class DragApp(App[None]):
         with self.runtime_lock:
             self.runtime.close()
             self.settings = new
-            self.runtime = Runtime(new, status=self.report)
+            self.runtime = Session(new, status=self.report)
         self.report("settings changed: loading the models again…")
         self.warm_up()
 

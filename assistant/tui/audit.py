@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input
 
-from assistant import paths
+from assistant.base import paths
 from assistant.store import ledger
 from assistant.tui.widgets import DragScreen, Plain, StatusBar, plain_text
 

@@ -22,9 +22,9 @@ from textual.widgets import (
     Static,
 )
 
-from assistant import paths
-from assistant.bench_package import installed
-from assistant.errors import DragError
+from assistant.base import paths
+from assistant.base.errors import DragError
+from assistant.core.bench_package import installed
 from assistant.privacy.detector import Detector
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar, bar_chart
 

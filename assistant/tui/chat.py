@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -21,9 +20,10 @@ from textual.widgets import (
     ListView,
 )
 
-from assistant import drafts, pipeline
-from assistant.errors import Declined, DragError, Interrupted, PrivacyError
-from assistant.results import AskResult
+from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError
+from assistant.core import drafts, pipeline
+from assistant.core.conversation import Asked, Offer, Queue
+from assistant.core.results import AskResult
 from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
@@ -97,7 +97,7 @@ class Turn(Vertical):
 
     def compose(self) -> ComposeResult:
         # Plain text, never Markdown or markup: a model's reply is data (a link in it is
-        # shown with its full target, not made clickable; see assistant.safetext).
+        # shown with its full target, not made clickable; see assistant.base.safetext).
         yield Plain(self.question, classes="question")
         yield Plain(self.note, classes="badge")
         yield Plain(self.answer, classes="answer")
@@ -202,11 +202,14 @@ class ChatScreen(DragScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.pending: str | None = None  # the question being answered
-        self._asking: Turn | None = None  # its turn
-        self._answered = False  # its answer is complete; the graph for the cache is built
-        self._queued: tuple[str, Turn] | None = None  # the next question, asked meanwhile
+        self.questions: Queue[Turn] = Queue()  # one at a time; the next one may wait
         self._cancel = threading.Event()
+
+    @property
+    def pending(self) -> str | None:
+        """The question being answered."""
+        current = self.questions.current
+        return current.question if current is not None else None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -233,8 +236,9 @@ class ChatScreen(DragScreen):
     def _follow_status(self, status: str) -> None:
         """Until its context is ready, the question's own line says what is being done
         (the status line's words), not only the first step."""
-        turn = self._asking
-        if self.pending is not None and turn is not None and turn.note.startswith("…"):
+        current = self.questions.current
+        turn = current.view if current is not None else None
+        if turn is not None and turn.note.startswith("…"):
             turn.set_note(f"… {status}")
 
     # -- conversations ------------------------------------------------------------------
@@ -259,7 +263,7 @@ class ChatScreen(DragScreen):
     @on(ListView.Selected, "#conversations")
     def open_conversation(self, event: ListView.Selected) -> None:
         cid = getattr(event.item, "conversation_id", None)
-        if cid is None or self.pending is not None:
+        if cid is None or self.questions.busy:
             return
         messages = self.query_one("#messages", VerticalScroll)
         messages.remove_children()  # the welcome too
@@ -273,7 +277,7 @@ class ChatScreen(DragScreen):
             self.drag.runtime.resume(conversation_id)
 
     def action_new_conversation(self) -> None:
-        if self.pending is not None:
+        if self.questions.busy:
             self.notify("wait for the answer first", severity="warning")
             return
         messages = self.query_one("#messages", VerticalScroll)
@@ -301,7 +305,7 @@ class ChatScreen(DragScreen):
 
     def action_delete_conversation(self) -> None:
         cid = self._current()
-        if cid is None or self.pending is not None:
+        if cid is None or self.questions.busy:
             return
 
         def done(yes: bool | None) -> None:
@@ -333,27 +337,27 @@ class ChatScreen(DragScreen):
         question = event.value
         if not question.strip():
             return
-        if self.pending is not None and (not self._answered or self._queued is not None):
+        offer = self.questions.offer(question)
+        if offer is Offer.BUSY:
             self.notify("one question at a time: wait for the answer", severity="warning")
             return
         event.input.value = ""
         self.query("#welcome").remove()
-        waits = self.pending is not None  # the last answer is complete, its graph is not
         turn = Turn(
             question,
-            note="… asked once the last answer's graph is in the cache" if waits else "… working",
+            note="… asked once the last answer's graph is in the cache"
+            if offer is Offer.WAIT
+            else "… working",
         )
         self.query_one("#messages", VerticalScroll).mount(turn)
         turn.scroll_visible()
-        if waits:
-            self._queued = (question, turn)
-        else:
-            self._start(question, turn)
+        now = self.questions.add(question, turn)
+        if now is not None:
+            self._start(now)
 
-    def _start(self, question: str, turn: Turn) -> None:
-        self.pending, self._asking, self._answered = question, turn, False
+    def _start(self, asked: Asked[Turn]) -> None:
         self._cancel.clear()
-        self.ask(question, turn)
+        self.ask(asked.question, asked.view)
 
     def review_from_worker(self, sanitized: Sanitized) -> Verdict:
         """Called in the worker: show the modal on the UI thread, wait for the answer."""
@@ -373,13 +377,7 @@ class ChatScreen(DragScreen):
     def cancel_pending(self) -> None:
         """Quit while answering: keep the question (and one asked meanwhile), stop the
         student."""
-        with contextlib.suppress(DragError, OSError):  # closing: no one to tell
-            if self.pending is not None and not self._answered:
-                drafts.keep(self.pending, "the app was closed before the answer was complete")
-            if self._queued is not None:
-                drafts.keep(self._queued[0], "the app was closed before it was asked")
-        self._queued = None
-        if self.pending is not None:
+        if self.questions.close():
             self._cancel.set()
 
     @work(thread=True, group="ask")  # one at a time: submit() queues, _done() starts
@@ -438,15 +436,13 @@ class ChatScreen(DragScreen):
     def _answer_complete(self, turn: Turn, result: AskResult) -> None:
         """The answer is written; the next question may be asked (it waits for the graph)."""
         turn.set_note(badge(result) + " · answered; building the graph for the cache…")
-        self._answered = True
+        self.questions.answer_complete()
 
     def _done(self) -> None:
-        self.pending, self._asking, self._answered = None, None, False
         self.drag.status = self.drag.ready_line()
-        if self._queued is not None:
-            question, turn = self._queued
-            self._queued = None
-            self._start(question, turn)
+        waiting = self.questions.done()
+        if waiting is not None:
+            self._start(waiting)
 
     def last_result(self) -> Any:
         turns = list(self.query(Turn))

@@ -9,8 +9,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Footer, Header, Input, Select, Static, Switch
 
-from assistant import config, secrets
-from assistant.errors import ConfigError
+from assistant.base import config, secrets
+from assistant.base.errors import ConfigError
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
 # (key, widget kind) in the order shown; every other key stays as the file has it.

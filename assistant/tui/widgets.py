@@ -10,14 +10,14 @@ from textual.screen import Screen
 from textual.visual import VisualType
 from textual.widgets import Label, Static
 
-from assistant import safetext
+from assistant.base import safetext
 
 if TYPE_CHECKING:
     from assistant.tui.app import DragApp
 
 
 def plain_text(text: str) -> Text:
-    """A string as it is written: no markup, no control sequence (assistant.safetext)."""
+    """A string as it is written: no markup, no control sequence (assistant.base.safetext)."""
     return Text(safetext.plain(text))
 
 

@@ -8,7 +8,7 @@ other, in a fresh process each (the model is loaded anew: the page cache holds i
 the first), and the order of the builds turns each round (A B, B A, …) so that a drift
 of the machine's speed falls on both.  Figures are medians over the rounds; × is
 against the first build named.  Which CPU code each build ran is printed beside it: the
-variant a portable build chose (``assistant/llamabuild.py``) and its instruction sets.
+variant a portable build chose (``assistant/models/llamabuild.py``) and its instruction sets.
 Nothing else should run on the machine meanwhile.
 """
 

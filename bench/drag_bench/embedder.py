@@ -7,7 +7,7 @@ For each backend, in a fresh process: cold start (import, load, first vector).  
 this process: per-query time (one question, and a question's n-grams as the offline
 recall embeds them), throughput on ``--sentences`` bundled benchmark questions, and the
 agreement of the vectors (cosine per sentence) and of rankings (each ARC question's
-options among its neighbours', ordered by :func:`assistant.ranking.rank_texts`).  Without
+options among its neighbours', ordered by :func:`assistant.drag.ranking.rank_texts`).  Without
 sentence-transformers installed, ONNX Runtime's figures are printed alone.
 """
 
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from assistant import recall
-from assistant.embedder import OnnxEmbedder, SentenceEmbedder, load
-from assistant.errors import DragError
-from assistant.ranking import rank_texts
+from assistant.base.errors import DragError
+from assistant.drag import recall
+from assistant.drag.ranking import rank_texts
+from assistant.models.embedder import OnnxEmbedder, SentenceEmbedder, load
 from drag_bench import arguments
 from drag_bench.mc import MCQuestion, bundled, load_arc
 
@@ -34,7 +34,7 @@ BACKENDS = ("onnx", "torch")
 
 _COLD = (
     "import time; t = time.perf_counter(); "
-    "from assistant.embedder import load; e = load(backend={backend!r}); e.embed(['x']); "
+    "from assistant.models.embedder import load; e = load(backend={backend!r}); e.embed(['x']); "
     "print(time.perf_counter() - t)"
 )
 

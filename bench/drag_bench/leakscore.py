@@ -20,7 +20,7 @@ characters and soft hyphens removed, whitespace collapsed):
 This holds for every type of value: organisations and addresses get the same partial
 forms as names.  A unit that cannot be found in the item's own text in any of these
 forms is not counted (PUPA's units were extracted by a language model, and a few are
-not in the query at all): ``SentText(source).leak(unit)`` on the item's own text says
+not in the query at all): ``SentText(source).how_sent(unit)`` on the item's own text says
 which.
 
 The non-personal words kept (utility on real queries) are measured here as well, with
@@ -105,7 +105,7 @@ class SentText:
         right = r"(?!\w)" if u[-1].isalnum() and not _unspaced(u[-1]) else ""
         return re.search(left + re.escape(u) + right, self.folded) is not None
 
-    def leak(self, unit: str) -> str | None:
+    def how_sent(self, unit: str) -> str | None:
         """How ``unit`` shows in this text (``whole``, ``token``, ``digits``), or None."""
         if self.has_whole(unit):
             return "whole"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from assistant.errors import InputError
+from assistant.base.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant import answer, llamabuild, modelfiles
-from assistant.errors import DragError
-from assistant.student import Student
+from assistant.base.errors import DragError
+from assistant.drag import answer
+from assistant.models import llamabuild, modelfiles
+from assistant.models.student import Student
 from drag_bench import arguments
 from drag_bench.mc import bundled, bundled_arc, load_arc
 
@@ -132,7 +133,7 @@ class _Clock:
 
 def _timed_asks(rt: Any, questions: Sequence[str], label: str) -> list[dict[str, float]]:
     """Each question through ``pipeline.ask``: its moments, and the student's prompt."""
-    from assistant import pipeline
+    from assistant.core import pipeline
 
     rows: list[dict[str, float]] = []
     for question in questions:
@@ -176,8 +177,9 @@ def ask_timings(count: int) -> dict[str, dict[str, Any]]:
     the same questions offline, and the student's raw speed."""
     import tempfile
 
-    from assistant import config, pipeline
-    from assistant.runtime import Runtime
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.session import Session
 
     questions = [q.question for q in load_arc(bundled("arc_challenge_dev200.jsonl"))[-count:]]
     out: dict[str, dict[str, Any]] = {}
@@ -190,7 +192,7 @@ def ask_timings(count: int) -> dict[str, dict[str, Any]]:
                     "store.database": str(Path(tmp) / "drag.db"),
                 }
             )
-            with Runtime(settings) as rt:
+            with Session(settings) as rt:
                 # Loaded before the clock starts, as in the app after its first question.
                 pipeline.ask(rt, "What is two plus two?", mode="evidence", n=3, k=3)
                 out[timing] = _p50(_timed_asks(rt, questions, timing))

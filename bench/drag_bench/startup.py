@@ -105,7 +105,7 @@ def first_answer_byte(command: list[str], *, timeout: float = 300) -> tuple[floa
 def cached_questions(count: int) -> list[tuple[str, int, bool]]:
     """The last ``count`` questions of the configured store's cache without placeholders,
     each with its number of statements and whether it holds a graph."""
-    from assistant import config
+    from assistant.base import config
     from assistant.store import Store
 
     s = config.load().store

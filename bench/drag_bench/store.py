@@ -35,11 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from assistant import config, pipeline, recall
-from assistant.errors import DragError, NotCovered
-from assistant.parsing import parse_objects
-from assistant.results import AskResult
-from assistant.runtime import Runtime
+from assistant.base import config
+from assistant.base.errors import DragError, NotCovered
+from assistant.core import pipeline
+from assistant.core.results import AskResult
+from assistant.core.session import Session
+from assistant.drag import recall
+from assistant.drag.parsing import parse_objects
 from assistant.store import Store, cache
 from drag_bench import arguments
 from drag_bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
@@ -62,7 +64,7 @@ PARAPHRASE_SCHEMA = {
 }
 
 
-def paraphrase(rt: Runtime, q: MCQuestion) -> MCQuestion:
+def paraphrase(rt: Session, q: MCQuestion) -> MCQuestion:
     """The teacher's rewording of the stem; the options are kept as they are."""
     teacher = rt.teacher
     request = teacher.request(
@@ -83,7 +85,7 @@ def paraphrase(rt: Runtime, q: MCQuestion) -> MCQuestion:
     return dataclasses.replace(q, question=stems[0] if stems else q.question)
 
 
-def _answer(rt: Runtime, result: AskResult, q: MCQuestion) -> dict[str, Any]:
+def _answer(rt: Session, result: AskResult, q: MCQuestion) -> dict[str, Any]:
     pipeline.respond(rt, result, prompt=q.student_prompt())
     choice = extract_choice(result.answer, q)
     return {
@@ -94,12 +96,12 @@ def _answer(rt: Runtime, result: AskResult, q: MCQuestion) -> dict[str, Any]:
     }
 
 
-def run_question(rt: Runtime, q: MCQuestion) -> dict[str, Any]:
+def run_question(rt: Session, q: MCQuestion) -> dict[str, Any]:
     with rt.own_placeholders():  # each question (and its paraphrase) a conversation of its own
         return _run_question(rt, q)
 
 
-def _run_question(rt: Runtime, q: MCQuestion) -> dict[str, Any]:
+def _run_question(rt: Session, q: MCQuestion) -> dict[str, Any]:
     online_settings = rt.settings
     started = time.perf_counter()
     online = pipeline.gather(rt, q.text())
@@ -193,7 +195,7 @@ def render_questions(s: dict[str, Any], header: str) -> str:
 # -- calibration --------------------------------------------------------------------------
 
 
-def probe(rt: Runtime, text: str) -> tuple[str, float]:
+def probe(rt: Session, text: str) -> tuple[str, float]:
     """How the cache would recall ``text`` and with what score (no threshold applied)."""
     sent = rt.sanitize(text).text
     q = rt.embedder.embed([sent])[0]
@@ -224,7 +226,7 @@ def calibrate(jsonl: Path, controls: int) -> dict[str, Any]:
     asked = {r["id"] for r in records}
     unrelated = [q for q in questions if q.id not in asked][-controls:]
     settings = config.load({"store.database": str(jsonl.with_suffix(".db"))})
-    with Runtime(settings) as rt:
+    with Session(settings) as rt:
         para = [
             probe(rt, dataclasses.replace(by_id[r["id"]], question=r["paraphrase"]).text())
             for r in records
@@ -401,7 +403,7 @@ def run_scale(sizes: list[int], out: Path, queries: int = 50) -> list[dict[str, 
 
 
 def ngram_embed_ms(questions: list[MCQuestion], count: int = 30) -> dict[str, float]:
-    from assistant.embedder import OnnxEmbedder
+    from assistant.models.embedder import OnnxEmbedder
 
     embedder = OnnxEmbedder()
     embedder.embed(["warm up"])
@@ -485,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             per_q = args.out / f"store-{stamp}.jsonl"
             records = []
-            with Runtime(settings) as rt, per_q.open("w", encoding="utf-8") as fh:
+            with Session(settings) as rt, per_q.open("w", encoding="utf-8") as fh:
                 for i, q in enumerate(questions[: args.questions], start=1):
                     try:
                         record = run_question(rt, q)

@@ -29,11 +29,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant import answer, config
-from assistant.config import MODES, ORDERS
-from assistant.errors import DragError, InputError
-from assistant.results import AskResult
-from assistant.runtime import Runtime
+from assistant.base import config
+from assistant.base.config import MODES, ORDERS
+from assistant.base.errors import DragError, InputError
+from assistant.core.results import AskResult
+from assistant.core.session import Session
+from assistant.drag import answer
 from drag_bench import arguments, split_choices
 from drag_bench.accuracy.passes import (
     Records,
@@ -268,7 +269,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
     else:
         for teacher in teachers:
             settings = base.with_flags({"teacher.model": teacher, "student.model": students[0]})
-            with Runtime(settings) as rt:
+            with Session(settings) as rt:
                 gathered: dict[str, AskResult | None] = {}
                 pending = [  # questions some answer of this teacher's row is still missing for
                     q

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant import pipeline
-from assistant.config import Mode
-from assistant.errors import DragError
-from assistant.results import AskResult
-from assistant.runtime import Runtime
+from assistant.base.config import Mode
+from assistant.base.errors import DragError
+from assistant.core import pipeline
+from assistant.core.results import AskResult
+from assistant.core.session import Session
 from assistant.store import ledger
 from drag_bench.accuracy.report import column_name
 from drag_bench.mc import MCQuestion, extract_choice
@@ -73,7 +73,7 @@ class Records:
 
 
 def teacher_record(
-    rt: Runtime, teacher: str, q: MCQuestion, result: AskResult, seconds: float
+    rt: Session, teacher: str, q: MCQuestion, result: AskResult, seconds: float
 ) -> dict[str, Any]:
     """Calls and tokens of this question's teacher work, also when the cache served it
     (then read from the ledger rows of the uploads it came from)."""
@@ -105,7 +105,7 @@ def teacher_record(
 
 
 def gather_all(
-    rt: Runtime,
+    rt: Session,
     teacher: str,
     questions: Sequence[MCQuestion],
     records: Records,
@@ -158,7 +158,7 @@ def gather_all(
 
 
 def answer_all(
-    rt: Runtime,
+    rt: Session,
     student: str,
     teacher: str,
     questions: Sequence[MCQuestion],

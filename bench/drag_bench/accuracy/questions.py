@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from assistant.errors import InputError
+from assistant.base.errors import InputError
 from drag_bench.mc import MCQuestion, bundled, load_arc
 
 DATASETS = {

@@ -6,7 +6,7 @@ actually leave: the exact body of the evidence request.  Methods, in one run:
 * ``full``      -- this product: detection, placeholders, optional student rewrite,
                    and the egress guard (a refused request sends nothing);
 * ``reader``    -- the same, with the local model reading each question too
-                   (privacy.reader, through ``Runtime.read`` as ``drag ask`` calls it);
+                   (privacy.reader, through ``Session.read`` as ``drag ask`` calls it);
 * ``presidio``  -- baseline: Presidio's default recognizers and thresholds, each
                    finding replaced by ``<ENTITY_TYPE>``;
 * ``rewrite``   -- baseline, the paper's method: the student's rewrite alone.
@@ -19,7 +19,7 @@ Two scorers, side by side:
   spaCy label of the unit where it stands in the text, or LINK / EMAIL / NUMBER), and
   apart, the units sent whole (not only a word such as "services" of a longer one);
 * the old columns, for comparison: *exact*, *normalised* and *partial* (the egress
-  guard's own ``leak()`` forms).
+  guard's own ``value_form()`` forms).
 
 Utility: the control set (no PII) gives over-redaction, and every item the share of
 its non-personal words still in what was sent (for PUPA also of PUPA's own
@@ -45,17 +45,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assistant import config
-from assistant.errors import DragError
+from assistant.base import config
+from assistant.base.errors import DragError
+from assistant.core.session import Session
 from assistant.privacy.detector import Detector
 from assistant.privacy.policy import category_modes
-from assistant.runtime import Runtime
 from drag_bench import arguments, split_choices
 from drag_bench.privacy.datasets import (
     METHODS,
     PRESIDIO_LOOKED_AT,
     PRESIDIO_RESEARCH_SCOPE,
     PUPA_LOOKED_AT,
+    PUPA_MOVED,
     PUPA_TNB,
     Item,
     bundled_path,
@@ -95,6 +96,7 @@ __all__ = [
     "PRESIDIO_LOOKED_AT",
     "PRESIDIO_RESEARCH_SCOPE",
     "PUPA_LOOKED_AT",
+    "PUPA_MOVED",
     "PUPA_TNB",
     "Categories",
     "Item",
@@ -299,12 +301,12 @@ def main(argv: list[str] | None = None) -> int:
                 methods[label + tail] = make_full(
                     Detector(categories=modes), rewriter if args.rewrite else None, send
                 )
-            elif name == "reader":  # the reader as drag ask runs it: Runtime.read
+            elif name == "reader":  # the reader as drag ask runs it: Session.read
                 for model, grammar in itertools.product(readers, grammars):
                     flags: dict[str, Any] = {"privacy.reader": "on", "store.offline": False}
                     if model:
                         flags["privacy.reader_model"] = model
-                    runtime = stack.enter_context(Runtime(config.load().with_flags(flags)))
+                    runtime = stack.enter_context(Session(config.load().with_flags(flags)))
                     runtime.reader.free_first = grammar == "fallback"
                     about = [model] if model else []
                     about += [f"grammar {grammar}"] if len(grammars) > 1 else []

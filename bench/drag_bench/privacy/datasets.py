@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -46,6 +47,76 @@ _ALREADY_REDACTED = re.compile(r"presidio_anonymi[sz]ed|^\s*[<\[].*[>\]]\s*$", r
 # presidio-research: rules were written from the misses of items 0-749 (see README).
 PRESIDIO_LOOKED_AT = 750
 PUPA_LOOKED_AT = frozenset("01234567")  # first hex digit of the conversation hash
+# PUPA-TNB is split by person, not only by conversation (issue 31): a conversation whose
+# hash puts it in the unseen half goes to the seen half with everything it is linked to,
+# when it shares a PII unit with a seen query or is a near-duplicate of one (cosine >= 0.9
+# under the bundled all-MiniLM-L6-v2).  On PUPA_TNB.csv that moves 13 queries of 11
+# conversations (13 shared units: belal, centric brands, closed ai, dubai, elon musk,
+# facebook, florida, germany, india, lauderhill, msitu africa, oakland park, sarah; one
+# near-duplicate pair, the two "I'm Belal, a GP doctor" queries), and leaves 95 unseen.
+# `person_groups` computes the list from the CSV; the test that recomputes it is
+# tests/test_privacy_split.py.
+PUPA_NEAR_DUPLICATE = 0.9
+PUPA_MOVED = frozenset(
+    {
+        "83493f042c2d11ef96b5c6540108ce4a",
+        "83a601029afb9199033693c3a863439b",
+        "83d77207b1048453422f966586a7615b",
+        "be14cf21db127197a402065df223796b",
+        "c1dca35d56b793ccd4b2e293e4841cbe",
+        "c63c9d755f12c76adea9a3f0e2d37b8e",
+        "c82b0aa47f0436fbad24573c7df1611b",
+        "cbc4e01247961ee080f6de2776a3ef7a",
+        "d3b45457ca2dc6595ddc445daad490c1",
+        "eb482f4c1de3ca342b4333be8dd33516",
+        "f4cf8b1a5216488959a7f1f6e17a68d0",
+    }
+)
+
+
+def pupa_units(field: str) -> tuple[str, ...]:
+    """A PUPA row's ``pii_units`` (joined by ``||``), without those that are a redaction
+    already."""
+    units = (u.strip() for u in (field or "").split("||"))
+    return tuple(u for u in units if u and not _ALREADY_REDACTED.search(u))
+
+
+def person_groups(
+    hashes: Sequence[str],
+    units: Sequence[Sequence[str]],
+    similarity: Callable[[int, int], float],
+) -> set[str]:
+    """The conversations of the unseen half (by hash) linked to the seen half: through
+    the same conversation, a shared PII unit (case folded) or a near-duplicate query
+    (``similarity`` of two rows at least PUPA_NEAR_DUPLICATE), transitively."""
+    parent = list(range(len(hashes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    folded = [{u.casefold() for u in row} for row in units]
+    for i in range(len(hashes)):
+        for j in range(i + 1, len(hashes)):
+            linked = (
+                hashes[i] == hashes[j]
+                or bool(folded[i] & folded[j])
+                or similarity(i, j) >= PUPA_NEAR_DUPLICATE
+            )
+            if linked:
+                parent[root(i)] = root(j)
+    seen_roots = {root(i) for i, h in enumerate(hashes) if h[:1] in PUPA_LOOKED_AT}
+    return {
+        h for i, h in enumerate(hashes) if h[:1] not in PUPA_LOOKED_AT and root(i) in seen_roots
+    }
+
+
+def pupa_seen(conversation_hash: str) -> bool:
+    """Whether the rules were written from this conversation's misses, or from those of
+    a conversation it is linked to (see PUPA_MOVED)."""
+    return conversation_hash[:1] in PUPA_LOOKED_AT or conversation_hash in PUPA_MOVED
 
 
 def bundled_path() -> Path:
@@ -103,8 +174,7 @@ def load_csv(path: Path) -> list[Item]:
         if missing:
             raise ValueError(f"{path}: no column {', '.join(sorted(missing))}")
         for n, r in enumerate(reader):
-            units = [u.strip() for u in (r["pii_units"] or "").split("||")]
-            pii = tuple(("UNIT", u) for u in units if u and not _ALREADY_REDACTED.search(u))
+            pii = tuple(("UNIT", u) for u in pupa_units(r["pii_units"]))
             items.append(
                 Item(
                     f"{path.stem}/{n}",  # conversation hashes repeat: one per query
@@ -112,10 +182,9 @@ def load_csv(path: Path) -> list[Item]:
                     pii,
                     control=not pii,
                     reference=r.get("redacted_query") or None,
-                    # The half of PUPA-TNB whose leaks were read to write the rules.
-                    seen=r["conversation_hash"][:1] in PUPA_LOOKED_AT
-                    if r.get("conversation_hash")
-                    else None,
+                    # The half of PUPA-TNB whose leaks were read to write the rules,
+                    # and what is linked to it.
+                    seen=pupa_seen(r["conversation_hash"]) if r.get("conversation_hash") else None,
                 )
             )
     return items

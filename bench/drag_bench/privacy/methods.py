@@ -9,8 +9,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from assistant import config, egress, evidence
-from assistant.errors import GuardBlocked, PrivacyError
+from assistant.base import config
+from assistant.base.errors import GuardBlocked, PrivacyError
+from assistant.core.session import Session
+from assistant.drag import evidence
+from assistant.models.teacher import Teacher
+from assistant.net import egress
 from assistant.privacy.detector import Detector
 from assistant.privacy.engine import offline_email_recognizer, spacy_engine
 from assistant.privacy.generalise import Generaliser
@@ -20,8 +24,6 @@ from assistant.privacy.policy import load_policy
 from assistant.privacy.reader import Reading
 from assistant.privacy.review import approved
 from assistant.privacy.sanitize import REWRITE_SYSTEM, sanitize
-from assistant.runtime import Runtime
-from assistant.teacher import Teacher
 from drag_bench.privacy.datasets import Item
 
 
@@ -32,7 +34,7 @@ def evidence_request(
     public: tuple[str, ...] = (),
 ) -> egress.ChatRequest:
     """The evidence request that would carry ``question``: built by the product's own
-    :func:`assistant.evidence.request`, for a teacher that is never called (``public``:
+    :func:`assistant.drag.evidence.request`, for a teacher that is never called (``public``:
     the question's coarser values, as the pipeline passes them)."""
     teacher = Teacher(
         endpoint=egress.Endpoint("http://teacher.invalid/v1"),
@@ -89,7 +91,7 @@ def make_full(
     read: Callable[[str], Reading | None] | None = None,
 ) -> Method:
     """This product's upload path; with ``send``, each request really goes to the teacher;
-    with ``read`` (:meth:`Runtime.read`, as ``drag ask`` calls it), the local model reads
+    with ``read`` (:meth:`Session.read`, as ``drag ask`` calls it), the local model reads
     each question too."""
     guard = EgressGuard(detector)
     generaliser = Generaliser.from_policy(detector.policy.generalise)
@@ -189,8 +191,8 @@ def make_rewrite_only(rewriter: Callable[[str, str], str]) -> Method:
 
 
 def _student_rewriter() -> Callable[[str, str], str]:
-    from assistant import modelfiles
-    from assistant.student import Student
+    from assistant.models import modelfiles
+    from assistant.models.student import Student
 
     settings = config.load()
     path, _spec = modelfiles.resolve(settings.student.model)
@@ -208,7 +210,7 @@ def _sender() -> Iterator[Sender]:
     """Send each request to the configured teacher (asking for one token: only the
     upload is measured), through egress.send and its HTTP hook."""
 
-    with Runtime(config.load()) as rt:
+    with Session(config.load()) as rt:
         teacher = rt.teacher
 
         def to_ledger(sent: egress.Sent) -> None:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from assistant import evidence
-from assistant.privacy.guard import leak, template_fragments, without
+from assistant.base.textform import normalise
+from assistant.drag import evidence
+from assistant.privacy.guard import template_fragments, value_form, without
 from assistant.privacy.policy import load_policy
-from assistant.privacy.textform import normalise
 from drag_bench import leakscore
 from drag_bench.privacy.datasets import Item
 from drag_bench.privacy.methods import Outcome
@@ -92,12 +92,14 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     unit_view = leakscore.SentText(question)
     # Units not in their own text at all (PUPA's are a model's extraction) are not scored.
     source = leakscore.SentText(item.text)
-    presence = {value: source.leak(value) is not None for _, value in item.pii}
+    presence = {value: source.how_sent(value) is not None for _, value in item.pii}
     for entity, value in item.pii:
         # Strict byte-level forms: a value inside a longer word still counts.
         exact = bool(sent) and value in readable
         normalised = exact or (bool(sent) and normalise(value) in flat)
-        partial = normalised or (bool(sent) and leak(entity, value, readable, flat) is not None)
+        partial = normalised or (
+            bool(sent) and value_form(entity, value, readable, flat) is not None
+        )
         present = presence[value]
         record["values"].append(
             {
@@ -107,7 +109,7 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
                 "partial": partial,
                 "category": categories().of(value, item.text) if present else "ABSENT",
                 "present": present,
-                "unit": (unit_view.leak(value) or "") if present and sent else "",
+                "unit": (unit_view.how_sent(value) or "") if present and sent else "",
             }
         )
     units = [v for _, v in item.pii]
@@ -120,7 +122,7 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
     if item.reference is not None:
         record["reference_kept_words"] = leakscore.kept_words(item.text, item.reference, units)
         ref = leakscore.SentText(item.reference)
-        ref_forms = [ref.leak(v) for v in units if presence[v]]
+        ref_forms = [ref.how_sent(v) for v in units if presence[v]]
         record["reference_leaks"] = sum(1 for form in ref_forms if form)
         record["reference_whole_leaks"] = ref_forms.count("whole")
     return record

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from assistant import config
-from assistant.errors import GuardBlocked
-from assistant.runtime import Runtime
+from assistant.base import config
+from assistant.base.errors import GuardBlocked
+from assistant.core.session import Session
 from drag_bench.mc import MCQuestion, extract_choice
 from drag_bench.privacy.datasets import bundled_path
 from drag_bench.stats import paired
@@ -32,7 +32,7 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
 
     The cache is off, so both versions go to the teacher.
     """
-    from assistant import pipeline
+    from assistant.core import pipeline
 
     records = [
         json.loads(line)
@@ -46,7 +46,7 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
     settings = config.load(
         {"store.cache": False, "privacy.review": "never", "student.max_tokens": 48}
     )
-    with Runtime(settings) as rt, per_item.open("a" if resume else "w") as fh:
+    with Session(settings) as rt, per_item.open("a" if resume else "w") as fh:
         for i, record in enumerate(records, start=1):
             if record["id"] in done:
                 continue

@@ -1,0 +1,211 @@
+"""One normal form for every comparison the vault and the guard make.
+
+A value typed twice may differ in ways a reader never sees: composed or
+decomposed accents (``Kovács`` / ``Kova\\u0301cs``), compatibility forms
+(full-width digits), case, a zero-width space or soft hyphen inside it, or a
+line break in the middle.  :func:`normalise` removes all of these (NFKC,
+case-folded, invisible characters dropped, whitespace collapsed), and
+:func:`view` does the same while remembering where each character came from,
+so a match in the normal form maps back to a span of the original text.
+
+Digits are compared as digit runs across the separators numbers are written
+with (:func:`digit_runs`), and dates as (year, month, day) whatever their
+format (:func:`date_spans`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# Format characters (zero-width space/joiners, soft hyphen, word joiner, BOM, bidi marks)
+# are category Cf; a few invisible ones are not.
+_EXTRA_INVISIBLE = {"\u034f", "\u115f", "\u1160", "\u3164", "\uffa0"}
+
+
+def invisible(char: str) -> bool:
+    return (
+        unicodedata.category(char) == "Cf"
+        or char in _EXTRA_INVISIBLE
+        or (
+            "\ufe00" <= char <= "\ufe0f"  # variation selectors
+        )
+    )
+
+
+def normalise(text: str) -> str:
+    """NFKC, case-folded, invisible characters removed, whitespace collapsed."""
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKC", text) if not invisible(c))
+        text = unicodedata.normalize("NFKC", text.casefold())
+    return " ".join(text.casefold().split())
+
+
+@dataclass(frozen=True)
+class View:
+    """``text`` derived from an original; character ``i`` came from
+    ``original[starts[i]:ends[i]]``."""
+
+    text: str
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span of ``text[start:end]`` (``end > start``)."""
+        return self.starts[start], self.ends[end - 1]
+
+
+# A line break inside a value: between digits ("DE89 3704 0044\n0532 ..."), after a digit
+# group's separator ("536-22-\n8471"), or on either side of an e-mail's @.
+_SPLIT_VALUE = re.compile(
+    r"(?<=\d)([ \t]*\r?\n[ \t]*)(?=\d)"
+    r"|(?<=\d[-./])([ \t]*\r?\n[ \t]*)(?=\d)"
+    r"|(?<=\w@)([ \t]*\r?\n[ \t]*)(?=\w)"
+    r"|(?<=\w)([ \t]*\r?\n[ \t]*)(?=@\w)"
+)
+
+
+def view(text: str, *, fold: bool = False, join_lines: bool = False) -> View:
+    """``text`` in NFKC with invisible characters removed; ``fold``: also case-folded with
+    whitespace collapsed (the form of :func:`normalise`); ``join_lines``: a line break
+    inside a number or an e-mail address joined (for detection)."""
+    n = len(text)
+    if not fold and text.isascii() and not (join_lines and _SPLIT_VALUE.search(text)):
+        # ASCII is its own NFKC and holds no invisible character: the view is the text.
+        return View(text, tuple(range(n)), tuple(range(1, n + 1)))
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and unicodedata.combining(text[j]):
+            j += 1
+        cluster = "".join(c for c in text[i:j] if not invisible(c))
+        out = unicodedata.normalize("NFKC", cluster) if not cluster.isascii() else cluster
+        if fold:
+            out = out.casefold()
+            if not out.isascii():
+                out = unicodedata.normalize("NFKC", out)
+        for c in out:
+            if fold and c.isspace():
+                if chars and chars[-1] == " ":
+                    ends[-1] = j
+                    continue
+                c = " "
+            chars.append(c)
+            starts.append(i)
+            ends.append(j)
+        i = j
+    joined = "".join(chars)
+    if join_lines:
+        keep = [True] * len(chars)
+        for m in _SPLIT_VALUE.finditer(joined):
+            first, last = m.span(m.lastindex or 0)
+            between_digits = m.lastindex == 1
+            for k in range(first, last):
+                keep[k] = False
+            if between_digits:  # "0044\n0532" reads "0044 0532"
+                keep[first] = True
+                chars[first] = " "
+        chars = [c for c, k in zip(chars, keep, strict=True) if k]
+        starts = [s for s, k in zip(starts, keep, strict=True) if k]
+        ends = [e for e, k in zip(ends, keep, strict=True) if k]
+        joined = "".join(chars)
+    return View(joined, tuple(starts), tuple(ends))
+
+
+def bounded(needle: str) -> str:
+    """A pattern for ``needle`` that does not match inside a longer word."""
+    left = r"(?<!\w)" if needle[:1].isalnum() else ""
+    right = r"(?!\w)" if needle[-1:].isalnum() else ""
+    return left + re.escape(needle) + right
+
+
+def folded(text: str | View) -> View:
+    """``text``'s view in the normal form (a view already made is used as it is)."""
+    return text if isinstance(text, View) else view(text, fold=True)
+
+
+def find_folded(text: str | View, value: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that read as ``value`` in the normal form (whole words)."""
+    needle = normalise(value)
+    if not needle:
+        return []
+    v = folded(text)
+    return [v.span(*m.span()) for m in re.finditer(bounded(needle), v.text)]
+
+
+_DIGIT_RUN = re.compile(r"\d(?:[\d\s().+/-]*\d)?")
+
+
+def digit_runs(flat: str) -> list[str]:
+    """Digit sequences of normalised text, joined across the separators numbers are
+    written with."""
+    return [re.sub(r"\D", "", m.group(0)) for m in _DIGIT_RUN.finditer(flat)]
+
+
+def digit_spans(text: str | View) -> list[tuple[int, int, str]]:
+    """(start, end, digits) of each digit run of ``text`` (see :func:`digit_runs`)."""
+    v = folded(text)
+    return [
+        (*v.span(*m.span()), re.sub(r"\D", "", m.group(0))) for m in _DIGIT_RUN.finditer(v.text)
+    ]
+
+
+# -- dates ---------------------------------------------------------------------------------
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_DATES = (
+    re.compile(r"(?<![\d/.-])(\d{1,4})([./-])(\d{1,2})\2(\d{1,4})(?![\d/.-]*\d)"),
+    re.compile(rf"(?<!\w){_DAY}(?:\s+of)?\s+{_MONTH},?\s+(\d{{4}}|'\d\d)(?!\w)"),
+    re.compile(rf"(?<!\w){_MONTH}\s+{_DAY},?\s+(\d{{4}}|'\d\d)(?!\w)"),
+)
+
+Date = tuple[int, int, int]  # (year % 100, month, day): "85" and "1985" compare equal
+
+
+def _date(year: str, month: int, day: int) -> set[Date]:
+    y = int(year.lstrip("'"))
+    return {(y % 100, month, day)} if 1 <= month <= 12 and 1 <= day <= 31 else set()
+
+
+def date_spans(text: str | View) -> list[tuple[int, int, set[Date]]]:
+    """(start, end, the dates it may mean) of each date written in ``text``; a numeric
+    date whose order is unclear (03/04/1985) may mean two."""
+    v = folded(text)
+    out = []
+    for m in _DATES[0].finditer(v.text):
+        a, _, b, c = m.groups()
+        if len(a) == 4:  # 1985-04-03
+            dates = _date(a, int(b), int(c))
+        elif len(c) in (2, 4):  # day/month or month/day
+            dates = _date(c, int(b), int(a)) | _date(c, int(a), int(b))
+        else:
+            continue
+        if dates:
+            out.append((*v.span(*m.span()), dates))
+    for m in _DATES[1].finditer(v.text):
+        day, month, year = m.groups()
+        if dates := _date(year, _MONTHS.index(month) + 1, int(day)):
+            out.append((*v.span(*m.span()), dates))
+    for m in _DATES[2].finditer(v.text):
+        month, day, year = m.groups()
+        if dates := _date(year, _MONTHS.index(month) + 1, int(day)):
+            out.append((*v.span(*m.span()), dates))
+    return out
+
+
+def dates_in(text: str) -> set[Date]:
+    return {d for _, _, dates in date_spans(text) for d in dates}
+
+
+def entity_key(name: str) -> str:
+    """Normalised entity name: case, spacing, punctuation and a leading article ignored."""
+    words = re.sub(r"[^\w\s*+#-]", " ", name.casefold()).split()
+    if len(words) > 1 and words[0] in {"the", "a", "an"}:
+        words = words[1:]
+    return " ".join(words)

@@ -1,0 +1,80 @@
+"""What a question produces: the ranked context, the answer, and the record of how.
+
+The types flow out of :mod:`assistant.core.pipeline` to every caller (CLI, TUI,
+benchmarks) and into the history as ``AskResult.to_dict()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from assistant.base.config import Mode
+from assistant.drag import answer
+
+
+@dataclass(frozen=True)
+class ScoredEvidence:
+    rank: int
+    text: str  # placeholders restored: what the student and the user see
+    teacher_rank: int
+    similarity: float
+    score: float
+    raw: str = ""  # as the teacher wrote it (placeholders in place): what goes back to it
+
+
+@dataclass(frozen=True)
+class ScoredTriple:
+    rank: int
+    entity1: str
+    entity2: str
+    relation: str
+    text: str
+    sources: tuple[int, ...]
+    similarity: float
+    score: float
+    raw: str = ""  # as the teacher wrote it (placeholders in place)
+
+
+Source = str  # "teacher" | "cache" | "none" (mode none: the student alone)
+
+
+@dataclass
+class AskResult:
+    question: str
+    mode: Mode
+    n: int
+    k: int
+    answer: str = ""
+    evidence: list[ScoredEvidence] = field(default_factory=list)  # all, best first
+    triples: list[ScoredTriple] = field(default_factory=list)  # all, best first
+    teacher: dict[str, Any] = field(default_factory=dict)
+    student: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    privacy: dict[str, Any] = field(default_factory=dict)  # what was sent; types and counts only
+    warnings: list[str] = field(default_factory=list)
+    source: Source = "none"  # where the context came from
+    # From the cache: how it was found, its score, and the uploads it came from.
+    provenance: dict[str, Any] = field(default_factory=dict)
+    question_id: int | None = None  # its row in the history
+    # (evidence, triples) of the top K that fitted pipeline.context_tokens; None: no budget.
+    fitted: tuple[int, int] | None = None
+
+    @property
+    def used_evidence(self) -> list[ScoredEvidence]:
+        """What the student was given: the top K, or fewer where the token budget ended."""
+        if not answer.uses_evidence(self.mode):
+            return []
+        return self.evidence[: self.k if self.fitted is None else min(self.k, self.fitted[0])]
+
+    @property
+    def used_triples(self) -> list[ScoredTriple]:
+        if not answer.uses_graph(self.mode):
+            return []
+        return self.triples[: self.k if self.fitted is None else min(self.k, self.fitted[1])]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["used"] = {"evidence": len(self.used_evidence), "triples": len(self.used_triples)}
+        return data

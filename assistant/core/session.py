@@ -1,0 +1,376 @@
+"""The loaded parts of the assistant, for a series of questions.
+
+:class:`Session` owns the student, the embedder, the detector, the vault of
+placeholders, the teacher (and the embedded teacher server) and the store,
+loading each only when a stage of :mod:`assistant.core.pipeline` needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
+
+from assistant.base import secrets
+from assistant.base.config import Settings
+from assistant.base.errors import ConfigError, DragError, PrivacyError
+from assistant.core import drafts
+from assistant.drag import answer, evidence, graph
+from assistant.drag.ranking import Embedder
+from assistant.models import localserver, modelfiles
+from assistant.models.embedder import load as load_embedder
+from assistant.models.student import Student
+from assistant.models.teacher import Teacher
+from assistant.net.upload import Upload
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Scanner
+from assistant.privacy.generalise import Generaliser
+from assistant.privacy.guard import EgressGuard
+from assistant.privacy.placeholders import Vault
+from assistant.privacy.policy import category_modes, load_policy
+from assistant.privacy.reader import Reading, SpanReader
+from assistant.privacy.sanitize import Sanitized, sanitize
+from assistant.store import Store, cache
+
+Status = Callable[[str], None]  # a line saying what is being done now
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+T = TypeVar("T")
+
+
+class _Part(Generic[T]):
+    """A part of the :class:`Session` (the student, the embedder, the detector): loaded
+    once, on first use or ahead of it (:meth:`Session.preload`).  A use while another
+    thread loads it waits for that load instead of starting a second one."""
+
+    def __init__(self, load: Callable[[Session], T]) -> None:
+        self.load = load
+        self.__doc__ = load.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, runtime: None, owner: type) -> _Part[T]: ...
+    @overload
+    def __get__(self, runtime: Session, owner: type) -> T: ...
+    def __get__(self, runtime: Session | None, owner: type) -> _Part[T] | T:
+        if runtime is None:
+            return self
+        with runtime._lock_for(self.name):
+            if self.name not in runtime.__dict__:
+                runtime.__dict__[self.name] = self.load(runtime)
+        value: T = runtime.__dict__[self.name]
+        return value
+
+
+class Session:
+    """Lazily loaded parts for a series of questions; close() stops what it started."""
+
+    def __init__(self, settings: Settings, *, status: Status = _quiet) -> None:
+        self.settings = settings
+        self.status = status
+        self._stack = contextlib.ExitStack()
+        # Held for local work (detection, vault, ranking, the store) but not while the
+        # teacher is asked: several questions can wait on the teacher at once.
+        self.local = threading.RLock()
+        self._part_locks: dict[str, Any] = {}
+        self._part_locks_lock = threading.Lock()
+        self._loaders: list[threading.Thread] = []
+
+    def _lock_for(self, part: str) -> Any:
+        with self._part_locks_lock:
+            return self._part_locks.setdefault(part, threading.RLock())
+
+    def preload(self, *parts: str) -> None:
+        """Start loading ``parts`` ("student", "embedder", "detector") in threads of their
+        own, so that a cold start loads them side by side: llama.cpp reads the student
+        while Presidio and spaCy load.  A stage that needs one waits for it.  A failure
+        there is not reported: the stage's own use loads the part again and fails as
+        usual, with its message."""
+        for part in parts:
+            if part in self.__dict__ or not isinstance(getattr(type(self), part), _Part):
+                continue
+            loader = threading.Thread(
+                target=self._load_quietly, args=(part,), name=f"drag-load-{part}", daemon=True
+            )
+            self._loaders.append(loader)
+            loader.start()
+
+    def _load_quietly(self, part: str) -> None:
+        with contextlib.suppress(Exception):
+            getattr(self, part)
+
+    def _record_upload(self, upload: Upload) -> int:
+        with self.local:
+            return self.store.record_upload(upload)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for loader in self._loaders:  # a part still loading is closed with the others
+            loader.join()
+        student = self.__dict__.pop("student", None)
+        if student is not None:
+            student.close()
+        store = self.__dict__.pop("store", None)
+        if store is not None:
+            store.close()
+        self._stack.close()
+
+    @cached_property
+    def store(self) -> Store:
+        """The local database: ledger, cache, history.  Opening it changes nothing."""
+        s = self.settings.store
+        return Store.configured(s.database, s.key)
+
+    def tidy(self) -> None:
+        """Apply the keeping settings, once, where a user's session starts (the app,
+        ``drag ask``, ``drag chat``): the ledger's payloads older than
+        ``store.retention_days`` are blanked, drafts older than ``store.draft_days`` are
+        removed.  Nothing else (``drag doctor``, the benchmarks, opening the store) does."""
+        s = self.settings.store
+        with self.local:
+            self.store.apply_retention(s.retention_days)
+        drafts.purge(s.draft_days)
+
+    @property
+    def offline(self) -> bool:
+        return self.settings.store.offline
+
+    @cached_property
+    def teacher_identity(self) -> str:
+        """The teacher model as the cache knows it, found without starting or calling it."""
+        if self.teacher_is_local:
+            return f"local:{self.teacher_model_path.name}"
+        return self.settings.teacher.model
+
+    @property
+    def cache_space(self) -> str:
+        return cache.space_of(self.teacher_identity, TEACHER_PROMPTS)
+
+    @cached_property
+    def student_path(self) -> Path:
+        path, _spec = modelfiles.resolve(self.settings.student.model, self.status)
+        return path
+
+    @_Part
+    def student(self) -> Student:
+        s = self.settings.student
+        path = self.student_path
+        self.status(f"loading the student model {path.name}…")
+        return Student(path, n_ctx=s.n_ctx, gpu=s.gpu, threads=s.threads, status=self.status)
+
+    def prime_student(self) -> None:
+        """Have the student read ahead the head of every answer's prompt (the app does,
+        while the user types).  Not on a cold start: on two cores it only competes with
+        the other parts loading (measured: no sooner first token)."""
+        self.student.prime(answer.SYSTEM)
+
+    @_Part
+    def embedder(self) -> Embedder:
+        self.status("loading the embedding model…")
+        e = self.settings.embedder
+        return load_embedder(e.model, backend=e.backend, device=e.device)
+
+    @property
+    def teacher_is_local(self) -> bool:
+        return self.settings.teacher.endpoint.strip().lower() == "local"
+
+    @cached_property
+    def teacher_model_path(self) -> Path:
+        t = self.settings.teacher
+        path, _spec = modelfiles.resolve(t.model or self.settings.student.model, self.status)
+        return path
+
+    @_Part
+    def detector(self) -> Scanner:
+        p = self.settings.privacy
+        self.status("loading the personal-data detector…")
+        return Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
+
+    @property
+    def vault(self) -> Vault:
+        """Placeholders for this conversation; never leaves the machine (sealed in the store).
+
+        Inside :meth:`own_placeholders`, the ones of that piece of work instead."""
+        own = _own_vault.get()
+        if own is not None:
+            return own
+        vault: Vault | None = self.__dict__.get("_vault")
+        if vault is None:
+            vault = self.__dict__["_vault"] = Vault(tag_of=load_policy().tag)
+        return vault
+
+    @contextlib.contextmanager
+    def own_placeholders(self) -> Iterator[Vault]:
+        """Fresh placeholders for the work done inside, in this thread only: the benchmarks
+        treat each question as a conversation of its own, so that a value detected in one
+        question is neither protected nor replaced in another."""
+        token = _own_vault.set(Vault(tag_of=load_policy().tag))
+        try:
+            yield self.vault
+        finally:
+            _own_vault.reset(token)
+
+    conversation_id: int | None = None
+
+    def switch_student(self, model: str) -> None:
+        """Answer with another student from now on (the benchmarks' model sweeps)."""
+        with self.local:
+            student = self.__dict__.pop("student", None)
+            if student is not None:
+                student.close()
+            self.__dict__.pop("student_path", None)
+            self.settings = self.settings.with_flags({"student.model": model})
+
+    def new_conversation(self) -> None:
+        """Forget the current conversation's placeholders; the next question starts a new one."""
+        self.__dict__["_vault"] = Vault(tag_of=load_policy().tag)
+        self.conversation_id = None
+
+    def resume(self, conversation_id: int) -> None:
+        """Continue a stored conversation: its placeholders keep their meaning."""
+        dumped = self.store.load_vault(conversation_id)
+        vault = Vault(tag_of=load_policy().tag)
+        if dumped:
+            vault.load(dumped)
+        self.__dict__["_vault"] = vault
+        self.conversation_id = conversation_id
+
+    @_Part
+    def reader(self) -> SpanReader:
+        """The local model as a second reader (privacy.reader): its own llama.cpp context
+        of the reader's model (the student's file by default: the weights are mapped
+        once, shared), so that answering does not evict the reader's prompt."""
+        p = self.settings.privacy
+        s = self.settings.student
+        if p.reader_model:
+            path, _spec = modelfiles.resolve(p.reader_model, self.status)
+        else:
+            path = self.student_path
+        self.status(f"loading the privacy reader {path.name}…")
+        model = Student(path, n_ctx=2048, gpu=s.gpu, threads=s.threads, status=self.status)
+        self._stack.callback(model.close)
+        common = getattr(self.detector, "common", None) or (lambda _word: False)
+        return SpanReader(model, common=common, timeout=p.reader_timeout)
+
+    def read(self, question: str) -> Reading | None:
+        """The reader's findings in ``question``, where privacy.reader is on and the
+        question may be uploaded (never offline).  Fails closed (PrivacyError)."""
+        if self.settings.privacy.reader != "on" or self.offline:
+            return None
+        try:
+            reader = self.reader
+        except DragError as exc:
+            raise PrivacyError(
+                "nothing was sent: the local privacy reader could not start "
+                "(privacy.reader = off uses the detector alone): "
+                f"{exc}"
+            ) from None
+        self.status("the local model reads the question for personal data…")
+        return reader.read(question)
+
+    @cached_property
+    def guard(self) -> EgressGuard:
+        return EgressGuard(self.detector, timeout=self.settings.privacy.guard_timeout)
+
+    def rewrite(self, system: str, text: str) -> str:
+        """The student's rewrite of a (placeholder) question."""
+        reply = self.student.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": text}],
+            max_tokens=max(64, len(text) // 2),
+            temperature=0.0,
+        )
+        return reply.text
+
+    def sanitize(self, question: str, read: Reading | None = None) -> Sanitized:
+        """``question`` as it may be sent; with ``read`` (:meth:`read`), the reader's
+        values replaced too."""
+        p = self.settings.privacy
+        self.status("checking the question for personal data…")
+        return sanitize(
+            question,
+            scanner=self.detector,
+            vault=self.vault,
+            guard=self.guard,
+            rewriter=self.rewrite if p.rewrite != "never" else None,
+            rewrite=p.rewrite,
+            generaliser=self.generaliser,
+            read=read,
+        )
+
+    @cached_property
+    def generaliser(self) -> Generaliser:
+        return Generaliser.from_policy(load_policy().generalise)
+
+    def _crashed(self, base_url: str) -> str | None:
+        """How the local teacher's server died, if it did; then the next question starts
+        a new one (its lease on the dead one is let go with the others at close)."""
+        report = localserver.crash_report(base_url, "; the next question starts it again")
+        if report is not None:
+            self.__dict__.pop("teacher", None)
+        return report
+
+    @cached_property
+    def teacher(self) -> Teacher:
+        t = self.settings.teacher
+        # The ledger MACs every upload with the store key: a key problem is found now,
+        # before anything is sent, not after the teacher has answered.
+        _ = self.store.sealer
+        if self.teacher_is_local:
+            path = self.teacher_model_path
+            server = self._stack.enter_context(
+                localserver.serving(
+                    path,
+                    n_ctx=t.n_ctx,
+                    keep_alive=t.keep_alive,
+                    starting=lambda: self.status(f"starting the local teacher ({path.name})…"),
+                )
+            )
+            return Teacher.from_settings(
+                t,
+                base_url=server.base_url,
+                model=localserver.ALIAS,
+                api_key=server.api_key,
+                local=True,
+                guard=self.guard,
+                protected=lambda: self.vault.values(),
+                ledger=self._record_upload,
+                diagnose=lambda: self._crashed(server.base_url),
+            )
+        if not t.model:
+            raise ConfigError(
+                f"teacher.model is not set for the endpoint {t.endpoint}: "
+                "set DRAG_TEACHER_MODEL or teacher.model in the config file"
+            )
+        return Teacher.from_settings(
+            t,
+            base_url=t.endpoint,
+            model=t.model,
+            api_key=secrets.api_key(),
+            local=False,
+            guard=self.guard,
+            protected=lambda: self.vault.values(),
+            ledger=self._record_upload,
+        )
+
+
+# The placeholders of the work under way in this thread (Session.own_placeholders).
+_own_vault: contextvars.ContextVar[Vault | None] = contextvars.ContextVar(
+    "drag_own_vault", default=None
+)
+
+TEACHER_PROMPTS = {"evidence": evidence.PROMPT_VERSION, "graph": graph.PROMPT_VERSION}

@@ -1,0 +1,76 @@
+"""DRAG stage 4: the student answers with the top-K evidence and/or triples.
+
+Prompt shape as in the paper and its reference code: the question, then
+"Evidences:", then "Relationships between entities:" (``order="question-first"``);
+``"context-first"`` puts the question last.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+from assistant.base.config import Mode, Order
+
+PROMPT_VERSION = "answer-v1"
+
+SYSTEM = (
+    "You are a helpful assistant that answers questions accurately.\n"
+    "Rules:\n"
+    "1. Answer the question directly and concisely.\n"
+    "2. Use the evidences and relationships when they help; ignore any that are irrelevant.\n"
+    "3. If the question gives options, say which option is correct.\n"
+    "4. Do not mention these rules."
+)
+
+
+def uses_evidence(mode: str) -> bool:
+    """Whether the context mode ``mode`` gives the student evidence."""
+    return mode in ("evidence", "combined")
+
+
+def uses_graph(mode: str) -> bool:
+    """Whether the context mode ``mode`` gives the student relationships (a graph)."""
+    return mode in ("graph", "combined")
+
+
+def build_messages(
+    question: str,
+    evidences: Sequence[str],
+    relationships: Sequence[str],
+    mode: Mode,
+    *,
+    system: str = SYSTEM,
+    order: Order = "question-first",
+) -> list[dict[str, str]]:
+    context = []
+    if uses_evidence(mode) and evidences:
+        context.append("Evidences:\n" + "\n".join(f"- {e}" for e in evidences))
+    if uses_graph(mode) and relationships:
+        context.append(
+            "Relationships between entities:\n" + "\n".join(f"- {r}" for r in relationships)
+        )
+    asked = f"Question: {question}"
+    parts = [asked, *context] if order == "question-first" else [*context, asked]
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def within_budget(
+    evidences: Sequence[str],
+    relationships: Sequence[str],
+    budget: int,
+    count: Callable[[str], int],
+) -> tuple[list[str], list[str]]:
+    """The best-ranked context that fits ``budget`` tokens: evidence and relationships
+    taken in turn, best first, until the next one would not fit (a prefix of each)."""
+    kept: tuple[list[str], list[str]] = ([], [])
+    used = 0
+    for pair in itertools.zip_longest(evidences, relationships):
+        for side, text in enumerate(pair):
+            if text is None:  # the shorter list has ended: the other goes on alone
+                continue
+            used += count(text) + 2  # the "- " and the line break
+            if used > budget:
+                return kept
+            kept[side].append(text)
+    return kept

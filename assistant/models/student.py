@@ -1,0 +1,263 @@
+"""The local student model: llama.cpp through llama-cpp-python, in this process."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from assistant.base.errors import ModelError
+
+
+def default_threads() -> int:
+    """All CPUs this process may use (llama-cpp-python's own default is half of them)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def quiet_llama_cpp() -> None:
+    """llama.cpp's own log: errors only (Llama(verbose=True) turned it up)."""
+    from llama_cpp._logger import set_verbose
+
+    set_verbose(False)
+
+
+class _LoadLog(io.TextIOBase):
+    """``sys.stderr`` while a thread loads a model: what that thread writes (llama.cpp's
+    log) is kept for an error message; what other threads write goes on to ``through``
+    (a status line printed while the model loads in the background)."""
+
+    def __init__(self, through: TextIO) -> None:
+        self.through = through
+        self.kept = io.StringIO()
+        self._loader = threading.get_ident()
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self._loader:
+            return self.kept.write(text)
+        return self.through.write(text)
+
+    def flush(self) -> None:
+        self.through.flush()
+
+    def isatty(self) -> bool:
+        return self.through.isatty()
+
+    def fileno(self) -> int:
+        return self.through.fileno()
+
+
+def gpu_offload_supported() -> bool:
+    """True when this llama.cpp build can offload layers to a GPU (CUDA, Metal, Vulkan...)."""
+    import llama_cpp
+
+    from assistant.models import llamabuild
+
+    found = llamabuild.has_gpu()  # a portable build's GPU backends are libraries of their own
+    return bool(llama_cpp.llama_supports_gpu_offload()) if found is None else found
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_seconds: float  # until the first token
+    decode_seconds: float  # first token to last
+    finished: bool = True  # False: cut at max_tokens
+
+    @property
+    def tokens_per_second(self) -> float:
+        # Decode speed excludes the first token, which carries the prompt's cost.
+        if self.completion_tokens < 2 or self.decode_seconds <= 0:
+            return 0.0
+        return (self.completion_tokens - 1) / self.decode_seconds
+
+
+class Student:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        n_ctx: int = 4096,
+        gpu: str = "auto",
+        threads: int = 0,
+        seed: int = 0,
+        status: Callable[[str], None] = lambda _message: None,
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ModelError(f"llama-cpp-python is not installed: {exc}") from None
+        from assistant.models import llamacheck
+
+        self.path = path
+        self._lock = threading.Lock()
+        self._grammars: dict[tuple[str, ...], Any] = {}  # per set of choices (see chat)
+        self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
+        # llama.cpp runs in this process: a build that dies on this CPU would take the app
+        # with it, so a child process computes with it first (once per build and model).
+        self.build = llamacheck.prepare(path, gpu_layers=self.gpu_layers, status=status)
+        kwargs: dict[str, Any] = {
+            "model_path": str(path),
+            "n_ctx": n_ctx,
+            "n_gpu_layers": self.gpu_layers,
+            "seed": seed,
+            "n_threads": threads or default_threads(),
+            "n_threads_batch": threads or default_threads(),
+            # verbose=False would make llama-cpp-python point file descriptors 1 and 2 at
+            # /dev/null for the whole process while it loads: the terminal app, drawing on
+            # them from another thread, would lose its output and its size.  Loaded
+            # verbose, its messages go to a Python stream here instead.
+            "verbose": True,
+        }
+        log = _LoadLog(sys.stderr)
+        sys.stderr = log
+        try:
+            self._llm = Llama(**kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            last = log.kept.getvalue().strip().splitlines()[-1:]
+            why = f" ({last[0]})" if last else ""
+            raise ModelError(f"llama.cpp could not load {path}: {exc}{why}") from None
+        finally:
+            if sys.stderr is log:
+                sys.stderr = log.through
+            quiet_llama_cpp()
+        self._llm.verbose = False  # no prints while answering
+        self.n_ctx = n_ctx
+
+    def close(self) -> None:
+        """Free the model now (llama-cpp-python's own finaliser fails at interpreter exit)."""
+        llm = self.__dict__.pop("_llm", None)
+        if llm is not None:
+            llm.close()
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu_layers != 0
+
+    def _grammar(self, choices: tuple[str, ...]) -> Any:
+        """A GBNF grammar whose only sentences are ``choices`` (built once per set)."""
+        if choices not in self._grammars:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            rule = " | ".join(json.dumps(c) for c in choices)  # GBNF literals: JSON escapes
+            self._grammars[choices] = LlamaGrammar.from_string(f"root ::= {rule}", verbose=False)
+        return self._grammars[choices]
+
+    def _schema_grammar(self, schema: str) -> Any:
+        """A GBNF grammar whose only sentences are JSON documents of ``schema`` (a JSON
+        text; built once per schema by llama.cpp's own converter)."""
+        key = ("\0schema", schema)
+        if key not in self._grammars:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            self._grammars[key] = LlamaGrammar.from_json_schema(schema, verbose=False)
+        return self._grammars[key]
+
+    def forget(self) -> None:
+        """Evaluate the next prompt from its first token.  llama.cpp reuses the part of a
+        prompt it has just seen (a K sweep pays only for the new statements), but a prompt
+        split differently into batches can round differently and flip a close answer: a
+        benchmark forgets before each question, so a question's first answer does not
+        depend on the question before it."""
+        with self._lock:
+            self._llm.reset()  # type: ignore[no-untyped-call]
+
+    def prime(self, system: str) -> None:
+        """Read ahead the head that every answer's prompt starts with: ``system`` and the
+        opening of the user's turn.  llama.cpp keeps what it has read and reads a prompt
+        that starts the same way only from where it differs, so the first question pays
+        for its own tokens only.  The runtime calls this as the student loads, while the
+        question is still being checked."""
+        self.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": ""}],
+            max_tokens=1,
+        )
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 384,
+        temperature: float = 0.0,
+        on_text: Callable[[str], None] | None = None,
+        choices: Sequence[str] = (),
+        schema: dict[str, Any] | None = None,
+    ) -> Generation:
+        """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time).
+
+        ``choices``: the reply is exactly one of these strings (a grammar enforces it).
+        ``schema``: the reply is a JSON document of this JSON schema (a grammar enforces
+        it, up to ``max_tokens``: a reply cut there is ``Generation.finished`` False)."""
+        grammar = None
+        if schema is not None:
+            grammar = self._schema_grammar(json.dumps(schema, sort_keys=True))
+        elif choices:
+            grammar = self._grammar(tuple(choices))
+        with self._lock:
+            return self._chat(messages, max_tokens, temperature, on_text, grammar)
+
+    def _chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        max_tokens: int,
+        temperature: float,
+        on_text: Callable[[str], None] | None,
+        grammar: Any = None,
+    ) -> Generation:
+        prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
+        if prompt_tokens + 16 >= self.n_ctx:
+            raise ModelError(
+                f"the prompt needs about {prompt_tokens} tokens but the student's context is "
+                f"{self.n_ctx}; lower pipeline.k or raise student.n_ctx"
+            )
+        max_tokens = min(max_tokens, self.n_ctx - prompt_tokens - 16)
+        started = time.perf_counter()
+        first: float | None = None
+        pieces: list[str] = []
+        count = 0
+        stream = self._llm.create_chat_completion(
+            messages=[dict(m) for m in messages],  # type: ignore[misc]
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=True,
+            grammar=grammar,
+        )
+        finish = None
+        for chunk in stream:
+            choice: Any = chunk["choices"][0]  # type: ignore[index]
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            piece = delta.get("content") if isinstance(delta, dict) else None
+            if not piece:
+                continue
+            count += 1
+            if first is None:
+                first = time.perf_counter()
+            pieces.append(piece)
+            if on_text is not None:
+                on_text(piece)
+        ended = time.perf_counter()
+        first = first or ended
+        return Generation(
+            text="".join(pieces).strip(),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=count,
+            prompt_seconds=first - started,
+            decode_seconds=ended - first,
+            finished=finish != "length",
+        )

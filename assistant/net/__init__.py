@@ -1,0 +1,1 @@
+"""The only way out of the machine: egress sends, and checks who listens on loopback."""

@@ -1,0 +1,421 @@
+"""The single point where anything leaves the machine.
+
+Every request to the teacher -- chat completions and the reachability probe --
+goes through :func:`send`.  No other module imports a network library; a test
+(``tests/test_egress_boundary.py``) and a ruff rule keep it that way.
+
+:func:`send` refuses to run without a :class:`Guard` (the privacy layer's
+egress guard).  The guard judges the request twice: once on our own
+serialisation before the HTTP client is called, and again inside the HTTP
+client's request hook on the exact bytes about to be written to the socket.
+Either refusal means nothing is sent.
+
+What the HTTP client adds is held to the same standard: request headers are cut
+to an allowlist (:data:`HEADERS`: no ``openai-organization`` or
+``x-stainless-*`` machine description) and checked by the guard; redirects are
+never followed (a 3xx is an error naming where it pointed); a reply is read up
+to :data:`MAX_REPLY_BYTES` and within the endpoint's timeout in all, so a huge
+or dripping reply is an error, not a hang.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from assistant import __version__
+from assistant.base.errors import GuardBlocked, TeacherError, one_line
+
+if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
+    import openai
+
+# Local servers need no key, but the client insists on one.
+NO_KEY = "no-key"
+# The only request headers that leave (lower case); the HTTP client's others are dropped.
+HEADERS = frozenset(
+    {
+        "host",
+        "accept",
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "content-type",
+        "authorization",
+        "user-agent",
+    }
+)
+USER_AGENT = f"drag-assistant/{__version__}"
+# A teacher's reply is a few kB of JSON; anything much larger is refused unread.
+MAX_REPLY_BYTES = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 300.0
+    max_retries: int = 3
+
+
+class Guard(Protocol):
+    """Judges the exact body of a request; raises GuardBlocked to stop it."""
+
+    def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None: ...
+
+    def check_headers(
+        self, headers: dict[str, str], request: ChatRequest | ModelsRequest
+    ) -> None: ...
+
+
+class BodylessOnly:
+    """The guard for requests that carry no body (the reachability probe)."""
+
+    def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None:
+        if body:
+            raise GuardBlocked("a request with a body needs the privacy guard; nothing was sent")
+
+    def check_headers(self, headers: dict[str, str], request: ChatRequest | ModelsRequest) -> None:
+        return None  # the allowlist is applied before any guard is asked
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion, exactly as it will be sent."""
+
+    purpose: str  # "evidence", "triples", "merge" ...
+    model: str
+    messages: tuple[dict[str, str], ...]
+    max_tokens: int
+    temperature: float = 0.0
+    response_format: dict[str, Any] | None = None
+    # For the guard only, never sent: values that must not leave, our own prompt texts
+    # (format strings: their literal parts are ours), and text already public (the teacher's).
+    protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    templates: tuple[str, ...] = field(default=(), repr=False)
+    public: tuple[str, ...] = field(default=(), repr=False)
+    # Values the user chose at review to send as they are: not protected, not flagged.
+    released: tuple[str, ...] = field(default=(), repr=False)
+    prompt_version: str = ""  # for the upload ledger, never sent
+
+    def payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        if self.response_format is not None:
+            body["response_format"] = self.response_format
+        return body
+
+    def payload_bytes(self) -> bytes:
+        """The JSON body the HTTP client will send (canonical key order)."""
+        return json.dumps(self.payload(), ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class ModelsRequest:
+    """List the endpoint's models: the reachability probe."""
+
+    purpose: str = "probe"
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    text: str
+    finish_reason: str | None
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    # When reading it must be done (time.monotonic(): the request's start plus the
+    # endpoint's timeout): the parsers stop there (parsing.in_time).
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelsReply:
+    models: tuple[str, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What left the machine for one send(): for the upload ledger."""
+
+    request: ChatRequest | ModelsRequest
+    body: bytes  # the exact bytes of the last attempt's body
+    attempts: int  # bodies written (retries re-send the same bytes)
+    reply: ChatReply | ModelsReply | None
+    error: str | None
+    seconds: float
+
+
+Recorder = Callable[[Sent], None]
+
+
+@dataclass
+class _Flight:
+    guard: Guard
+    request: ChatRequest | ModelsRequest
+    bodies: list[bytes] = field(default_factory=list)  # one per attempt that passed the guard
+
+
+_clients: dict[Endpoint, openai.OpenAI] = {}
+# The send() in progress, for the HTTP client's request hook.
+_in_flight: contextvars.ContextVar[_Flight | None] = contextvars.ContextVar(
+    "drag_egress_in_flight", default=None
+)
+
+
+def allowed_headers(headers: Any) -> None:
+    """Cut ``headers`` (an httpx ``Headers``) down to :data:`HEADERS`, with our user agent
+    and no compressed replies (the size cap counts what is read)."""
+    for name in {k.lower() for k in headers}:
+        if name not in HEADERS:
+            del headers[name]
+    headers["user-agent"] = USER_AGENT
+    headers["accept-encoding"] = "identity"
+
+
+def _judge_exact_bytes(http_request: Any) -> None:
+    """httpx request hook: the last look at the bytes before they reach the socket."""
+    flight = _in_flight.get()
+    if flight is None:
+        raise GuardBlocked("a request was made outside egress.send; nothing was sent")
+    allowed_headers(http_request.headers)
+    body = http_request.read()
+    flight.guard.check_body(body, flight.request)
+    flight.guard.check_headers(
+        {k.lower(): v for k, v in http_request.headers.items() if k.lower() != "authorization"},
+        flight.request,
+    )
+    flight.bodies.append(body)
+
+
+def _capped_stream(http: Any, stream: Any, url: str, limit: int, deadline: float) -> Any:
+    """``stream`` (an httpx response stream) that stops past ``limit`` bytes or the
+    ``deadline`` (time.monotonic())."""
+
+    class Capped(http.SyncByteStream):  # type: ignore[misc]
+        def __iter__(self) -> Any:
+            read = 0
+            for chunk in stream:
+                read += len(chunk)
+                if read > limit:
+                    raise TeacherError(
+                        f"the teacher at {url} sent a reply larger than {limit // 1024} kB; "
+                        "it was not read"
+                    )
+                if time.monotonic() > deadline:
+                    raise TeacherError(
+                        f"the teacher at {url} did not finish its reply in time; "
+                        "raise teacher.timeout or use a faster teacher"
+                    )
+                yield chunk
+
+        def close(self) -> None:
+            stream.close()
+
+    return Capped()
+
+
+def _judge_reply(endpoint: Endpoint, http: Any) -> Callable[[Any], None]:
+    def hook(response: Any) -> None:
+        """httpx response hook: no redirects; a bounded reply, read within the timeout."""
+        if 300 <= response.status_code < 400:
+            target = one_line(response.headers.get("location", "?"), 120)
+            raise TeacherError(
+                f"the teacher at {endpoint.base_url} answered with a redirect (HTTP "
+                f"{response.status_code}) to {target!r}; drag does not follow redirects: "
+                "set teacher.endpoint to the address that answers"
+            )
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+            raise TeacherError(
+                f"the teacher at {endpoint.base_url} sent a reply larger than "
+                f"{MAX_REPLY_BYTES // 1024} kB ({int(length) // 1024} kB); it was not read"
+            )
+        response.stream = _capped_stream(
+            http,
+            response.stream,
+            endpoint.base_url,
+            MAX_REPLY_BYTES,
+            time.monotonic() + endpoint.timeout,
+        )
+
+    return hook
+
+
+def _client(endpoint: Endpoint) -> openai.OpenAI:
+    client = _clients.get(endpoint)
+    if client is None:
+        import openai
+
+        # The HTTP library the client is built on (httpx, or httpx2 in openai 3).
+        http = importlib.import_module(
+            openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0]
+        )
+        client = openai.OpenAI(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key or NO_KEY,
+            timeout=endpoint.timeout,
+            max_retries=endpoint.max_retries,  # exponential backoff on 408/409/429/5xx
+            http_client=openai.DefaultHttpxClient(
+                follow_redirects=False,
+                event_hooks={
+                    "request": [_judge_exact_bytes],
+                    "response": [_judge_reply(endpoint, http)],
+                },
+            ),
+        )
+        _clients[endpoint] = client
+    return client
+
+
+def _explain(
+    exc: openai.OpenAIError, endpoint: Endpoint, request: ChatRequest | ModelsRequest
+) -> str:
+    import openai
+
+    url = endpoint.base_url
+    if isinstance(exc, openai.APITimeoutError):
+        return (
+            f"the teacher at {url} did not answer within {endpoint.timeout:g} s; "
+            "raise teacher.timeout or use a faster teacher"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return (
+            f"cannot reach the teacher at {url} ({one_line(str(cause), 120)}); "
+            "start it (`drag teacher serve`) or fix teacher.endpoint"
+        )
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return (
+            f"the teacher at {url} refused the API key (HTTP {exc.status_code}); "
+            "set DRAG_TEACHER_API_KEY or store a key with `drag config set-key`"
+        )
+    if isinstance(exc, openai.NotFoundError):
+        model = getattr(request, "model", "")
+        return (
+            f"the teacher at {url} has no model {model!r} or no such API (HTTP 404); "
+            "check teacher.model and that teacher.endpoint ends in /v1"
+        )
+    if isinstance(exc, openai.RateLimitError):
+        return (
+            f"the teacher at {url} is rate limiting (HTTP 429) after {endpoint.max_retries} "
+            "retries; wait and ask again, or raise teacher.max_retries"
+        )
+    if isinstance(exc, openai.APIStatusError):
+        detail = one_line(getattr(exc, "message", "") or str(exc), 160)
+        hint = ""
+        if isinstance(request, ChatRequest) and request.response_format is not None:
+            hint = (
+                "; if the server does not support structured output, set "
+                'teacher.structured = "json_object" (llama.cpp) or "off"'
+            )
+        return f"the teacher at {url} failed with HTTP {exc.status_code}: {detail}{hint}"
+    return f"teacher request failed: {one_line(str(exc), 200)}"
+
+
+def send(
+    endpoint: Endpoint,
+    request: ChatRequest | ModelsRequest,
+    guard: Guard | None,
+    *,
+    record: Recorder | None = None,
+) -> ChatReply | ModelsReply:
+    """Send one request to the teacher.  The only function that opens a connection.
+
+    Without a guard nothing is sent; a guard's refusal is raised as GuardBlocked.
+    ``record`` hears of every send that wrote a body, with the exact bytes, the
+    reply or the error: the upload ledger.
+    """
+    if guard is None:
+        raise GuardBlocked("no privacy guard is in place; nothing was sent")
+    body = request.payload_bytes() if isinstance(request, ChatRequest) else b""
+    guard.check_body(body, request)
+    client = _client(endpoint)
+    flight = _Flight(guard, request)
+    token = _in_flight.set(flight)
+    started = time.perf_counter()
+    reply: ChatReply | ModelsReply | None = None
+    error: str | None = None
+    try:
+        reply = _send(client, endpoint, request)
+        return reply
+    except TeacherError as exc:
+        error = str(exc)
+        raise
+    finally:
+        _in_flight.reset(token)
+        if record is not None and flight.bodies and flight.bodies[-1]:
+            record(
+                Sent(
+                    request=request,
+                    body=flight.bodies[-1],
+                    attempts=len(flight.bodies),
+                    reply=reply,
+                    error=error,
+                    seconds=time.perf_counter() - started,
+                )
+            )
+
+
+def _send(
+    client: openai.OpenAI, endpoint: Endpoint, request: ChatRequest | ModelsRequest
+) -> ChatReply | ModelsReply:
+    import openai
+
+    started = time.perf_counter()
+    try:
+        if isinstance(request, ModelsRequest):
+            listing = client.with_options(max_retries=0).models.list()
+            return ModelsReply(
+                models=tuple(
+                    str(getattr(m, "id", m)) for m in getattr(listing, "data", None) or []
+                ),
+                seconds=time.perf_counter() - started,
+            )
+        completion = client.chat.completions.create(**request.payload())
+    except openai.APIConnectionError as exc:
+        ours = exc.__cause__
+        if isinstance(ours, GuardBlocked | TeacherError):  # raised in one of our hooks
+            raise ours from None
+        raise TeacherError(_explain(exc, endpoint, request)) from None
+    except openai.OpenAIError as exc:
+        raise TeacherError(_explain(exc, endpoint, request)) from None
+    except ValueError as exc:  # a body that claims JSON but is cut off or broken
+        raise TeacherError(
+            f"the teacher at {endpoint.base_url} sent a broken reply "
+            f"(invalid JSON: {one_line(str(exc), 80)}); try again"
+        ) from None
+    seconds = time.perf_counter() - started
+    # Reading the reply gets teacher.timeout of its own, from when it arrived (a request
+    # that was retried has used some of its own already).
+    deadline = time.monotonic() + endpoint.timeout
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise TeacherError(
+            f"the teacher at {endpoint.base_url} did not answer with an OpenAI-style JSON reply "
+            f"(got {type(completion).__name__}: {one_line(str(completion), 60)}); "
+            "check that teacher.endpoint is the API's base URL (usually ending in /v1)"
+        )
+    if not choices:
+        raise TeacherError(f"the teacher at {endpoint.base_url} returned no choices")
+    choice = choices[0]
+    usage = completion.usage
+    return ChatReply(
+        text=choice.message.content or "",
+        finish_reason=choice.finish_reason,
+        model=completion.model or request.model,
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+        seconds=seconds,
+        deadline=deadline,
+    )
