@@ -56,15 +56,15 @@ run: $(VENV)/.run
 	$(BIN)/drag $(ARGS)
 
 test: $(VENV)/.test
-	$(BIN)/ruff check assistant bench tests
-	$(BIN)/ruff format --check assistant bench tests
+	$(BIN)/ruff check assistant bench tests tools
+	$(BIN)/ruff format --check assistant bench tests tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.test
-	$(BIN)/ruff check assistant bench tests
-	$(BIN)/ruff format --check assistant bench tests
+	$(BIN)/ruff check assistant bench tests tools
+	$(BIN)/ruff format --check assistant bench tests tools
 
 typecheck: $(VENV)/.test
 	$(BIN)/mypy

@@ -134,6 +134,8 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("I worked for google pay team", "google", "ORGANIZATION"),
         # A catalogue number spaCy took into the firm's name is cut off, not the firm.
         ("We used antibodies from ab12345 Abcam Inc. in all runs.", "Abcam Inc", "ORGANIZATION"),
+        # ... but a name with a number glued to it is the name (PUPA-TNB's seen half).
+        ("I worked at Enter8000 Group until 2000.", "Enter8000 Group", "ORGANIZATION"),
         # Someone greeted at the start of a line (spaCy takes "May" for a month).
         ("Hi May,We will pass this document to AP.", "May", "PERSON"),
         ("Hello Blessing!\nThe branches reject our transfers.", "Blessing", "PERSON"),
@@ -987,6 +989,22 @@ def test_greek_symbols_and_a_quoted_chinese_phrase_stay(detector: Detector) -> N
         vault = Vault(tag_of=load_policy().tag)
         sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
         assert sent.text == question
+
+
+def test_letters_styled_as_mathematics_are_symbols_not_another_script(
+    detector: Detector,
+) -> None:
+    """ "E = ℎ𝜈 where ℎ is a constant": one to three styled letters are Latin or
+    Greek symbols, neither replaced nor unread; a name in a decorative font is still
+    text nothing here reads."""
+    question = "If E = ℎ𝜈 and ℎ is a constant, what is 𝜈 for 𝑚𝑐 = 2?"
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert sent.text == question and sent.unread == ()
+    styled = "Please forward this to 𝓜𝓪𝓻𝔂 tomorrow."
+    vault = Vault(tag_of=load_policy().tag)
+    sent = sanitize(styled, scanner=detector, vault=vault, guard=EgressGuard(detector))
+    assert "𝓜𝓪𝓻𝔂" not in sent.text
 
 
 def test_no_country_recognizer_finds_anything_in_the_bundled_controls(detector: Detector) -> None:

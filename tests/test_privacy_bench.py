@@ -197,3 +197,30 @@ def test_utility_with_and_without_pii(
     items = {i.id: i for i in leakage.load_bundled()}
     for row in rows:  # the teacher got the sanitized text: no injected value in it
         assert row["sent"] and all(v not in row["sent"] for _t, v in items[row["id"]].pii)
+
+
+def test_cached_readings_are_taken_from_the_file_by_the_same_reader_only(
+    tmp_path: Path,
+) -> None:
+    """--reader-cache: a second run of the same reader reads nothing again; another
+    reader (model or grammar) reads for itself.  The reader here is a fake that counts
+    its calls: what is tested is the cache's bookkeeping."""
+    from assistant.privacy.findings import Finding
+    from assistant.privacy.reader import Reading
+
+    calls: list[str] = []
+
+    def fake_read(question: str) -> Reading:
+        calls.append(question)
+        start = question.index("Ada")
+        return Reading([Finding("PERSON", start, start + 3, "Ada", 0.9, "reader")], 1.5, 1, 0)
+
+    path = tmp_path / "readings.jsonl"
+    first = leakage.cached_reads(fake_read, path, "0.5b fallback")
+    made = first("Ask Ada about it")
+    assert calls == ["Ask Ada about it"]
+    again = leakage.cached_reads(fake_read, path, "0.5b fallback")("Ask Ada about it")
+    assert calls == ["Ask Ada about it"] and again == made
+    leakage.cached_reads(fake_read, path, "0.5b always")("Ask Ada about it")
+    leakage.cached_reads(fake_read, path, "0.5b fallback")("Tell Ada")
+    assert calls == ["Ask Ada about it", "Ask Ada about it", "Tell Ada"]

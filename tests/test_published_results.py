@@ -122,7 +122,7 @@ def _units(folder: Path, method: str) -> tuple[float, float, list[float]]:
 def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
     """Each figure of the README's headline table, counted again from the per-item
     records in docs/results (plain counting: no code of the benchmark)."""
-    unseen = RESULTS / "privacy-reader" / "pupa-unseen-2"
+    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95"
     units, whole, reads = _units(unseen, "full+reader")
     assert f"| {units:.2f} % ({whole:.2f} % whole) |" in _headline("PUPA-TNB real queries")
     units, whole, _ = _units(unseen, "full")
@@ -198,11 +198,11 @@ PRIVACY_TABLES = {
     "privacy-figures/pupa-unseen-95": {
         "full (detector alone)": "full",
         "full + reader (Qwen2.5-Coder-0.5B)": "full+reader",
-        "Presidio defaults": "presidio",
+        "Presidio defaults": "presidio-default",
     },
     "privacy-figures/pupa-seen-142": {
         "full (detector alone)": "full",
-        "Presidio defaults": "presidio",
+        "Presidio defaults": "presidio-default",
     },
 }
 
@@ -234,3 +234,51 @@ def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> Non
         f"| – | – | {100 * s['reference_kept_words']:.1f} % |"
     )
     assert reference in table.splitlines(), folder
+
+
+# The tables of other sets: (folder, set label, method label, method key).
+SET_ROWS = [
+    ("privacy-figures/bundled", "bundled (1,200)", "this product", "full"),
+    ("privacy-figures/bundled", "bundled (1,200)", "Presidio defaults", "presidio-default"),
+    (
+        "privacy-figures/presidio-unseen",
+        "presidio-research, unseen templates (32)",
+        "this product",
+        "full",
+    ),
+    (
+        "privacy-figures/presidio-unseen",
+        "presidio-research, unseen templates (32)",
+        "Presidio defaults",
+        "presidio-default",
+    ),
+    (
+        "privacy-figures/presidio-seen",
+        "presidio-research, seen templates (1,468)",
+        "this product",
+        "full",
+    ),
+    (
+        "privacy-figures/presidio-seen",
+        "presidio-research, seen templates (1,468)",
+        "Presidio defaults",
+        "presidio-default",
+    ),
+]
+
+
+def test_the_docs_privacy_table_of_the_other_sets_is_their_folders_summaries() -> None:
+    """docs/benchmarks.md's table of the bundled set and presidio-research: each row is
+    its folder's summary (values, the guard's partial forms, the unit scorer, refused,
+    controls changed), and the table links each folder."""
+    text = DOCS.read_text("utf-8")
+    lines = text.splitlines()
+    for folder, set_label, label, method in SET_ROWS:
+        assert f"](results/{folder})" in text, folder
+        s = json.loads((RESULTS / folder / "privacy-summary.json").read_text("utf-8"))[method]
+        row = (
+            f"| {set_label} | {label} | {s['units']:,} | {100 * s['leak_rate']['partial']:.2f} % "
+            f"| {100 * s['unit_leak_rate']:.2f} % | {s['blocked']} "
+            f"| {s['control_changed']} / {s['control_items']} |"
+        )
+        assert row in lines, row

@@ -21,7 +21,7 @@ from assistant.base.errors import PrivacyError, one_line
 from assistant.base.textform import view
 from assistant.privacy.engine import offline_email_recognizer, spacy_engine
 from assistant.privacy.findings import Finding, resolve_overlaps
-from assistant.privacy.policy import BARE_DOMAIN, Policy, load_policy
+from assistant.privacy.policy import BARE_DOMAIN, GLUED_NAME_WORD, Policy, load_policy
 from assistant.privacy.recognizers import Scan, find_in_tokens
 from assistant.privacy.recognizers.common import (
     option_label,
@@ -30,8 +30,10 @@ from assistant.privacy.recognizers.common import (
     words_pattern,
 )
 
-# Words holding digits at either end of a span ("ab213966 Abcam Inc.").
-_NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")
+# Words holding digits at either end of a span ("ab213966 Abcam Inc."), but not a name
+# with a number glued to it ("Enter8000 Group": policy.GLUED_NAME).
+_CODE = rf"(?!{GLUED_NAME_WORD}(?:\s|$))\S*\d\S*"
+_NUMBERED_EDGES = re.compile(rf"^(?:{_CODE}\s+)+|(?:\s+{_CODE})+$")
 
 
 class Detector:

@@ -37,6 +37,13 @@ POLICY_FILE = Path(__file__).with_name("policy.yaml")
 PATH = re.compile(r"\w\\\w|^[A-Za-z]:[\\/]|(?:^|\s)(?:~|\.{1,2})?/\w")
 
 
+# A capitalised name with a number glued to its end ("Enter8000", "Studio54"): a name,
+# which drop_digits keeps, unlike a code ("ab213966") or a number beside a name.
+# (Written from PUPA-TNB's seen half.)
+GLUED_NAME_WORD = r"[A-Z][a-z]{2,}\d+"
+GLUED_NAME = re.compile(rf"(?<![\w]){GLUED_NAME_WORD}(?![\w])")
+
+
 @dataclass(frozen=True)
 class EntityRule:
     tag: str  # placeholder name: <TAG_1>
@@ -54,7 +61,7 @@ class EntityRule:
             return False
         if self.drop_paths and PATH.search(text):
             return False
-        return not (self.drop_digits and any(ch.isdigit() for ch in text))
+        return not (self.drop_digits and any(ch.isdigit() for ch in GLUED_NAME.sub("", text)))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,22 @@ def latin(ch: str) -> bool:
 
 def greek(ch: str) -> bool:
     return "\u0370" <= ch <= "\u03ff" or "\u1f00" <= ch <= "\u1fff"
+
+
+# Up to this many letters in a row, letters styled as mathematics or units are symbols.
+_SYMBOL_LETTERS = 3
+
+
+def symbols(run: str) -> bool:
+    """Whether ``run`` is one to three Latin or Greek letters in a styled form: a
+    mathematical symbol (𝑥, ℎ, 𝜈, ℓ, 𝑚𝑐), not text of another script.  A longer styled
+    run (a name written in a decorative font, "𝓜𝓪𝓻𝔂") is not: nothing here reads it."""
+    if len(run) > _SYMBOL_LETTERS or latin(run[0]) or greek(run[0]):
+        return False
+    plain = unicodedata.normalize("NFKC", run)
+    return len(plain) == len(run) and all(
+        ch.isalpha() and (ch.isascii() or greek(ch)) for ch in plain
+    )
 
 
 def words_pattern(words: Sequence[str]) -> re.Pattern[str] | None:

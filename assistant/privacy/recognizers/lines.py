@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from assistant.privacy.findings import Finding
-from assistant.privacy.recognizers.common import LETTER_RUN, OPTION_LABEL, Scan, greek, latin
+from assistant.privacy.recognizers.common import (
+    LETTER_RUN,
+    OPTION_LABEL,
+    Scan,
+    greek,
+    latin,
+    symbols,
+)
 
 _WORD_START = re.compile(r"(?<![\w'’])\w")
 _NAME_WORDS = re.compile(r"[^\W\d_][^\W\d_.'’-]*\.?(?:[\s'’-]+[^\W\d_][^\W\d_.'’-]*\.?)*")
@@ -171,6 +178,8 @@ class ForeignRunRule:
     score: float = 0.6
 
     def _foreign(self, run: str, min_letters: int) -> bool:
+        if symbols(run):
+            return False
         return not latin(run[0]) and not greek(run[0]) and len(run) >= min_letters
 
     def find(self, scan: Scan) -> list[Finding]:

@@ -50,6 +50,7 @@ from assistant.base.errors import DragError
 from assistant.core.session import Session
 from assistant.privacy.detector import Detector
 from assistant.privacy.policy import category_modes
+from assistant.privacy.reader import Reading
 from drag_bench import arguments, split_choices
 from drag_bench.privacy.datasets import (
     METHODS,
@@ -74,6 +75,7 @@ from drag_bench.privacy.methods import (
     Sender,
     _sender,
     _student_rewriter,
+    cached_reads,
     evidence_body,
     evidence_request,
     make_full,
@@ -105,6 +107,7 @@ __all__ = [
     "RecordingGuard",
     "Sender",
     "bundled_path",
+    "cached_reads",
     "categories",
     "evidence_body",
     "evidence_request",
@@ -233,6 +236,14 @@ def main(argv: list[str] | None = None) -> int:
         "for: what drag does) or always",
     )
     parser.add_argument(
+        "--reader-cache",
+        type=Path,
+        metavar="FILE",
+        help="keep the 'reader' method's readings in FILE and take them from there when "
+        "the same reader read the same question before: a detector change measured "
+        "again without the model's time (the reader's seconds are the first run's)",
+    )
+    parser.add_argument(
         "--categories",
         default="",
         metavar="ENTITY=MODE,...",
@@ -311,11 +322,15 @@ def main(argv: list[str] | None = None) -> int:
                     about = [model] if model else []
                     about += [f"grammar {grammar}"] if len(grammars) > 1 else []
                     about_text = f" ({', '.join(about)})" if about else ""
+                    read: Callable[[str], Reading | None] = runtime.read
+                    if args.reader_cache is not None:
+                        name_of = runtime.settings.privacy.reader_model or "student"
+                        read = cached_reads(read, args.reader_cache, f"{name_of} {grammar}")
                     methods[label + "+reader" + about_text + tail] = make_full(
                         Detector(categories=modes),
                         rewriter if args.rewrite else None,
                         send,
-                        runtime.read,
+                        read,
                     )
             elif name == "presidio":
                 methods["presidio-default"] = make_presidio_default()

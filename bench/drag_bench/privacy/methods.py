@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from assistant.base import config
 from assistant.base.errors import GuardBlocked, PrivacyError
@@ -17,6 +20,7 @@ from assistant.models.teacher import Teacher
 from assistant.net import egress
 from assistant.privacy.detector import Detector
 from assistant.privacy.engine import offline_email_recognizer, spacy_engine
+from assistant.privacy.findings import Finding
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
@@ -82,6 +86,49 @@ class RecordingGuard:
 
 
 Sender = Callable[[egress.ChatRequest, RecordingGuard], None]
+
+
+def cached_reads(
+    read: Callable[[str], Reading | None], path: Path, reader: str
+) -> Callable[[str], Reading | None]:
+    """``read`` with its readings kept in ``path`` (JSONL, one line per question and
+    ``reader``, the model and how it used the grammar): a later run with the same reader
+    takes them from there, so a change to the detector is measured again without the
+    model's time.  A reading taken from the file keeps the seconds of the run that made
+    it.  Only for the benchmark: ``drag ask`` always reads afresh."""
+    known: dict[str, Reading] = {}
+    if path.is_file():
+        for line in path.read_text("utf-8").splitlines():
+            row = json.loads(line)
+            known[row["key"]] = Reading(
+                [Finding(**f) for f in row["findings"]],
+                row["seconds"],
+                row["listed"],
+                row["dropped"],
+            )
+
+    def cached(question: str) -> Reading | None:
+        key = hashlib.sha256(f"{reader}\0{question}".encode()).hexdigest()
+        if key in known:
+            return known[key]
+        reading = read(question)
+        if reading is None:
+            return None
+        known[key] = reading
+        row = {
+            "key": key,
+            "reader": reader,
+            "findings": [dataclasses.asdict(f) for f in reading.findings],
+            "seconds": reading.seconds,
+            "listed": reading.listed,
+            "dropped": reading.dropped,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return reading
+
+    return cached
 
 
 def make_full(
