@@ -390,3 +390,21 @@ def test_item_16_search_folds_case_in_every_script(store: Store) -> None:
     for needle in ("Ádám", "ádám", "ÁDÁM", unicodedata.normalize("NFD", "ádám"), "kovács"):
         assert [r["id"] for r in ledger.select(store.db, search=needle)] == [1], needle
     assert [r["id"] for r in ledger.select(store.db, search="STRASSE")] == [2]
+
+
+def test_item_12_drafts_that_cannot_be_tidied_are_a_one_line_store_error() -> None:
+    """A kept draft the keeping settings cannot read (here a folder where a draft should
+    be) is a StoreError, which drag ask shows in one line and the app as a notice."""
+    drafts.keep("an old question", "failed")
+    unreadable = drafts.unsent_dir() / "20250101T000000-2.json"
+    unreadable.mkdir()
+    try:
+        rt = Session(load())
+        with rt, pytest.raises(StoreError, match="old drafts could not be removed"):
+            rt.tidy()
+        # drag ask warns and goes on: housekeeping never fails the question.
+        result = CliRunner().invoke(cli, ["ask", "--offline", "What is the boiling point?"])
+        assert "warning: the keeping settings were not applied" in result.stderr
+        assert result.exit_code != 0 and not isinstance(result.exception, StoreError)
+    finally:
+        unreadable.rmdir()  # the drafts folder is shared by the whole test run

@@ -136,6 +136,8 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("We used antibodies from ab12345 Abcam Inc. in all runs.", "Abcam Inc", "ORGANIZATION"),
         # ... but a name with a number glued to it is the name (PUPA-TNB's seen half).
         ("I worked at Enter8000 Group until 2000.", "Enter8000 Group", "ORGANIZATION"),
+        # ... and where a glued name and a code sit side by side, both go, as before.
+        ("Our supplier is Studio54 ab213966 Abcam Inc.", "Abcam Inc", "ORGANIZATION"),
         # Someone greeted at the start of a line (spaCy takes "May" for a month).
         ("Hi May,We will pass this document to AP.", "May", "PERSON"),
         ("Hello Blessing!\nThe branches reject our transfers.", "Blessing", "PERSON"),

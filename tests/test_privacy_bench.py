@@ -224,3 +224,7 @@ def test_cached_readings_are_taken_from_the_file_by_the_same_reader_only(
     leakage.cached_reads(fake_read, path, "0.5b always")("Ask Ada about it")
     leakage.cached_reads(fake_read, path, "0.5b fallback")("Tell Ada")
     assert calls == ["Ask Ada about it", "Ask Ada about it", "Tell Ada"]
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"key": "a line a stopped run cut sh')  # read past, not fatal
+    leakage.cached_reads(fake_read, path, "0.5b fallback")("Tell Ada")
+    assert len(calls) == 3

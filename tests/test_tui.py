@@ -65,6 +65,29 @@ async def test_first_paint_and_every_screen() -> None:
     assert first_paint < 5  # the target is 1.5 s; this is a loose guard against blocking work
 
 
+async def test_the_app_starts_and_says_so_when_the_keeping_settings_fail() -> None:
+    """The keeping settings run where the app starts, in a thread: a draft that cannot be
+    read (a folder where a draft should be) is a notice, and the app goes on."""
+    told: list[str] = []
+
+    class Watched(DragApp):
+        CSS_PATH = str(Path(__file__).parents[1] / "assistant" / "tui" / "app.tcss")
+
+        def notify(self, message: str, **kw: Any) -> None:
+            told.append(message)
+            super().notify(message, **kw)
+
+    unreadable = drafts.unsent_dir() / "20250101T000000-3.json"
+    unreadable.mkdir()
+    try:
+        app = Watched(settings_from(), warm=False)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for(pilot, lambda: any("keeping settings" in m for m in told), 30)
+            assert isinstance(app.screen, ChatScreen) and app.is_running
+    finally:
+        unreadable.rmdir()  # the drafts folder is shared by the whole test run
+
+
 async def test_no_widget_on_any_screen_reads_markup() -> None:
     """Issue 30, item 7: every Static and Label on every screen and dialog shows its text
     as written (a teacher's error quoted in the benchmark's live line crashed the app with

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,6 +26,9 @@ from assistant.cli.common import (
 )
 from assistant.cli.review import review_options
 from assistant.cli.root import cli
+
+if TYPE_CHECKING:
+    from assistant.core.session import Session
 
 
 def _source_line(result: Any) -> str:
@@ -113,7 +116,7 @@ def ask(
     stream = not as_json and sys.stdout.isatty()
     try:
         with Session(settings, status=status_printer(interactive_stderr())) as rt:
-            rt.tidy()
+            tidy(rt)
             on_text = (lambda piece: echo(piece, nl=False)) if stream else None
             result = pipeline.ask(
                 rt,
@@ -128,6 +131,15 @@ def ask(
         echo(to_json(result.to_dict()))
     else:
         echo(_format_result(result, streamed=stream))
+
+
+def tidy(rt: Session) -> None:
+    """The keeping settings, where the session starts; a failure is a warning: the
+    question is still asked."""
+    try:
+        rt.tidy()
+    except errors.StoreError as exc:
+        secho(f"drag: warning: the keeping settings were not applied: {exc}", err=True)
 
 
 def _end_streamed_line(stage: str, _result: Any) -> None:
@@ -159,7 +171,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
         return
     status = status_printer(True)
     with Session(settings, status=status) as rt:
-        rt.tidy()
+        tidy(rt)
         if interactive:
             secho(
                 f"drag · student {settings.student.model} · teacher {settings.teacher.endpoint}"

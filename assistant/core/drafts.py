@@ -150,7 +150,10 @@ def purge(days: int) -> int:
     cutoff = time.time() - days * 86400
     removed = 0
     for path in folder.glob("*" + SUFFIX):
-        if path.stat().st_mtime < cutoff:
-            path.unlink()
-            removed += 1
+        try:  # another drag process may be tidying the same folder
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
     return removed

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -17,7 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from assistant.base import secrets
 from assistant.base.config import Settings
-from assistant.base.errors import ConfigError, DragError, PrivacyError
+from assistant.base.errors import ConfigError, DragError, PrivacyError, StoreError
 from assistant.core import drafts
 from assistant.drag import answer, evidence, graph
 from assistant.drag.ranking import Embedder
@@ -142,9 +143,15 @@ class Session:
         ``store.retention_days`` are blanked, drafts older than ``store.draft_days`` are
         removed.  Nothing else (``drag doctor``, the benchmarks, opening the store) does."""
         s = self.settings.store
-        with self.local:
-            self.store.apply_retention(s.retention_days)
-        drafts.purge(s.draft_days)
+        try:
+            with self.local:
+                self.store.apply_retention(s.retention_days)
+        except sqlite3.Error as exc:  # locked by another drag process past its timeout
+            raise StoreError(f"old ledger payloads could not be blanked: {exc}") from None
+        try:
+            drafts.purge(s.draft_days)
+        except (OSError, ValueError) as exc:  # a draft that cannot be read
+            raise StoreError(f"old drafts could not be removed: {exc}") from None
 
     @property
     def offline(self) -> bool:

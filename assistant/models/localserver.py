@@ -458,9 +458,11 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
         while server.process is not None and server.process.poll() is None:
             time.sleep(POLL_SECONDS)
             with _deciding():
+                leased = _leased(lease)
                 looked += 1
-                _note_looks(record, looked)
-                if _leased(lease):
+                with contextlib.suppress(OSError):  # a sign of life only: never a reason to stop
+                    _note_looks(record, looked)
+                if leased:
                     idle_since = None
                     continue
                 now = time.monotonic()
@@ -481,7 +483,9 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
     finally:
         server.forget(record)
         server.stop()
-        looks_file(record).unlink(missing_ok=True)
+        with _deciding(), contextlib.suppress(OSError):  # no other keeper's count is removed
+            if not record.exists():
+                looks_file(record).unlink(missing_ok=True)
     return 0
 
 
@@ -492,7 +496,7 @@ def looks_file(record: Path) -> Path:
 
 def _note_looks(record: Path, count: int) -> None:
     spare = looks_file(record).with_suffix(".looks.new")
-    spare.write_text(str(count), "ascii")
+    paths.write_private(spare, str(count))
     spare.replace(looks_file(record))
 
 

@@ -34,6 +34,9 @@ from assistant.privacy.recognizers.common import (
 # with a number glued to it ("Enter8000 Group": policy.GLUED_NAME).
 _CODE = rf"(?!{GLUED_NAME_WORD}(?:\s|$))\S*\d\S*"
 _NUMBERED_EDGES = re.compile(rf"^(?:{_CODE}\s+)+|(?:\s+{_CODE})+$")
+# Any word holding digits at the edges: where a glued name and a code sit side by side
+# ("Studio54 ab213966 Abcam Inc."), both go, as before there was a glued name.
+_ANY_NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")
 
 
 class Detector:
@@ -388,6 +391,8 @@ class Detector:
                 # A code or a number beside a name is not the name ("ab213966 Abcam Inc.",
                 # "Beijing 100871"); the span keeps its words without digits.
                 inner = _NUMBERED_EDGES.sub("", stripped)
+                if inner and not rule.accepts(inner, r.score):
+                    inner = _ANY_NUMBERED_EDGES.sub("", stripped)
                 lead += stripped.find(inner) if inner else 0
                 stripped = inner
             if rule is None or not stripped or not rule.accepts(stripped, r.score):

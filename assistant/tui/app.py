@@ -97,15 +97,23 @@ class DragApp(App[None]):
         return f"ready · student {s.student.model} · {mode} · review {s.privacy.review}"
 
     def on_mount(self) -> None:
-        try:  # the keeping settings, once, as `drag ask` and `drag chat` apply them
-            with self.runtime_lock:
-                self.runtime.tidy()
-        except DragError as exc:
-            self.notify(f"the keeping settings were not applied: {exc}", severity="error")
+        self.tidy()
         if self.warm:
             self.warm_up()
         else:
             self.status = self.ready_line()
+
+    @work(thread=True, group="tidy")
+    def tidy(self) -> None:
+        """The keeping settings, once, as `drag ask` and `drag chat` apply them; in a
+        thread (another drag process may hold the store), a failure told, not fatal."""
+        try:
+            with self.runtime_lock:
+                self.runtime.tidy()
+        except DragError as exc:
+            self.call_from_thread(
+                self.notify, f"the keeping settings were not applied: {exc}", severity="error"
+            )
 
     @work(thread=True, exclusive=True, group="warm")
     def warm_up(self) -> None:

@@ -50,7 +50,7 @@ from assistant.base.errors import DragError
 from assistant.core.session import Session
 from assistant.privacy.detector import Detector
 from assistant.privacy.policy import category_modes
-from assistant.privacy.reader import Reading
+from assistant.privacy.reader import READER_VERSION, Reading
 from drag_bench import arguments, split_choices
 from drag_bench.privacy.datasets import (
     METHODS,
@@ -324,8 +324,12 @@ def main(argv: list[str] | None = None) -> int:
                     about_text = f" ({', '.join(about)})" if about else ""
                     read: Callable[[str], Reading | None] = runtime.read
                     if args.reader_cache is not None:
-                        name_of = runtime.settings.privacy.reader_model or "student"
-                        read = cached_reads(read, args.reader_cache, f"{name_of} {grammar}")
+                        s = runtime.settings
+                        # The model as it resolves (a name or a path), the reader's prompt
+                        # version and the grammar's use: another of them reads afresh.
+                        name_of = s.privacy.reader_model or s.student.model
+                        reader = f"{name_of} {READER_VERSION} grammar {grammar}"
+                        read = cached_reads(read, args.reader_cache, reader)
                     methods[label + "+reader" + about_text + tail] = make_full(
                         Detector(categories=modes),
                         rewriter if args.rewrite else None,

@@ -99,7 +99,10 @@ def cached_reads(
     known: dict[str, Reading] = {}
     if path.is_file():
         for line in path.read_text("utf-8").splitlines():
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except ValueError:  # the last line of a run that was stopped
+                continue
             known[row["key"]] = Reading(
                 [Finding(**f) for f in row["findings"]],
                 row["seconds"],
