@@ -483,7 +483,10 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
     finally:
         server.forget(record)
         server.stop()
-        with _deciding(), contextlib.suppress(OSError):  # no other keeper's count is removed
+        # Not under _deciding(): the drag process that started this keeper holds it while
+        # it waits for the server, and a keeper that failed to start ends here.  A keeper
+        # that recorded the server since has its own count: that one is left.
+        with contextlib.suppress(OSError):
             if not record.exists():
                 looks_file(record).unlink(missing_ok=True)
     return 0
