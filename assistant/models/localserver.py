@@ -483,9 +483,7 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
     finally:
         server.forget(record)
         server.stop()
-        # Not under _deciding(): the drag process that started this keeper holds it while
-        # it waits for the server, and a keeper that failed to start ends here.  A keeper
-        # that recorded the server since has its own count: that one is left.
+        # Not under _deciding() (its starter holds it); another keeper's count is left.
         with contextlib.suppress(OSError):
             if not record.exists():
                 looks_file(record).unlink(missing_ok=True)
@@ -498,8 +496,7 @@ def looks_file(record: Path) -> Path:
 
 
 def _note_looks(record: Path, count: int) -> None:
-    spare = looks_file(record).with_suffix(".looks.new")
-    paths.write_private(spare, str(count))
+    paths.write_private(spare := looks_file(record).with_suffix(".looks.new"), str(count))
     spare.replace(looks_file(record))
 
 
