@@ -29,6 +29,7 @@ MODES: tuple[str, ...] = get_args(Mode)
 # The student's prompt: the question first (the paper's order) or the context first.
 Order = Literal["question-first", "context-first"]
 ORDERS: tuple[str, ...] = get_args(Order)
+Gate = Literal["auto", "always-evidence", "never"]
 Structured = Literal["auto", "json_schema", "json_object", "off"]
 Source = Literal["default", "file", "env", "flag"]
 
@@ -126,6 +127,14 @@ class PipelineSettings:
         metadata={
             "help": "the student's prompt: the question, then the context (the paper's order), "
             "or the context first"
+        },
+    )
+    gate: Gate = field(
+        default="auto",
+        metadata={
+            "help": "use the teacher's context only when the student is surer of its answer "
+            "with it (auto), always (always-evidence), or never (the student alone; the "
+            "teacher is still asked and its context shown and cached)"
         },
     )
 

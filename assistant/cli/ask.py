@@ -11,6 +11,7 @@ from assistant.base import errors
 from assistant.cli.common import (
     echo,
     flags,
+    gate_option,
     interactive_stderr,
     k_option,
     kept,
@@ -26,6 +27,7 @@ from assistant.cli.common import (
 )
 from assistant.cli.review import review_options
 from assistant.cli.root import cli
+from assistant.drag import gate
 
 if TYPE_CHECKING:
     from assistant.core.session import Session
@@ -50,7 +52,8 @@ def _format_result(result: Any, streamed: bool) -> str:
     if used_e:
         lines += [
             "",
-            f"Evidence (top {len(used_e)} of {len(result.evidence)}; "
+            f"Evidence{'' if result.context_used else ' offered, not used'} "
+            f"(top {len(used_e)} of {len(result.evidence)}; "
             "fused score, cosine, teacher rank):",
         ]
         lines += [
@@ -58,7 +61,11 @@ def _format_result(result: Any, streamed: bool) -> str:
             for e in used_e
         ]
     if used_t:
-        lines += ["", f"Triples (top {len(used_t)} of {len(result.triples)}; fused score, cosine):"]
+        lines += [
+            "",
+            f"Triples{'' if result.context_used else ' offered, not used'} "
+            f"(top {len(used_t)} of {len(result.triples)}; fused score, cosine):",
+        ]
         lines += [
             f"{t.rank:>3}. [{t.score:.4f} cos {t.similarity:+.2f}] "
             f"({t.entity1}; {t.entity2}) {t.relation}"
@@ -70,6 +77,8 @@ def _format_result(result: Any, streamed: bool) -> str:
         what = "Sent to the teacher" if result.source == "teacher" else "Sanitized (not sent)"
         lines += ["", f"{what} ({detected} detected): {result.privacy['sent_question']}"]
     lines += ["", _source_line(result)]
+    if result.gate:
+        lines.append(f"Gate: {gate.describe(result.gate)}")
     lines += [f"warning: {w}" for w in result.warnings]
     s, te, tm = result.student, result.teacher, result.timings
     summary = []
@@ -90,6 +99,7 @@ def _format_result(result: Any, streamed: bool) -> str:
 @cli.command()
 @click.argument("question", nargs=-1)
 @mode_option
+@gate_option
 @k_option
 @n_option
 @with_model_options
@@ -151,6 +161,7 @@ def _end_streamed_line(stage: str, _result: Any) -> None:
 
 @cli.command()
 @mode_option
+@gate_option
 @k_option
 @n_option
 @with_model_options

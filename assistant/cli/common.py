@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import click
 
 from assistant.base import errors, safetext
-from assistant.base.config import MODES, Settings
+from assistant.base.config import MODES, Gate, Settings
 from assistant.core import drafts
 
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
@@ -78,6 +78,11 @@ def kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.Dra
 
 
 mode_option = click.option("--mode", type=click.Choice(MODES), help="Context for the student.")
+gate_option = click.option(
+    "--gate",
+    type=click.Choice(get_args(Gate)),
+    help="Use the context when the student is surer with it (auto), always, or never.",
+)
 k_option = click.option("--k", type=int, help="Top evidence/triples given to the student.")
 n_option = click.option("--n", type=int, help="Evidence statements asked of the teacher.")
 _model_options = [
@@ -117,6 +122,7 @@ def with_cache_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def flags(**kw: Any) -> dict[str, Any]:
     names = {
         "mode": "pipeline.mode",
+        "gate": "pipeline.gate",
         "k": "pipeline.k",
         "n": "pipeline.n",
         "student_model": "student.model",

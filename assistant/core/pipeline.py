@@ -25,11 +25,11 @@ from typing import Literal
 
 import numpy as np
 
-from assistant.base.config import Mode
+from assistant.base.config import Gate, Mode
 from assistant.base.errors import DragError, GuardBlocked, InputError, NotCovered
 from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple
 from assistant.core.session import TEACHER_PROMPTS, Session
-from assistant.drag import answer, evidence, graph, recall
+from assistant.drag import answer, evidence, gate, graph, recall
 from assistant.drag.ranking import rank_texts
 from assistant.models.teacher import Teacher
 from assistant.privacy.guard import LinkHold, withhold_links
@@ -449,6 +449,7 @@ def respond(
     prompt: str | None = None,
     on_text: Callable[[str], None] | None = None,
     choices: Sequence[str] = (),
+    gate_setting: Gate | None = None,
 ) -> AskResult:
     """The student's part: answer with the top K context of ``result.mode`` (fewer where
     ``pipeline.context_tokens`` ends first), in the order ``pipeline.order`` says.
@@ -456,6 +457,8 @@ def respond(
     ``prompt`` replaces the question in the student's prompt (the benchmark
     adds answer-format instructions); the teacher never sees it.  ``choices``
     limits the reply to one of them (a multiple-choice benchmark's labels).
+    The confidence gate (``pipeline.gate``, or ``gate_setting``) decides whether the
+    context is read at all: ``result.gate`` says which way it went.
     """
     student = runtime.student
     p = runtime.settings.pipeline
@@ -470,6 +473,15 @@ def respond(
     messages = answer.build_messages(
         prompt or result.question, evidences, relationships, result.mode, order=p.order
     )
+    result.gate = {}
+    if evidences or relationships:
+        alone = answer.build_messages(prompt or result.question, [], [], "none", order=p.order)
+        runtime.status("the student weighs the context…")
+        with _timed(result.timings, "gate"):
+            decision = gate.choose(student, gate_setting or p.gate, alone, messages, choices)
+        result.gate = decision.to_dict()
+        if decision.way == "alone":
+            messages = alone
     runtime.status("the student is answering…")
     s = runtime.settings.student
 

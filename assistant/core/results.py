@@ -60,6 +60,13 @@ class AskResult:
     question_id: int | None = None  # its row in the history
     # (evidence, triples) of the top K that fitted pipeline.context_tokens; None: no budget.
     fitted: tuple[int, int] | None = None
+    # The confidence gate (assistant.drag.gate): which way it went; {} with no context.
+    gate: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def context_used(self) -> bool:
+        """Whether the student's answer read the context (the gate may have left it out)."""
+        return bool(self.gate.get("went", "evidence") == "evidence")
 
     @property
     def used_evidence(self) -> list[ScoredEvidence]:

@@ -83,6 +83,35 @@ class Generation:
         return (self.completion_tokens - 1) / self.decode_seconds
 
 
+@dataclass(frozen=True)
+class Probe:
+    """The opening of a reply, read greedily with how likely the student found it."""
+
+    text: str
+    token_logprobs: tuple[float, ...]  # natural log-probability of each token written
+    # With choices: each choice's log-probability among the choices, from the first
+    # step's distribution (empty when two choices start with the same token).
+    choice_logprobs: dict[str, float]
+    prompt_tokens: int
+    seconds: float
+
+
+class _LastRow:
+    """A logits processor that keeps the log-probabilities of the latest step and
+    changes nothing (llama.cpp hands it the raw logits, before any grammar)."""
+
+    def __init__(self) -> None:
+        self.row: Any = None
+
+    def __call__(self, _input_ids: Any, logits: Any) -> Any:
+        import numpy as np
+
+        x = np.asarray(logits, dtype=np.float64)
+        top = float(x.max())
+        self.row = x - (top + float(np.log(np.exp(x - top).sum())))
+        return logits
+
+
 class Student:
     def __init__(
         self,
@@ -103,6 +132,7 @@ class Student:
         self.path = path
         self._lock = threading.Lock()
         self._grammars: dict[tuple[str, ...], Any] = {}  # per set of choices (see chat)
+        self._chat_formatter: Any = None
         self.gpu_layers = -1 if gpu == "auto" and gpu_offload_supported() else 0
         # llama.cpp runs in this process: a build that dies on this CPU would take the app
         # with it, so a child process computes with it first (once per build and model).
@@ -186,6 +216,87 @@ class Student:
 
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _formatter(self) -> Any:
+        """The model's own chat template (what ``create_chat_completion`` uses)."""
+        if self._chat_formatter is None:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            template = self._llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise ModelError(f"{self.path.name} has no chat template in its metadata")
+            model: Any = self._llm._model
+            eos, bos = self._llm.token_eos(), self._llm.token_bos()
+            self._chat_formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=model.token_get_text(eos) if eos != -1 else "",
+                bos_token=model.token_get_text(bos) if bos != -1 else "",
+                stop_token_ids=[eos],
+            )
+        return self._chat_formatter
+
+    def probe(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int,
+        choices: Sequence[str] = (),
+    ) -> Probe:
+        """The first ``max_tokens`` tokens of the greedy reply to ``messages`` with the
+        log-probability of each (and of each of ``choices`` at the first step).
+
+        llama.cpp reuses the part of the prompt it has just read, so two probes that share
+        the system prompt and the question pay for that once."""
+        import llama_cpp
+
+        with self._lock:
+            formatted = self._formatter()(messages=[dict(m) for m in messages])
+            tokens = self._llm.tokenize(
+                formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+            )
+            if len(tokens) + max_tokens + 1 >= self.n_ctx:
+                raise ModelError(
+                    f"the prompt needs {len(tokens)} tokens but the student's context is "
+                    f"{self.n_ctx}; lower pipeline.k or raise student.n_ctx"
+                )
+            firsts = [self._llm.tokenize(c.encode("utf-8"), add_bos=False)[:1] for c in choices]
+            distinct = len({tuple(f) for f in firsts}) == len(firsts) and all(firsts)
+            last = _LastRow()
+            vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+            started = time.perf_counter()
+            written: list[int] = []
+            logprobs: list[float] = []
+            by_choice: dict[str, float] = {}
+            steps = self._llm.generate(
+                tokens,
+                temp=0.0,
+                repeat_penalty=1.0,
+                logits_processor=llama_cpp.LogitsProcessorList([last]),
+                grammar=self._grammar(tuple(choices)) if choices else None,
+            )
+            for token in steps:
+                if not written and choices and distinct:
+                    import numpy as np
+
+                    picked = np.array([last.row[f[0]] for f in firsts])
+                    top = float(picked.max())
+                    norm = top + float(np.log(np.exp(picked - top).sum()))
+                    by_choice = {c: float(v) - norm for c, v in zip(choices, picked, strict=True)}
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    break
+                written.append(token)
+                logprobs.append(float(last.row[token]))
+                if len(written) >= max_tokens:
+                    break
+            steps.close()
+            text = self._llm.detokenize(written).decode("utf-8", errors="replace")
+            return Probe(
+                text=text.strip(),
+                token_logprobs=tuple(logprobs),
+                choice_logprobs=by_choice,
+                prompt_tokens=len(tokens),
+                seconds=time.perf_counter() - started,
+            )
 
     def chat(
         self,

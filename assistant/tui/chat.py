@@ -24,6 +24,7 @@ from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError
 from assistant.core import drafts, pipeline
 from assistant.core.conversation import Asked, Offer, Queue
 from assistant.core.results import AskResult
+from assistant.drag import gate
 from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
@@ -32,14 +33,16 @@ if TYPE_CHECKING:
 
 
 def badge(result: AskResult) -> str:
-    """Where the answer's context came from, in a few words."""
+    """Where the answer's context came from, and whether the answer used it."""
     p = result.provenance
     uploads = " ".join(f"#{u}" for u in p.get("uploads") or [])
+    used = "" if result.context_used else " · ○ answered alone (gate)"
     if result.source == "cache":
         how = f"{p.get('how')} {p.get('score', 0):.2f}"
-        return f"◆ from cache · {how} · uploads {uploads} · nothing sent"
+        return f"◆ from cache · {how} · uploads {uploads} · nothing sent{used}"
     if result.source == "teacher":
-        return f"▲ teacher · {len(result.teacher.get('calls', []))} calls · uploads {uploads}"
+        calls = len(result.teacher.get("calls", []))
+        return f"▲ teacher · {calls} calls · uploads {uploads}{used}"
     return "● student only · nothing sent"
 
 
@@ -55,15 +58,19 @@ def context_text(result: AskResult) -> str:
             f"  {result.privacy.get('sent_question', '')}",
             "",
         ]
+    if result.gate:
+        lines += [f"Gate: {gate.describe(result.gate)}", ""]
     if result.used_evidence:
-        lines.append(f"Evidence used ({len(result.used_evidence)} of {len(result.evidence)}):")
+        verb = "used" if result.context_used else "offered, not used"
+        lines.append(f"Evidence {verb} ({len(result.used_evidence)} of {len(result.evidence)}):")
         lines += [
             f"{e.rank:>2}. [{e.score:.3f} cos {e.similarity:+.2f}] {e.text}"
             for e in result.used_evidence
         ]
         lines.append("")
     if result.used_triples:
-        lines.append(f"Triples used ({len(result.used_triples)} of {len(result.triples)}):")
+        verb = "used" if result.context_used else "offered, not used"
+        lines.append(f"Triples {verb} ({len(result.used_triples)} of {len(result.triples)}):")
         lines += [
             f"{t.rank:>2}. [{t.score:.3f} cos {t.similarity:+.2f}] ({t.entity1}; {t.entity2}) "
             f"{t.relation}"

@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from assistant.base import config
-from assistant.base.config import MODES, ORDERS
+from assistant.base.config import ORDERS
 from assistant.base.errors import DragError, InputError
 from assistant.core.results import AskResult
 from assistant.core.session import Session
-from assistant.drag import answer
+from assistant.drag import answer, gate
 from drag_bench import arguments, split_choices
+from drag_bench.accuracy import simulated
 from drag_bench.accuracy.passes import (
     Records,
     answer_all,
@@ -44,6 +45,7 @@ from drag_bench.accuracy.passes import (
 )
 from drag_bench.accuracy.questions import (
     ANSWER_FORMATS,
+    BENCH_MODES,
     DATASET_NAMES,
     DATASETS,
     STAGES,
@@ -118,7 +120,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--subjects", default="", help="MMLU subjects, comma-separated")
     parser.add_argument("--n", type=int, default=100, help="questions (seeded sample)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--modes",
+        default="none,evidence,graph,combined",
+        help="context modes, comma-separated; MODE+gate: with the confidence gate "
+        f"({', '.join(BENCH_MODES)})",
+    )
     parser.add_argument("--k", default="5,10,15,20", help="top K values, comma-separated")
     parser.add_argument(
         "--evidence-n",
@@ -156,6 +163,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="token budget of the student's context (default: pipeline.context_tokens)",
     )
+    parser.add_argument(
+        "--simulated-teacher",
+        action="store_true",
+        help="also a SIMULATED strong teacher's row: each teacher's statements plus one "
+        "written from the answer key at a random rank in the top K (benchmark only)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="run folder (resumes if it exists)")
     parser.add_argument("--fresh", action="store_true", help="start the run folder afresh")
     parser.add_argument(
@@ -192,7 +205,7 @@ def _stderr(message: str) -> None:
 
 def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
     """The whole run; returns its folder (summary.md, summary.json, accuracy.png, …)."""
-    modes = split_choices(args.modes, MODES, "mode")
+    modes = split_choices(args.modes, BENCH_MODES, "mode")
     ks = _ints(args.k, "--k")
     if args.n < 1:
         raise InputError("--n: 1 or more questions")
@@ -238,6 +251,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
         "repeat_threshold": base.pipeline.repeat_threshold,
         "context_tokens": base.pipeline.context_tokens,
         "answer_prompt": answer.PROMPT_VERSION,
+        "gate_margin": gate.MARGIN,
+        "gate_probe_tokens": gate.PROBE_TOKENS,
     }
     out.mkdir(parents=True, exist_ok=True)
     run_file = out / "run.json"
@@ -259,10 +274,11 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
 
     cols = columns(modes, ks)
     # A row per (student, teacher), teachers outermost: the order the work is done in.
+    simulations = [simulated.name(t) for t in teachers] if args.simulated_teacher else []
     rows = (
         []
         if args.teacher_only and not args.rescore
-        else [(s, t) for t in teachers for s in students]
+        else [(s, t) for t in [*teachers, *simulations] for s in students]
     )
     if args.rescore:
         rescore(records.answers, questions)
@@ -275,7 +291,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                     q
                     for q in questions
                     if any(
-                        not records.answered(s, teacher, q.id, m, k)
+                        not records.answered(s, t, q.id, m, k)
+                        for t in [teacher, *([simulated.name(teacher)] if simulations else [])]
                         for s in students
                         for m, k in cols
                         if m != "none"
@@ -310,6 +327,23 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                         log,
                         answer_format=args.answer_format,
                     )
+                    if args.simulated_teacher:
+                        keyed: dict[str, AskResult | None] = {
+                            q.id: simulated.with_key(found, q, max(ks), args.seed)
+                            for q in questions
+                            if (found := gathered.get(q.id)) is not None and found.mode != "none"
+                        }
+                        answer_all(
+                            rt,
+                            student,
+                            simulated.name(teacher),
+                            questions,
+                            keyed,
+                            cols,
+                            records,
+                            log,
+                            answer_format=args.answer_format,
+                        )
 
     ids = [q.id for q in questions]
     summary = summarise(records.answers, records.teachers, rows, cols, ids)

@@ -17,6 +17,7 @@ from assistant.core import pipeline
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.store import ledger
+from drag_bench.accuracy.questions import GATED
 from drag_bench.accuracy.report import column_name
 from drag_bench.mc import MCQuestion, extract_choice
 
@@ -177,14 +178,21 @@ def answer_all(
             if base is None:  # no teacher work: what the user would get, the student alone
                 base = AskResult(question=q.text(), mode="none", n=0, k=0)
                 gathered[q.id] = base
+            gated = mode.endswith(GATED)
             if not marks:  # the question's first answer never rides on the last question's
                 rt.student.forget()
-            attempt = dataclasses.replace(base, mode=mode, k=k or base.k, timings={})  # type: ignore[arg-type]
+            attempt = dataclasses.replace(
+                base,
+                mode=mode.removesuffix(GATED),  # type: ignore[arg-type]
+                k=k or base.k,
+                timings={},
+            )
             pipeline.respond(
                 rt,
                 attempt,
                 prompt=q.student_prompt(answer_format),
                 choices=q.labels if answer_format == "letter" else (),
+                gate_setting="auto" if gated else "always-evidence",
             )
             choice = extract_choice(attempt.answer, q)
             records.add(
@@ -204,6 +212,8 @@ def answer_all(
                     "context_triples": len(attempt.used_triples),
                     "teacher_failed": base.mode == "none" and mode != "none",
                     "seconds": attempt.timings.get("answer", 0.0),
+                    "gate": attempt.gate,
+                    "gate_seconds": attempt.timings.get("gate", 0.0),
                     "prompt_tokens": attempt.student["prompt_tokens"],
                     "completion_tokens": attempt.student["completion_tokens"],
                     "tokens_per_second": attempt.student["tokens_per_second"],

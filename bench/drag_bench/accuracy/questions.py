@@ -6,6 +6,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+from assistant.base.config import MODES
 from assistant.base.errors import InputError
 from drag_bench.mc import MCQuestion, bundled, load_arc
 
@@ -15,15 +16,24 @@ DATASETS = {
     "arc-c-dev": "arc_challenge_dev200.jsonl",
     "mmlu": "mmlu_sample.jsonl",
     "medmcqa": "medmcqa_sample.jsonl",
+    "medmcqa-dev": "medmcqa_sample.jsonl",
 }
+# A development part: the items of a set that its published test sample (n, seed) left out.
+DEV_PARTS = {"medmcqa-dev": (200, 0)}
 DATASET_NAMES = {
     "arc-c": "ARC-Challenge",
     "arc-c-dev": "ARC-Challenge dev (items 201-400)",
     "mmlu": "MMLU",
     "medmcqa": "MedMCQA",
+    "medmcqa-dev": "MedMCQA dev (the 100 items the n=200 seed-0 test sample leaves out)",
 }
 Z95 = 1.959964
 ANSWER_FORMATS = ("reason", "letter")
+# A context mode with the confidence gate on ("evidence+gate"): the student answers with
+# the context or alone, whichever way it is surer (assistant.drag.gate).  The plain modes
+# always use the context, as the paper does.
+GATED = "+gate"
+BENCH_MODES: tuple[str, ...] = (*MODES, *(m + GATED for m in MODES if m != "none"))
 # The teacher's stages as AskResult.timings names them, in the order they run.
 STAGES = ("sanitize", "recall", "evidence", "rank_evidence", "graph", "rank_triples")
 
@@ -36,6 +46,10 @@ def load_questions(
 ) -> list[MCQuestion]:
     """A seeded sample of ``n`` questions, in the file's order."""
     items = load_arc(path or bundled(DATASETS[dataset]))
+    if path is None and dataset in DEV_PARTS:
+        size, seed_of_test = DEV_PARTS[dataset]
+        test = set(random.Random(seed_of_test).sample(range(len(items)), size))
+        items = [q for i, q in enumerate(items) if i not in test]
     if subjects:
         known = sorted({q.subject for q in items if q.subject})
         unknown = [s for s in subjects if s not in known]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from drag_bench.accuracy.questions import (
+    GATED,
     STAGES,
     Z95,
 )
@@ -77,6 +78,7 @@ def summarise(
             "teacher": teacher,
             "cells": line,
             "against_none": _against_none(cells, student, teacher, cols),
+            "gate": _gate(cells, student, teacher, cols),
             "student_tokens_per_second": round(statistics.fmean(tps), 2) if tps else None,
             "answer_seconds": _spread(a["seconds"] for a in mine if "seconds" in a),
         }
@@ -132,6 +134,43 @@ def _against_none(
     return out
 
 
+def _gate(
+    cells: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+    student: str,
+    teacher: str,
+    cols: Sequence[tuple[str, int]],
+) -> dict[str, dict[str, Any]]:
+    """Each gated column against its ungated twin, on the questions all three answered:
+    how often the gate used the context, how much of the ungated lift over the student
+    alone it kept, and what it cost (mean seconds, gate included)."""
+    alone = {a["id"]: a for a in cells.get((student, teacher, "none", 0), [])}
+    out: dict[str, dict[str, Any]] = {}
+    for mode, k in cols:
+        if not mode.endswith(GATED):
+            continue
+        gated = {a["id"]: a for a in cells.get((student, teacher, mode, k), [])}
+        plain = {a["id"]: a for a in cells.get((student, teacher, mode.removesuffix(GATED), k), [])}
+        both = [q for q in gated if q in plain and q in alone]
+        if not both:
+            continue
+
+        n_alone, n_plain, n_gated = (
+            sum(bool(answers[q]["correct"]) for q in both) for answers in (alone, plain, gated)
+        )
+        lift = n_plain - n_alone
+        out[column_name(mode, k)] = {
+            "questions": len(both),
+            "used_context": sum(gated[q]["gate"].get("went") == "evidence" for q in both),
+            "correct_alone": n_alone,
+            "correct_ungated": n_plain,
+            "correct_gated": n_gated,
+            "lift_kept": round((n_gated - n_alone) / lift, 4) if lift else None,
+            "seconds_ungated": _mean(plain[q]["seconds"] for q in both),
+            "seconds_gated": _mean(gated[q]["seconds"] + gated[q]["gate_seconds"] for q in both),
+        }
+    return out
+
+
 def _spread(values: Iterable[float]) -> dict[str, float] | None:
     """Mean, median and 95th percentile, in seconds, and the count; None for no values."""
     got = list(values)
@@ -179,6 +218,26 @@ def render(summary: dict[str, Any], title: str) -> str:
                 lines.append(
                     f"| {name} | {col} | {t['wrong_to_right']} | {t['right_to_wrong']} "
                     f"| {t['mcnemar_p']:.3g} |"
+                )
+    if any(row.get("gate") for row in summary["rows"].values()):
+        lines += [
+            "",
+            "The confidence gate against the same mode without it, on the same questions "
+            "(lift kept: gated minus alone over ungated minus alone; seconds: mean answer "
+            "time, the gate's included):",
+            "",
+            "| student | column | context used | right: alone / ungated / gated | lift kept "
+            "| s ungated | s gated |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for name, row in summary["rows"].items():
+            for col, g in row.get("gate", {}).items():
+                kept = "–" if g["lift_kept"] is None else f"{100 * g['lift_kept']:.0f} %"
+                lines.append(
+                    f"| {name} | {col} | {g['used_context']}/{g['questions']} "
+                    f"| {g['correct_alone']} / {g['correct_ungated']} / {g['correct_gated']} "
+                    f"| {kept} | {_seconds(g['seconds_ungated'])} "
+                    f"| {_seconds(g['seconds_gated'])} |"
                 )
     lines += [
         "",

@@ -1,0 +1,141 @@
+"""The confidence gate: per question, the student answers with the teacher's context
+or alone, whichever way it is surer of its answer.
+
+The DRAG paper assumes a teacher far stronger than the student.  The product cannot:
+the embedded teacher is the student's own size, and its evidence can lower the
+student's accuracy (docs/benchmarks.md).  So before answering, the student reads the
+opening of its reply both ways (:meth:`assistant.models.student.Student.probe`, which
+reuses the shared prompt prefix) and :func:`decide` keeps the surer one.
+
+How sure is measured (:func:`confidence`):
+- a reply limited to choices (a multiple-choice letter): the log-probability of the
+  choice it picked, among the choices;
+- a free reply: the mean log-probability of the first ``PROBE_TOKENS`` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from assistant.base.config import Gate as GateSetting
+
+Way = Literal["evidence", "alone"]
+
+# Tokens of a free reply read both ways before the answer is written.
+PROBE_TOKENS = 8
+# How much surer (in natural log-probability) the student must be with the context
+# than without it to use it.  Chosen on the development splits (docs/benchmarks.md,
+# "The confidence gate"), never on the test splits.
+MARGIN = 0.0
+
+
+def confidence(
+    text: str, token_logprobs: Sequence[float], choice_logprobs: Mapping[str, float]
+) -> float:
+    """How sure the student was of ``text`` (a log-probability: 0 is certain).
+
+    With choices, the picked choice's log-probability among them; otherwise the mean
+    log-probability of its tokens.  Nothing written is the least sure there is."""
+    if choice_logprobs:
+        picked = choice_logprobs.get(text.strip())
+        return picked if picked is not None else max(choice_logprobs.values())
+    if not token_logprobs:
+        return -math.inf
+    return math.fsum(token_logprobs) / len(token_logprobs)
+
+
+def decide(alone: float, with_context: float, margin: float = MARGIN) -> Way:
+    """The way to answer: with the context only when the student is surer with it by
+    more than ``margin``; a tie keeps the student alone."""
+    return "evidence" if with_context > alone + margin else "alone"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which way the gate went, and why: what ``AskResult.gate`` records."""
+
+    setting: GateSetting
+    way: Way
+    alone: float | None = None  # the confidences compared (auto only)
+    with_context: float | None = None
+    alone_reply: str = ""  # the openings the student read (auto only)
+    context_reply: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        def rounded(value: float | None) -> float | None:
+            return None if value is None or math.isinf(value) else round(value, 4)
+
+        return {
+            "setting": self.setting,
+            "went": self.way,
+            "confidence_alone": rounded(self.alone),
+            "confidence_with_context": rounded(self.with_context),
+            "margin": MARGIN if self.setting == "auto" else None,
+            "reply_alone": self.alone_reply,
+            "reply_with_context": self.context_reply,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+class _Reading(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def token_logprobs(self) -> tuple[float, ...]: ...
+    @property
+    def choice_logprobs(self) -> dict[str, float]: ...
+
+
+class Prober(Protocol):
+    """What the gate needs of the student (``Student.probe``)."""
+
+    def probe(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int, choices: Sequence[str] = ()
+    ) -> _Reading: ...
+
+
+def choose(
+    student: Prober,
+    setting: GateSetting,
+    alone: Sequence[dict[str, str]],
+    with_context: Sequence[dict[str, str]],
+    choices: Sequence[str] = (),
+) -> Decision:
+    """Which of the two prompts the student answers: ``setting`` "auto" reads the
+    opening of both replies (alone first, so the context's prompt is the one llama.cpp
+    holds when it wins) and keeps the surer."""
+    if setting != "auto":
+        return Decision(setting, "evidence" if setting == "always-evidence" else "alone")
+    started = time.perf_counter()
+    tokens = 2 if choices else PROBE_TOKENS
+    a = student.probe(alone, max_tokens=tokens, choices=choices)
+    c = student.probe(with_context, max_tokens=tokens, choices=choices)
+    sure_alone = confidence(a.text, a.token_logprobs, a.choice_logprobs)
+    sure_context = confidence(c.text, c.token_logprobs, c.choice_logprobs)
+    return Decision(
+        setting,
+        decide(sure_alone, sure_context),
+        sure_alone,
+        sure_context,
+        a.text,
+        c.text,
+        time.perf_counter() - started,
+    )
+
+
+def describe(gate: Mapping[str, Any]) -> str:
+    """The gate's way in a few words (empty when no context was offered)."""
+    if not gate:
+        return ""
+    if gate.get("setting") == "never":
+        return "context not used (pipeline.gate = never)"
+    if gate.get("setting") == "always-evidence":
+        return "context used (pipeline.gate = always-evidence)"
+    if gate.get("went") == "evidence":
+        return "context used: the student was surer with it"
+    return "context not used: the student was surer alone"

@@ -1,0 +1,122 @@
+"""The confidence gate's margin, tried on a development run's stored readings.
+
+    python -m drag_bench.accuracy.margins RUN_FOLDER [--margins 0,0.1,0.2,0.5]
+
+A gated answer's record keeps both readings (the choice and how sure the student was,
+with the context and alone), so every margin can be scored from one run without the
+model.  This is how ``assistant.drag.gate.MARGIN`` is chosen: on development splits
+only (``--dataset arc-c-dev``, ``medmcqa-dev``); the folder's run.json says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from drag_bench.accuracy.questions import GATED
+
+DEV_SETS = ("arc-c-dev", "medmcqa-dev")
+
+
+def _records(folder: Path) -> list[dict[str, Any]]:
+    plain, packed = folder / "answers.jsonl", folder / "answers.jsonl.gz"
+    if plain.exists():
+        text = plain.read_text("utf-8")
+    else:
+        with gzip.open(packed, "rt", encoding="utf-8") as fh:
+            text = fh.read()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _sure(value: float | None) -> float:
+    return -math.inf if value is None else value
+
+
+def table(records: Iterable[dict[str, Any]], margins: Sequence[float]) -> list[dict[str, Any]]:
+    """Per row (student, teacher) and gated column: questions right for each margin,
+    against the student alone and the ungated answer."""
+    answers = [r for r in records if r.get("kind") == "answer"]
+    alone = {(a["student"], a["teacher"], a["id"]): a for a in answers if a["mode"] == "none"}
+    plain = {
+        (a["student"], a["teacher"], a["id"], a["mode"], a["k"]): a
+        for a in answers
+        if a["mode"] != "none" and not a["mode"].endswith(GATED)
+    }
+    groups: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    for a in answers:
+        if a["mode"].endswith(GATED) and a["gate"].get("setting") == "auto":
+            groups.setdefault((a["student"], a["teacher"], a["mode"], a["k"]), []).append(a)
+    out = []
+    for (student, teacher, mode, k), got in groups.items():
+        got = [
+            a
+            for a in got
+            if (student, teacher, a["id"]) in alone
+            and (student, teacher, a["id"], mode.removesuffix(GATED), k) in plain
+        ]
+        row: dict[str, Any] = {
+            "student": student,
+            "teacher": teacher,
+            "column": f"{mode} K={k}",
+            "questions": len(got),
+            "alone": sum(alone[(student, teacher, a["id"])]["correct"] for a in got),
+            "ungated": sum(
+                plain[(student, teacher, a["id"], mode.removesuffix(GATED), k)]["correct"]
+                for a in got
+            ),
+            "by_margin": {},
+        }
+        for m in margins:
+            right = 0
+            for a in got:
+                g = a["gate"]
+                # None: nothing was written that way, the least sure there is.
+                sure_alone = _sure(g["confidence_alone"])
+                sure_context = _sure(g["confidence_with_context"])
+                way = "reply_with_context" if sure_context > sure_alone + m else "reply_alone"
+                picked = g[way]
+                right += picked.strip() == a["answer_key"]
+            row["by_margin"][f"{m:g}"] = right
+        out.append(row)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="drag_bench.accuracy.margins", description=__doc__)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--margins", default="0,0.05,0.1,0.2,0.3,0.5,1")
+    args = parser.parse_args(argv)
+    try:
+        scope = json.loads((args.folder / "run.json").read_text("utf-8"))
+        records = _records(args.folder)
+        margins = [float(v) for v in args.margins.split(",") if v.strip()]
+    except (OSError, ValueError) as exc:
+        print(f"margins: error: {exc}", file=sys.stderr)
+        return 2
+    if scope.get("dataset") not in DEV_SETS:
+        print(
+            f"margins: error: {args.folder} is a run on {scope.get('dataset')!r}: the margin is "
+            f"chosen on a development split only ({', '.join(DEV_SETS)})",
+            file=sys.stderr,
+        )
+        return 2
+    heads = [f"m={m:g}" for m in margins]
+    print("| student · teacher | column | n | alone | ungated | " + " | ".join(heads) + " |")
+    print("|---|---|---:|---:|---:|" + "---:|" * len(heads))
+    for row in table(records, margins):
+        cells = " | ".join(str(v) for v in row["by_margin"].values())
+        print(
+            f"| {row['student']} · {row['teacher']} | {row['column']} | {row['questions']} "
+            f"| {row['alone']} | {row['ungated']} | {cells} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

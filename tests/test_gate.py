@@ -1,0 +1,123 @@
+"""The confidence gate's rule (assistant.drag.gate) on hand-made log-probabilities.
+
+The student here is a fake (FakeProber): it hands back readings written in the test,
+so the rule is checked on its own; the real student is in test_integration."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from assistant.drag import gate
+
+
+def test_a_free_reply_is_as_sure_as_the_mean_log_probability_of_its_tokens() -> None:
+    assert gate.confidence("It is", (-0.5, -1.5), {}) == pytest.approx(-1.0)
+
+
+def test_a_choice_is_as_sure_as_its_own_probability_among_the_choices() -> None:
+    picked = {"A": math.log(0.2), "B": math.log(0.7), "C": math.log(0.1)}
+    # The tokens' own log-probability (over the whole vocabulary) is not what counts.
+    assert gate.confidence("B", (-3.0,), picked) == pytest.approx(math.log(0.7))
+    assert gate.confidence(" A ", (-3.0,), picked) == pytest.approx(math.log(0.2))
+
+
+def test_nothing_written_is_the_least_sure_reply() -> None:
+    assert gate.confidence("", (), {}) == -math.inf
+    assert gate.decide(-math.inf, -5.0) == "evidence"
+    assert gate.decide(-5.0, -math.inf) == "alone"
+
+
+def test_the_gate_keeps_the_surer_way() -> None:
+    assert gate.decide(alone=-0.9, with_context=-0.1, margin=0.0) == "evidence"
+    assert gate.decide(alone=-0.1, with_context=-0.9, margin=0.0) == "alone"
+
+
+def test_a_tie_keeps_the_student_alone() -> None:
+    assert gate.decide(-0.4, -0.4, margin=0.0) == "alone"
+
+
+def test_the_context_must_win_by_more_than_the_margin() -> None:
+    assert gate.decide(-0.5, -0.3, margin=0.25) == "alone"
+    assert gate.decide(-0.5, -0.2, margin=0.25) == "evidence"
+
+
+@dataclass(frozen=True)
+class FakeReading:
+    text: str
+    token_logprobs: tuple[float, ...] = ()
+    choice_logprobs: dict[str, float] = field(default_factory=dict)
+
+
+class FakeProber:
+    """A fake student: the readings for the prompt without and with context, in order."""
+
+    def __init__(self, alone: FakeReading, with_context: FakeReading) -> None:
+        self.readings = {"alone": alone, "context": with_context}
+        self.asked: list[tuple[str, int, tuple[str, ...]]] = []
+
+    def probe(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int, choices: Sequence[str] = ()
+    ) -> FakeReading:
+        which = "context" if "Evidences:" in messages[-1]["content"] else "alone"
+        self.asked.append((which, max_tokens, tuple(choices)))
+        return self.readings[which]
+
+
+ALONE = [{"role": "user", "content": "Question: q"}]
+WITH = [{"role": "user", "content": "Question: q\nEvidences:\n- e"}]
+
+
+def test_auto_reads_both_ways_alone_first_and_records_why() -> None:
+    student = FakeProber(
+        FakeReading("B", (-2.0,), {"A": math.log(0.6), "B": math.log(0.4)}),
+        FakeReading("A", (-1.0,), {"A": math.log(0.9), "B": math.log(0.1)}),
+    )
+    decision = gate.choose(student, "auto", ALONE, WITH, ("A", "B"))
+    assert decision.way == "evidence"
+    # Alone first: the context's prompt is the one the model holds when it wins.
+    assert [w for w, _, _ in student.asked] == ["alone", "context"]
+    assert all(c == ("A", "B") for _, _, c in student.asked)
+    record = decision.to_dict()
+    assert record["setting"] == "auto" and record["went"] == "evidence"
+    assert record["confidence_alone"] == pytest.approx(math.log(0.4), abs=1e-4)
+    assert record["confidence_with_context"] == pytest.approx(math.log(0.9), abs=1e-4)
+    assert (record["reply_alone"], record["reply_with_context"]) == ("B", "A")
+
+
+def test_auto_answers_alone_when_the_context_makes_the_student_less_sure() -> None:
+    student = FakeProber(
+        FakeReading("Rayleigh scattering", (-0.1, -0.2)),
+        FakeReading("Blue light is longer", (-1.3, -2.0)),
+    )
+    decision = gate.choose(student, "auto", ALONE, WITH)
+    assert decision.way == "alone"
+    assert {n for _, n, _ in student.asked} == {gate.PROBE_TOKENS}
+
+
+@pytest.mark.parametrize(("setting", "way"), [("always-evidence", "evidence"), ("never", "alone")])
+def test_the_user_settings_override_the_gate_without_reading(setting: str, way: str) -> None:
+    student = FakeProber(FakeReading("x", (-0.1,)), FakeReading("y", (-5.0,)))
+    decision = gate.choose(student, setting, ALONE, WITH)  # type: ignore[arg-type]
+    assert decision.way == way and student.asked == []
+    assert gate.describe(decision.to_dict()).endswith(f"(pipeline.gate = {setting})")
+
+
+def test_the_app_says_when_the_answer_did_not_use_the_context_and_still_shows_it() -> None:
+    from assistant.core.results import AskResult, ScoredEvidence
+    from assistant.tui.chat import badge, context_text
+
+    result = AskResult(question="q", mode="evidence", n=3, k=2, source="teacher")
+    result.evidence = [ScoredEvidence(1, "The sky is green.", 1, 0.3, 0.03)]
+    result.provenance = {"uploads": [7]}
+    result.gate = gate.Decision("auto", "alone", -0.2, -1.4).to_dict()
+    assert badge(result).endswith("○ answered alone (gate)")
+    shown = context_text(result)
+    assert "Gate: context not used: the student was surer alone" in shown
+    assert "Evidence offered, not used (1 of 1):" in shown and "The sky is green." in shown
+    result.gate = gate.Decision("auto", "evidence", -1.4, -0.2).to_dict()
+    assert "answered alone" not in badge(result)
+    assert "Evidence used (1 of 1):" in context_text(result)

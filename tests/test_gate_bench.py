@@ -1,0 +1,174 @@
+"""The accuracy benchmark's confidence-gate columns and its SIMULATED strong teacher
+(issue 32): the simulation's statement (pure logic), the development part of MedMCQA,
+that the product cannot reach the simulation, and a tiny real run (llama.cpp student,
+the real local teacher server)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from drag_bench import accuracy
+from drag_bench.accuracy import margins, simulated
+from drag_bench.accuracy.questions import load_questions
+from drag_bench.mc import MCQuestion
+
+from assistant.core.results import AskResult, ScoredEvidence
+from assistant.drag import gate
+from tests.conftest import SocketLog, use_teacher
+
+ROOT = Path(__file__).parents[1]
+Q = MCQuestion("q1", "Which gas?", (("A", "oxygen"), ("B", "carbon dioxide.")), "B")
+
+
+def evidence(n: int) -> list[ScoredEvidence]:
+    return [
+        ScoredEvidence(i, f"statement {i}", i, 0.5, 0.1, f"statement {i}") for i in range(1, n + 1)
+    ]
+
+
+def test_the_simulated_statement_is_the_key_in_words_without_its_letter() -> None:
+    assert simulated.key_statement(Q) == "The correct answer is: carbon dioxide."
+
+
+def test_the_simulated_statement_goes_at_a_seeded_rank_within_the_top_k() -> None:
+    result = AskResult(question=Q.text(), mode="evidence", n=15, k=10, evidence=evidence(12))
+    seen = set()
+    for seed in range(40):
+        keyed = simulated.with_key(result, Q, k=10, seed=seed)
+        texts = [e.text for e in keyed.evidence]
+        at = texts.index(simulated.key_statement(Q)) + 1
+        assert 1 <= at <= 10
+        assert [t for t in texts if t.startswith("statement")] == [e.text for e in evidence(12)]
+        assert [e.rank for e in keyed.evidence] == list(range(1, 14))
+        assert keyed == simulated.with_key(result, Q, k=10, seed=seed)  # seeded
+        seen.add(at)
+    assert len(seen) > 5  # random, not always the same place
+    assert result.evidence == evidence(12)  # the real teacher's result is not changed
+    few = AskResult(question=Q.text(), mode="evidence", n=15, k=10, evidence=evidence(2))
+    assert {
+        [e.text for e in simulated.with_key(few, Q, 10, s).evidence].index(
+            simulated.key_statement(Q)
+        )
+        for s in range(30)
+    } <= {0, 1, 2}
+
+
+def test_the_simulated_teacher_is_not_reachable_from_the_products_settings() -> None:
+    """The simulation is a benchmark function, not a teacher: nothing in the product
+    names it, so no teacher setting can select it."""
+    named = [
+        p.relative_to(ROOT)
+        for p in (ROOT / "assistant").rglob("*.py")
+        if "simulated" in p.read_text("utf-8") or "SIMULATION" in p.read_text("utf-8")
+    ]
+    assert named == []
+    source = (ROOT / "bench" / "drag_bench" / "accuracy" / "simulated.py").read_text("utf-8")
+    assert "Teacher" not in source.replace("teacher", "")  # no Teacher class to configure
+
+
+def test_the_medmcqa_dev_part_is_what_the_test_sample_leaves_out() -> None:
+    test = load_questions("medmcqa", None, 200, 0)
+    dev = load_questions("medmcqa-dev", None, 100, 0)
+    assert len(dev) == 100 and not {q.id for q in dev} & {q.id for q in test}
+    everything = load_questions("medmcqa", None, 300, 0)
+    assert {q.id for q in dev} | {q.id for q in test} == {q.id for q in everything}
+    chosen = sorted(random.Random(0).sample(range(300), 200))
+    assert [q.id for q in test] == [everything[i].id for i in chosen]
+
+
+@pytest.mark.integration
+def test_a_gated_column_and_the_simulation_row_in_a_tiny_real_run(
+    teacher_env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
+    out = tmp_path / "gate"
+    args = ["--n", "2", "--modes", "none,evidence,evidence+gate", "--k", "2"]
+    args += ["--evidence-n", "3", "--answer-format", "letter", "--simulated-teacher"]
+    assert accuracy.main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    teacher = teacher_env["DRAG_TEACHER_MODEL"]
+    assert [r["teacher"] for r in summary["rows"].values()] == [
+        teacher,
+        "SIMULATION: answer key + " + teacher,
+    ]
+    records = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    answers = [r for r in records if r["kind"] == "answer"]
+    assert len(answers) == 2 * 2 * 3  # rows x questions x (none, evidence, evidence+gate)
+    gated = [a for a in answers if a["mode"] == "evidence+gate"]
+    for a in gated:
+        g = a["gate"]
+        assert g["setting"] == "auto" and a["gate_seconds"] > 0
+        want = gate.decide(g["confidence_alone"], g["confidence_with_context"], g["margin"])
+        assert g["went"] == want
+        # With choices, the probe's reply is the letter the answer gives that way.
+        assert a["reply"] == (g["reply_with_context"] if want == "evidence" else g["reply_alone"])
+    ungated = [a for a in answers if a["mode"] == "evidence"]
+    assert all(a["gate"]["setting"] == "always-evidence" for a in ungated)
+    assert all(a["context_evidence"] == 2 for a in ungated + gated)
+
+    for name, row in summary["rows"].items():
+        (g,) = row["gate"].values()
+        mine = [a for a in gated if a["teacher"] == row["teacher"]]
+        assert g["used_context"] == sum(a["gate"]["went"] == "evidence" for a in mine)
+        assert g["correct_gated"] == sum(a["correct"] for a in mine)
+        assert f"| {name} | evidence+gate K=2 | {g['used_context']}/2 |" in printed
+
+
+def gated_record(qid: str, alone: tuple[str, float], context: tuple[str, float]) -> dict[str, Any]:
+    return {
+        "kind": "answer",
+        "student": "s",
+        "teacher": "t",
+        "id": qid,
+        "mode": "evidence+gate",
+        "k": 10,
+        "answer_key": "A",
+        "correct": False,  # not read: the margin decides anew from the readings
+        "gate": {
+            "setting": "auto",
+            "reply_alone": alone[0],
+            "confidence_alone": alone[1],
+            "reply_with_context": context[0],
+            "confidence_with_context": context[1],
+        },
+    }
+
+
+def plain_record(qid: str, mode: str, correct: bool) -> dict[str, Any]:
+    k = 0 if mode == "none" else 10
+    return {"kind": "answer", "student": "s", "teacher": "t", "id": qid, "mode": mode, "k": k,
+            "correct": correct}  # fmt: skip
+
+
+def test_the_margins_are_scored_from_the_stored_readings() -> None:
+    records = [
+        gated_record("q1", ("B", -0.9), ("A", -0.3)),  # the context is surer by 0.6: right
+        gated_record("q2", ("A", -0.2), ("C", -0.1)),  # surer by 0.1 only: wrong unless m>=0.1
+        gated_record("q3", ("A", -0.5), ("", None)),  # nothing written with the context
+        *(plain_record(q, "none", q != "q1") for q in ("q1", "q2", "q3")),
+        *(plain_record(q, "evidence", q == "q1") for q in ("q1", "q2", "q3")),
+    ]
+    (row,) = margins.table(records, [0, 0.1, 1])
+    assert (row["questions"], row["alone"], row["ungated"]) == (3, 2, 1)
+    assert row["by_margin"] == {"0": 2, "0.1": 3, "1": 2}
+
+
+def test_the_margin_is_chosen_on_a_development_run_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"dataset": "medmcqa"}), "utf-8")
+    (tmp_path / "answers.jsonl").write_text("", "utf-8")
+    assert margins.main([str(tmp_path)]) == 2
+    assert "development split only" in capsys.readouterr().err
+    (tmp_path / "run.json").write_text(json.dumps({"dataset": "medmcqa-dev"}), "utf-8")
+    assert margins.main([str(tmp_path)]) == 0

@@ -1,0 +1,63 @@
+"""The confidence gate end to end: the real tiny student (llama.cpp) reads its reply with
+and without the real teacher's evidence, through ``drag ask``.  No fakes here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from assistant.cli import cli
+from assistant.drag import gate
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "What is the capital of France?"
+
+
+def ask(env: dict[str, str], *args: str) -> Any:
+    result = CliRunner().invoke(cli, ["ask", *args, QUESTION], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_drag_ask_json_says_which_way_the_gate_went_and_the_answer_went_that_way(
+    teacher_env: dict[str, str],
+) -> None:
+    env = {**teacher_env, "DRAG_TEACHER_MAX_TOKENS": "1024", "DRAG_PIPELINE_MODE": "evidence"}
+    # The teacher once (the evidence is cached); then the same context three ways.
+    always = json.loads(ask(env, "--json", "--k", "3", "--gate", "always-evidence").stdout)
+    assert always["source"] == "teacher" and always["used"]["evidence"] >= 1
+    never = json.loads(ask(env, "--json", "--k", "3", "--gate", "never").stdout)
+    auto = json.loads(ask(env, "--json", "--k", "3").stdout)  # the default
+    assert never["source"] == auto["source"] == "cache"
+    assert [e["text"] for e in never["evidence"]] == [e["text"] for e in always["evidence"]]
+
+    assert always["gate"]["setting"] == "always-evidence" and always["gate"]["went"] == "evidence"
+    assert never["gate"]["setting"] == "never" and never["gate"]["went"] == "alone"
+    # Which prompt the student answered shows in its size: the evidence's tokens or not.
+    alone_tokens, context_tokens = (
+        never["student"]["prompt_tokens"],
+        always["student"]["prompt_tokens"],
+    )
+    assert alone_tokens < context_tokens
+
+    g = auto["gate"]
+    assert g["setting"] == "auto" and "gate" in auto["timings"]
+    assert g["confidence_alone"] <= 0 and g["confidence_with_context"] <= 0
+    assert g["reply_alone"] and g["reply_with_context"]
+    expected = gate.decide(g["confidence_alone"], g["confidence_with_context"], g["margin"])
+    assert g["went"] == expected
+    answered = auto["student"]["prompt_tokens"]
+    assert answered == (context_tokens if expected == "evidence" else alone_tokens)
+
+
+def test_drag_ask_says_in_plain_words_when_the_context_was_not_used(
+    teacher_env: dict[str, str],
+) -> None:
+    env = {**teacher_env, "DRAG_TEACHER_MAX_TOKENS": "1024", "DRAG_PIPELINE_MODE": "evidence"}
+    out = ask(env, "--k", "2", "--gate", "never").stdout
+    assert "Evidence offered, not used (top " in out
+    assert "Gate: context not used (pipeline.gate = never)" in out
