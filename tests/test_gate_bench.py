@@ -78,6 +78,8 @@ def test_the_medmcqa_dev_part_is_what_the_test_sample_leaves_out() -> None:
     assert {q.id for q in dev} | {q.id for q in test} == {q.id for q in everything}
     chosen = sorted(random.Random(0).sample(range(300), 200))
     assert [q.id for q in test] == [everything[i].id for i in chosen]
+    assert load_questions("medmcqa-test", None, 200, 0) == test
+    assert {q.id for q in load_questions("medmcqa-test", None, 100, 0)} < {q.id for q in test}
 
 
 @pytest.mark.integration

@@ -240,6 +240,7 @@ def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path:
             "student.max_tokens": 4,
             "pipeline.context_tokens": 60,
             "pipeline.order": "context-first",
+            "pipeline.gate": "always-evidence",  # the budget's prompt, whatever the gate says
         }
     )
     with Session(settings) as rt:

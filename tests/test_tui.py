@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 from assistant.base import config, secrets
 from assistant.core import drafts
 from assistant.core.session import Session
-from assistant.drag import answer
+from assistant.drag import answer, gate
 from assistant.net.upload import Upload
 from assistant.privacy.guard import EgressGuard
 from assistant.store import Store, ledger
@@ -282,7 +282,9 @@ async def test_ask_review_answer(
         turn = chat.query(Turn).last()
         assert turn.result is not None and turn.result.source == "teacher", turn.note
         assert turn.answer.strip()
-        assert "Evidence used" in str(chat.query_one("#context-body", Static).render())
+        shown = str(chat.query_one("#context-body", Static).render())
+        verb = "used" if turn.result.context_used else "offered, not used"
+        assert f"Evidence {verb} (" in shown and f"Gate: {gate.describe(turn.result.gate)}" in shown
         assert app.status.startswith("ready ·")  # the status line is not left stale
         # The conversation is in the history list, and the uploads in the ledger.
         assert len(chat.query_one("#conversations").children) == 1

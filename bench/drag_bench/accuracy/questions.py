@@ -17,15 +17,18 @@ DATASETS = {
     "mmlu": "mmlu_sample.jsonl",
     "medmcqa": "medmcqa_sample.jsonl",
     "medmcqa-dev": "medmcqa_sample.jsonl",
+    "medmcqa-test": "medmcqa_sample.jsonl",
 }
-# A development part: the items of a set that its published test sample (n, seed) left out.
-DEV_PARTS = {"medmcqa-dev": (200, 0)}
+# The parts of a set split by its published test sample (n, seed): "in" the test part,
+# or the development part it left "out".
+PARTS = {"medmcqa-dev": (200, 0, "out"), "medmcqa-test": (200, 0, "in")}
 DATASET_NAMES = {
     "arc-c": "ARC-Challenge",
     "arc-c-dev": "ARC-Challenge dev (items 201-400)",
     "mmlu": "MMLU",
     "medmcqa": "MedMCQA",
     "medmcqa-dev": "MedMCQA dev (the 100 items the n=200 seed-0 test sample leaves out)",
+    "medmcqa-test": "MedMCQA test (the n=200 seed-0 sample of the published table)",
 }
 Z95 = 1.959964
 ANSWER_FORMATS = ("reason", "letter")
@@ -46,10 +49,10 @@ def load_questions(
 ) -> list[MCQuestion]:
     """A seeded sample of ``n`` questions, in the file's order."""
     items = load_arc(path or bundled(DATASETS[dataset]))
-    if path is None and dataset in DEV_PARTS:
-        size, seed_of_test = DEV_PARTS[dataset]
+    if path is None and dataset in PARTS:
+        size, seed_of_test, side = PARTS[dataset]
         test = set(random.Random(seed_of_test).sample(range(len(items)), size))
-        items = [q for i, q in enumerate(items) if i not in test]
+        items = [q for i, q in enumerate(items) if (i in test) == (side == "in")]
     if subjects:
         known = sorted({q.subject for q in items if q.subject})
         unknown = [s for s in subjects if s not in known]
