@@ -64,6 +64,27 @@ def test_the_summary_is_recounted_from_the_answers(folder: Path) -> None:
             r2w = sum(alone[q] and not by_column[column][q] for q in both)
             assert (pair["wrong_to_right"], pair["right_to_wrong"]) == (w2r, r2w), column
             assert pair["mcnemar_p"] == pytest.approx(_mcnemar(w2r, r2w)), column
+        mine = [
+            a for a in answers if (a["student"], a["teacher"]) == (row["student"], row["teacher"])
+        ]
+        for column, g in row.get("gate", {}).items():  # the confidence gate's table
+            mode, k = column.split(" K=")
+            gated = {a["id"]: a for a in mine if a["mode"] == mode and a["k"] == int(k)}
+            plain = by_column[f"{mode.removesuffix('+gate')} K={k}"]
+            both = [q for q in gated if q in plain and q in alone]
+            assert g["questions"] == len(both), column
+            assert g["used_context"] == sum(
+                gated[q]["gate"].get("went") == "evidence" for q in both
+            )
+            right = (
+                sum(alone[q] for q in both),
+                sum(plain[q] for q in both),
+                sum(gated[q]["correct"] for q in both),
+            )
+            assert (g["correct_alone"], g["correct_ungated"], g["correct_gated"]) == right
+            lift = right[1] - right[0]
+            want = None if lift == 0 else (right[2] - right[0]) / lift
+            assert g["lift_kept"] == (None if want is None else pytest.approx(want, abs=1e-4))
 
 
 PRIVACY = sorted(p.parent for p in RESULTS.glob("privacy-*/**/privacy-summary.json"))
@@ -282,3 +303,46 @@ def test_the_docs_privacy_table_of_the_other_sets_is_their_folders_summaries() -
             f"| {s['control_changed']} / {s['control_items']} |"
         )
         assert row in lines, row
+
+
+# The confidence gate's tables: the rows' labels, and the folder's (student, teacher).
+GATE_TABLES = {
+    "gate-arc-dev-n60": {
+        "0.5B · local 1.5B": ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"),
+        "1.5B · local 1.5B": ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b-instruct"),
+        "0.5B · SIMULATION": (
+            "qwen2.5-coder-0.5b-instruct",
+            "SIMULATION: answer key + qwen2.5-coder-1.5b-instruct",
+        ),
+        "1.5B · SIMULATION": (
+            "qwen2.5-coder-1.5b-instruct",
+            "SIMULATION: answer key + qwen2.5-coder-1.5b-instruct",
+        ),
+    }
+}
+
+
+@pytest.mark.parametrize("folder", sorted(GATE_TABLES))
+def test_the_docs_gate_tables_are_their_folders_summaries(folder: str) -> None:
+    """docs/benchmarks.md: the table after the folder's link shows, per row, the
+    accuracies, how often the context was used, the lift kept and the seconds."""
+    text = DOCS.read_text("utf-8")
+    after = text[text.index(f"](results/{folder})") :].splitlines()
+    summary = json.loads((RESULTS / folder / "summary.json").read_text("utf-8"))
+    for label, (student, teacher) in GATE_TABLES[folder].items():
+        line = next(ln for ln in after if ln.startswith(f"| {label} |"))
+        (row,) = [
+            r
+            for r in summary["rows"].values()
+            if (r["student"], r["teacher"]) == (student, teacher)
+        ]
+        cells = row["cells"]
+        (g,) = row["gate"].values()
+        kept = "–" if g["lift_kept"] is None else f"{100 * g['lift_kept']:.0f} %"
+        want = [
+            *(f"{100 * cells[c]['correct'] / cells[c]['total']:.1f}" for c in summary["columns"]),
+            f"{g['used_context']}/{g['questions']}",
+            kept,
+            f"{g['seconds_ungated']:.2f} → {g['seconds_gated']:.2f}",
+        ]
+        assert [c.strip() for c in line.strip("|").split("|")[1:]] == want, label
