@@ -121,3 +121,47 @@ def test_the_app_says_when_the_answer_did_not_use_the_context_and_still_shows_it
     result.gate = gate.Decision("auto", "evidence", -1.4, -0.2).to_dict()
     assert "answered alone" not in badge(result)
     assert "Evidence used (1 of 1):" in context_text(result)
+
+
+class FakeBrokenProber:
+    """A fake student whose prompt format the gate cannot read."""
+
+    def probe(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int, choices: Sequence[str] = ()
+    ) -> FakeReading:
+        from assistant.base.errors import ModelError
+
+        raise ModelError("m.gguf is prompted in the llama-2 format, which the gate cannot read")
+
+
+def test_a_student_the_gate_cannot_read_answers_with_the_context_and_says_why() -> None:
+    decision = gate.choose(FakeBrokenProber(), "auto", ALONE, WITH)
+    assert decision.way == "evidence" and "llama-2 format" in decision.error
+    assert gate.describe(decision.to_dict()).startswith("context used: the gate could not read")
+
+
+def test_a_free_replys_opening_is_not_kept_in_the_record() -> None:
+    """It was written from the real values of the question and is not checked as the
+    answer is; a choice (a letter) is kept, to score other margins."""
+    free = gate.choose(
+        FakeProber(
+            FakeReading("Call Ada at https://x.test/ada", (-0.1,)), FakeReading("y", (-2.0,))
+        ),
+        "auto",
+        ALONE,
+        WITH,
+    )
+    assert free.reading.text.startswith("Call Ada")  # the answer's way, for the caller
+    assert free.to_dict()["reply_alone"] == free.to_dict()["reply_with_context"] == ""
+    letters = gate.choose(
+        FakeProber(
+            FakeReading("B", (-1.0,), {"A": -2.0, "B": -0.2}),
+            FakeReading("A", (-1.0,), {"A": -0.1, "B": -2.4}),
+        ),
+        "auto",
+        ALONE,
+        WITH,
+        ("A", "B"),
+    )
+    assert (letters.to_dict()["reply_alone"], letters.to_dict()["reply_with_context"]) == ("B", "A")
+    assert letters.reading.text == "A"

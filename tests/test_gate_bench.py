@@ -168,9 +168,15 @@ def test_the_margins_are_scored_from_the_stored_readings() -> None:
 def test_the_margin_is_chosen_on_a_development_run_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "run.json").write_text(json.dumps({"dataset": "medmcqa"}), "utf-8")
+    def run(**scope: str | None) -> int:
+        (tmp_path / "run.json").write_text(json.dumps(scope), "utf-8")
+        return margins.main([str(tmp_path)])
+
     (tmp_path / "answers.jsonl").write_text("", "utf-8")
-    assert margins.main([str(tmp_path)]) == 2
+    assert run(dataset="medmcqa", answer_format="letter") == 2
     assert "development split only" in capsys.readouterr().err
-    (tmp_path / "run.json").write_text(json.dumps({"dataset": "medmcqa-dev"}), "utf-8")
-    assert margins.main([str(tmp_path)]) == 0
+    assert run(dataset="arc-c-dev", data="test-items.jsonl", answer_format="letter") == 2
+    assert "'test-items.jsonl': the margin is chosen" in capsys.readouterr().err
+    assert run(dataset="medmcqa-dev", answer_format="reason") == 2
+    assert "only letter answers" in capsys.readouterr().err
+    assert run(dataset="medmcqa-dev", answer_format="letter") == 0

@@ -47,7 +47,9 @@ def test_drag_ask_json_says_which_way_the_gate_went_and_the_answer_went_that_way
     g = auto["gate"]
     assert g["setting"] == "auto" and "gate" in auto["timings"]
     assert g["confidence_alone"] <= 0 and g["confidence_with_context"] <= 0
-    assert g["reply_alone"] and g["reply_with_context"]
+    # The openings it read are not kept: they were written from the question's real values.
+    assert g["reply_alone"] == g["reply_with_context"] == ""
+    assert auto["context_used"] == (g["went"] == "evidence")
     expected = gate.decide(g["confidence_alone"], g["confidence_with_context"], g["margin"])
     assert g["went"] == expected
     answered = auto["student"]["prompt_tokens"]

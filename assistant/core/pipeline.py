@@ -473,15 +473,19 @@ def respond(
     messages = answer.build_messages(
         prompt or result.question, evidences, relationships, result.mode, order=p.order
     )
-    result.gate = {}
+    result.gate, read = {}, None
     if evidences or relationships:
         alone = answer.build_messages(prompt or result.question, [], [], "none", order=p.order)
         runtime.status("the student weighs the context…")
         with _timed(result.timings, "gate"):
             decision = gate.choose(student, gate_setting or p.gate, alone, messages, choices)
         result.gate = decision.to_dict()
+        if decision.error:
+            result.warnings.append(f"the gate did not run: {decision.error}")
         if decision.way == "alone":
             messages = alone
+        if choices and decision.reading is not None:  # the choice as the gate read it
+            read = student.as_generation(decision.reading, messages)
     runtime.status("the student is answering…")
     s = runtime.settings.student
 
@@ -495,13 +499,15 @@ def respond(
 
     held = LinkHold(on_text, runtime.vault.values, distinctive) if on_text else None
     with _timed(result.timings, "answer"):
-        gen = student.chat(
+        gen = read or student.chat(
             messages,
             max_tokens=s.max_tokens,
             temperature=s.temperature,
             on_text=held,
             choices=choices,
         )
+        if read is not None and held is not None:
+            held(read.text)
     if held is not None:
         held.flush()
     restored = runtime.vault.restore(gen.text)

@@ -70,7 +70,8 @@ class AskResult:
 
     @property
     def used_evidence(self) -> list[ScoredEvidence]:
-        """What the student was given: the top K, or fewer where the token budget ended."""
+        """The evidence offered to the student: the top K, or fewer where the token budget
+        ended (``context_used`` says whether the gate let the answer read it)."""
         if not answer.uses_evidence(self.mode):
             return []
         return self.evidence[: self.k if self.fitted is None else min(self.k, self.fitted[0])]
@@ -84,4 +85,5 @@ class AskResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["used"] = {"evidence": len(self.used_evidence), "triples": len(self.used_triples)}
+        data["context_used"] = self.context_used
         return data

@@ -218,7 +218,13 @@ class Student:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _formatter(self) -> Any:
-        """The model's own chat template (what ``create_chat_completion`` uses)."""
+        """The model's own chat template (what ``create_chat_completion`` uses); a
+        ModelError where chat completion formats the prompt another way."""
+        if self._llm.chat_handler is not None or self._llm.chat_format != "chat_template.default":
+            raise ModelError(
+                f"{self.path.name} is prompted in the {self._llm.chat_format} format, which "
+                "the gate cannot read"
+            )
         if self._chat_formatter is None:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -250,7 +256,12 @@ class Student:
         import llama_cpp
 
         with self._lock:
-            formatted = self._formatter()(messages=[dict(m) for m in messages])
+            try:
+                formatted = self._formatter()(messages=[dict(m) for m in messages])
+            except ModelError:
+                raise
+            except Exception as exc:  # the model's own template (Jinja) refused the messages
+                raise ModelError(f"{self.path.name}'s chat template: {exc}") from None
             tokens = self._llm.tokenize(
                 formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
             )
@@ -297,6 +308,17 @@ class Student:
                 prompt_tokens=len(tokens),
                 seconds=time.perf_counter() - started,
             )
+
+    def as_generation(self, probe: Probe, messages: Sequence[dict[str, str]]) -> Generation:
+        """A probe's reply as the answer (a choice the probe read to its end: reading it
+        again in another batch could round a close call the other way)."""
+        return Generation(
+            text=probe.text,
+            prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
+            completion_tokens=len(probe.token_logprobs),
+            prompt_seconds=probe.seconds,
+            decode_seconds=0.0,
+        )
 
     def chat(
         self,

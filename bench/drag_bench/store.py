@@ -86,7 +86,7 @@ def paraphrase(rt: Session, q: MCQuestion) -> MCQuestion:
 
 
 def _answer(rt: Session, result: AskResult, q: MCQuestion) -> dict[str, Any]:
-    pipeline.respond(rt, result, prompt=q.student_prompt())
+    pipeline.respond(rt, result, prompt=q.student_prompt(), gate_setting="always-evidence")
     choice = extract_choice(result.answer, q)
     return {
         "choice": choice,

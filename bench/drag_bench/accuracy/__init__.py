@@ -48,6 +48,7 @@ from drag_bench.accuracy.questions import (
     BENCH_MODES,
     DATASET_NAMES,
     DATASETS,
+    GATED,
     STAGES,
     Z95,
     load_questions,
@@ -251,9 +252,11 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
         "repeat_threshold": base.pipeline.repeat_threshold,
         "context_tokens": base.pipeline.context_tokens,
         "answer_prompt": answer.PROMPT_VERSION,
-        "gate_margin": gate.MARGIN,
-        "gate_probe_tokens": gate.PROBE_TOKENS,
     }
+    if any(m.endswith(GATED) for m in modes):  # older runs, without the gate, still resume
+        scope |= {"gate_margin": gate.MARGIN, "gate_probe_tokens": gate.PROBE_TOKENS}
+    if args.simulated_teacher:
+        scope["simulated_teacher"] = simulated.VERSION
     out.mkdir(parents=True, exist_ok=True)
     run_file = out / "run.json"
     if args.fresh:
@@ -329,7 +332,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                     )
                     if args.simulated_teacher:
                         keyed: dict[str, AskResult | None] = {
-                            q.id: simulated.with_key(found, q, max(ks), args.seed)
+                            q.id: simulated.with_key(found, q, min(ks), args.seed)
                             for q in questions
                             if (found := gathered.get(q.id)) is not None and found.mode != "none"
                         }

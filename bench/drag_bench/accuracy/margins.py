@@ -99,12 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"margins: error: {exc}", file=sys.stderr)
         return 2
-    if scope.get("dataset") not in DEV_SETS:
+    if scope.get("dataset") not in DEV_SETS or scope.get("data"):
         print(
-            f"margins: error: {args.folder} is a run on {scope.get('dataset')!r}: the margin is "
-            f"chosen on a development split only ({', '.join(DEV_SETS)})",
+            f"margins: error: {args.folder} is a run on "
+            f"{scope.get('data') or scope.get('dataset')!r}: the margin is chosen on a "
+            f"development split only ({', '.join(DEV_SETS)})",
             file=sys.stderr,
         )
+        return 2
+    if scope.get("answer_format") != "letter":
+        print("margins: error: only letter answers keep readings to score", file=sys.stderr)
         return 2
     heads = [f"m={m:g}" for m in margins]
     print("| student · teacher | column | n | alone | ungated | " + " | ".join(heads) + " |")

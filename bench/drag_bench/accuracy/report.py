@@ -164,7 +164,9 @@ def _gate(
             "correct_alone": n_alone,
             "correct_ungated": n_plain,
             "correct_gated": n_gated,
-            "lift_kept": round((n_gated - n_alone) / lift, 4) if lift else None,
+            # Of a lift only: where the context lowers the student, the gain counts.
+            "lift_kept": round((n_gated - n_alone) / lift, 4) if lift > 0 else None,
+            "gain_over_ungated": n_gated - n_plain,
             "seconds_ungated": _mean(plain[q]["seconds"] for q in both),
             "seconds_gated": _mean(gated[q]["seconds"] + gated[q]["gate_seconds"] for q in both),
         }
@@ -223,12 +225,12 @@ def render(summary: dict[str, Any], title: str) -> str:
         lines += [
             "",
             "The confidence gate against the same mode without it, on the same questions "
-            "(lift kept: gated minus alone over ungated minus alone; seconds: mean answer "
-            "time, the gate's included):",
+            "(lift kept, where the context lifts the student: gated minus alone over "
+            "ungated minus alone; seconds: mean answer time, the gate's included):",
             "",
-            "| student | column | context used | right: alone / ungated / gated | lift kept "
-            "| s ungated | s gated |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| student | column | context used | right: alone / ungated / gated "
+            "| gated − ungated | lift kept | s ungated | s gated |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, row in summary["rows"].items():
             for col, g in row.get("gate", {}).items():
@@ -236,7 +238,7 @@ def render(summary: dict[str, Any], title: str) -> str:
                 lines.append(
                     f"| {name} | {col} | {g['used_context']}/{g['questions']} "
                     f"| {g['correct_alone']} / {g['correct_ungated']} / {g['correct_gated']} "
-                    f"| {kept} | {_seconds(g['seconds_ungated'])} "
+                    f"| {g['gain_over_ungated']:+d} | {kept} | {_seconds(g['seconds_ungated'])} "
                     f"| {_seconds(g['seconds_gated'])} |"
                 )
     lines += [

@@ -4,9 +4,10 @@ No teacher stronger than the 1.5B student installs on the machines this is measu
 on.  To check that the confidence gate keeps evidence that helps, this simulation adds
 to the real local teacher's statements one statement written from the answer key
 ("The correct answer is: <the option's words>.", no option letter) at a seeded random
-rank among the top K.  It is not a teacher: it never talks to a model, it cannot be
-configured in the product (``assistant`` cannot import ``drag_bench``: the
-import-linter contracts), and its rows are named ``SIMULATION`` in every table.
+rank among the top K (the smallest K of the run, so every column holds it; a
+``pipeline.context_tokens`` budget could still cut it).  It is not a teacher: it never
+talks to a model, it cannot be configured in the product (``assistant`` cannot import
+``drag_bench``: the import-linter contracts), and its rows are named ``SIMULATION`` in every table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from assistant.core.results import AskResult, ScoredEvidence
 from drag_bench.mc import MCQuestion
 
 PREFIX = "SIMULATION: answer key + "
+VERSION = "key-statement-v1"  # in run.json: what the simulation added, and where
 
 
 def name(teacher: str) -> str:

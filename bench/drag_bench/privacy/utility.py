@@ -56,7 +56,9 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
                 try:
                     with rt.own_placeholders():  # each item a conversation of its own
                         result = pipeline.gather(rt, q.text(), mode=mode)  # type: ignore[arg-type]
-                        pipeline.respond(rt, result, prompt=q.student_prompt())
+                        pipeline.respond(
+                            rt, result, prompt=q.student_prompt(), gate_setting="always-evidence"
+                        )
                     choice = extract_choice(result.answer, q)
                     row[version] = {"choice": choice, "correct": choice == q.answer}
                     if version == "pii":
