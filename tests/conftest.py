@@ -92,6 +92,19 @@ def use_teacher(
     guard.allowed.add(loopback_address(teacher_url))
 
 
+@pytest.fixture
+def on_teacher(
+    teacher_env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """This test's environment points at the real test teacher and the socket guard
+    allows it (:func:`use_teacher`); the settings that do it."""
+    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
+    return teacher_env
+
+
 def loopback_address(base_url: str) -> tuple[str, int]:
     """(host, port) of a teacher base URL, as a socket sees it."""
     from urllib.parse import urlsplit

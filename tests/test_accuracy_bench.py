@@ -16,7 +16,7 @@ from drag_bench import accuracy, make_mc_sets
 from assistant.base.errors import InputError
 from assistant.core.session import Session
 from assistant.store import Store, ledger
-from tests.conftest import SocketLog, need_data, use_teacher
+from tests.conftest import need_data
 
 SHARED = Path(__file__).parents[2] / "shared" / "data"
 
@@ -149,14 +149,10 @@ def test_bad_arguments_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.integration
 def test_tiny_run_produces_agreeing_outputs_and_resumes(
-    teacher_env: dict[str, str],
-    teacher_server: str,
-    socket_guard: SocketLog,
-    monkeypatch: pytest.MonkeyPatch,
+    on_teacher: dict[str, str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
     out = tmp_path / "run"
     args = ["--n", "5", "--k", "2,3", "--evidence-n", "4", "--out", str(out)]
     assert accuracy.main([*args, "--concurrency", "2"]) == 0
@@ -200,18 +196,14 @@ def test_tiny_run_produces_agreeing_outputs_and_resumes(
 
 @pytest.mark.integration
 def test_two_students_share_one_teacher_pass_and_make_the_two_row_table(
-    teacher_env: dict[str, str],
-    teacher_server: str,
+    on_teacher: dict[str, str],
     test_model_path: Path,
-    socket_guard: SocketLog,
-    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The issue-15 table in small: the teacher's work first and alone (--teacher-only),
     then two real llama.cpp students (the manifest's SmolLM2 by name, and the same file
     by its path) answer from it with no new upload; a row each, paired against none."""
-    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
     students = f"smollm2-135m-instruct,{test_model_path}"
     common = ["--n", "3", "--modes", "none,evidence", "--k", "2", "--evidence-n", "3"]
     first = tmp_path / "teacher"

@@ -18,7 +18,6 @@ from drag_bench.mc import MCQuestion
 
 from assistant.core.results import AskResult, ScoredEvidence
 from assistant.drag import gate
-from tests.conftest import SocketLog, use_teacher
 
 ROOT = Path(__file__).parents[1]
 Q = MCQuestion("q1", "Which gas?", (("A", "oxygen"), ("B", "carbon dioxide.")), "B")
@@ -84,21 +83,17 @@ def test_the_medmcqa_dev_part_is_what_the_test_sample_leaves_out() -> None:
 
 @pytest.mark.integration
 def test_a_gated_column_and_the_simulation_row_in_a_tiny_real_run(
-    teacher_env: dict[str, str],
-    teacher_server: str,
-    socket_guard: SocketLog,
-    monkeypatch: pytest.MonkeyPatch,
+    on_teacher: dict[str, str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
     out = tmp_path / "gate"
     args = ["--n", "2", "--modes", "none,evidence,evidence+gate", "--k", "2"]
     args += ["--evidence-n", "3", "--answer-format", "letter", "--simulated-teacher"]
     assert accuracy.main([*args, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text("utf-8"))
-    teacher = teacher_env["DRAG_TEACHER_MODEL"]
+    teacher = on_teacher["DRAG_TEACHER_MODEL"]
     assert [r["teacher"] for r in summary["rows"].values()] == [
         teacher,
         "SIMULATION: answer key + " + teacher,

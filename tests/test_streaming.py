@@ -16,7 +16,6 @@ import pytest
 
 from assistant.drag import answer
 from assistant.models.student import Student
-from tests.conftest import SocketLog, use_teacher
 
 pytestmark = pytest.mark.integration
 
@@ -114,17 +113,13 @@ def test_the_answer_streams_before_it_is_complete(test_model_path: Path) -> None
 
 
 def test_drag_ask_on_a_terminal_prints_the_answer_as_it_is_written(
-    teacher_env: dict[str, str],
-    teacher_server: str,
-    socket_guard: SocketLog,
-    monkeypatch: pytest.MonkeyPatch,
+    on_teacher: dict[str, str],
     tmp_path: Path,
 ) -> None:
     """The real CLI on a pseudo-terminal: the answer's words arrive in several writes, and
     the first before the footer the CLI prints once the answer is complete.  The graph is
     built after the answer (as with the embedded teacher), and its status line starts on
     a line of its own."""
-    use_teacher(teacher_env, monkeypatch, socket_guard, teacher_server)
     env = {
         **os.environ,
         "DRAG_STUDENT_MAX_TOKENS": "48",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from drag_bench.accuracy.questions import GATED
+from drag_bench.accuracy.report import gate_triples
 
 DEV_SETS = ("arc-c-dev", "medmcqa-dev")
 
@@ -42,39 +42,22 @@ def table(records: Iterable[dict[str, Any]], margins: Sequence[float]) -> list[d
     """Per row (student, teacher) and gated column: questions right for each margin,
     against the student alone and the ungated answer."""
     answers = [r for r in records if r.get("kind") == "answer"]
-    alone = {(a["student"], a["teacher"], a["id"]): a for a in answers if a["mode"] == "none"}
-    plain = {
-        (a["student"], a["teacher"], a["id"], a["mode"], a["k"]): a
-        for a in answers
-        if a["mode"] != "none" and not a["mode"].endswith(GATED)
-    }
-    groups: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
-    for a in answers:
-        if a["mode"].endswith(GATED) and a["gate"].get("setting") == "auto":
-            groups.setdefault((a["student"], a["teacher"], a["mode"], a["k"]), []).append(a)
     out = []
-    for (student, teacher, mode, k), got in groups.items():
-        got = [
-            a
-            for a in got
-            if (student, teacher, a["id"]) in alone
-            and (student, teacher, a["id"], mode.removesuffix(GATED), k) in plain
-        ]
+    for (student, teacher, mode, k), triples in gate_triples(answers).items():
+        # Only answers the gate read (a question without teacher work had no gate).
+        got = [t for t in triples if t[2]["gate"].get("setting") == "auto"]
         row: dict[str, Any] = {
             "student": student,
             "teacher": teacher,
             "column": f"{mode} K={k}",
             "questions": len(got),
-            "alone": sum(alone[(student, teacher, a["id"])]["correct"] for a in got),
-            "ungated": sum(
-                plain[(student, teacher, a["id"], mode.removesuffix(GATED), k)]["correct"]
-                for a in got
-            ),
+            "alone": sum(alone["correct"] for alone, _, _ in got),
+            "ungated": sum(plain["correct"] for _, plain, _ in got),
             "by_margin": {},
         }
         for m in margins:
             right = 0
-            for a in got:
+            for _, _, a in got:
                 g = a["gate"]
                 # None: nothing was written that way, the least sure there is.
                 sure_alone = _sure(g["confidence_alone"])

@@ -51,10 +51,11 @@ def summarise(
     """The table and the side figures, from the records alone (a run or a file)."""
     wanted = set(ids)
     several = len({t for _, t in rows}) > 1
+    kept = [a for a in answers if a["id"] in wanted]
     cells: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
-    for a in answers:
-        if a["id"] in wanted:
-            cells.setdefault((a["student"], a["teacher"], a["mode"], a["k"]), []).append(a)
+    for a in kept:
+        cells.setdefault((a["student"], a["teacher"], a["mode"], a["k"]), []).append(a)
+    gated = gate_triples(kept)
     table: dict[str, dict[str, Any]] = {}
     for student, teacher in rows:
         line: dict[str, Any] = {}
@@ -78,7 +79,7 @@ def summarise(
             "teacher": teacher,
             "cells": line,
             "against_none": _against_none(cells, student, teacher, cols),
-            "gate": _gate(cells, student, teacher, cols),
+            "gate": _gate(gated, student, teacher, cols),
             "student_tokens_per_second": round(statistics.fmean(tps), 2) if tps else None,
             "answer_seconds": _spread(a["seconds"] for a in mine if "seconds" in a),
         }
@@ -134,8 +135,28 @@ def _against_none(
     return out
 
 
+Triple = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+Column = tuple[str, str, str, int]  # student, teacher, mode, K
+
+
+def gate_triples(answers: Iterable[dict[str, Any]]) -> dict[Column, list[Triple]]:
+    """Each gated answer with its twins, the same student's answer alone and its answer
+    without the gate (same teacher, question and K): ``(alone, ungated, gated)`` per
+    (student, teacher, gated mode, K), for the questions that have all three."""
+    by_key = {(a["student"], a["teacher"], a["mode"], a["k"], a["id"]): a for a in answers}
+    out: dict[Column, list[Triple]] = {}
+    for (student, teacher, mode, k, qid), gated in by_key.items():
+        if not mode.endswith(GATED):
+            continue
+        alone = by_key.get((student, teacher, "none", 0, qid))
+        plain = by_key.get((student, teacher, mode.removesuffix(GATED), k, qid))
+        if alone is not None and plain is not None:
+            out.setdefault((student, teacher, mode, k), []).append((alone, plain, gated))
+    return out
+
+
 def _gate(
-    cells: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+    triples: dict[Column, list[Triple]],
     student: str,
     teacher: str,
     cols: Sequence[tuple[str, int]],
@@ -143,32 +164,24 @@ def _gate(
     """Each gated column against its ungated twin, on the questions all three answered:
     how often the gate used the context, how much of the ungated lift over the student
     alone it kept, and what it cost (mean seconds, gate included)."""
-    alone = {a["id"]: a for a in cells.get((student, teacher, "none", 0), [])}
     out: dict[str, dict[str, Any]] = {}
     for mode, k in cols:
-        if not mode.endswith(GATED):
+        got = triples.get((student, teacher, mode, k), []) if mode.endswith(GATED) else []
+        if not got:
             continue
-        gated = {a["id"]: a for a in cells.get((student, teacher, mode, k), [])}
-        plain = {a["id"]: a for a in cells.get((student, teacher, mode.removesuffix(GATED), k), [])}
-        both = [q for q in gated if q in plain and q in alone]
-        if not both:
-            continue
-
-        n_alone, n_plain, n_gated = (
-            sum(bool(answers[q]["correct"]) for q in both) for answers in (alone, plain, gated)
-        )
+        n_alone, n_plain, n_gated = (sum(bool(t[i]["correct"]) for t in got) for i in range(3))
         lift = n_plain - n_alone
         out[column_name(mode, k)] = {
-            "questions": len(both),
-            "used_context": sum(gated[q]["gate"].get("went") == "evidence" for q in both),
+            "questions": len(got),
+            "used_context": sum(g["gate"].get("went") == "evidence" for _, _, g in got),
             "correct_alone": n_alone,
             "correct_ungated": n_plain,
             "correct_gated": n_gated,
             # Of a lift only: where the context lowers the student, the gain counts.
             "lift_kept": round((n_gated - n_alone) / lift, 4) if lift > 0 else None,
             "gain_over_ungated": n_gated - n_plain,
-            "seconds_ungated": _mean(plain[q]["seconds"] for q in both),
-            "seconds_gated": _mean(gated[q]["seconds"] + gated[q]["gate_seconds"] for q in both),
+            "seconds_ungated": _mean(p["seconds"] for _, p, _ in got),
+            "seconds_gated": _mean(g["seconds"] + g["gate_seconds"] for _, _, g in got),
         }
     return out
 
