@@ -244,6 +244,25 @@ class StoreSettings:
     )
 
 
+FilesMethod = Literal["minirag", "vector"]
+
+
+@dataclass(frozen=True)
+class FilesSettings:
+    k: int = field(
+        default=5,
+        metadata={"help": "passages of your indexed files the student reads", "min": 1, "max": 20},
+    )
+    method: FilesMethod = field(
+        default="minirag",
+        metadata={"help": "search your files: MiniRAG's graph path with vectors, or vectors"},
+    )
+    learn_names: bool = field(
+        default=True,
+        metadata={"help": "names of people, firms and places in your files are personal"},
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     student: StudentSettings = field(default_factory=StudentSettings)
@@ -252,6 +271,7 @@ class Settings:
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     privacy: PrivacySettings = field(default_factory=PrivacySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    files: FilesSettings = field(default_factory=FilesSettings)
     sources: Mapping[str, Source] = field(default_factory=dict, compare=False)
     config_file: Path | None = field(default=None, compare=False)
 
@@ -287,7 +307,7 @@ def _section_classes() -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(Settings) if f.name in _SECTIONS}
 
 
-_SECTIONS = ("student", "teacher", "pipeline", "privacy", "embedder", "store")
+_SECTIONS = ("student", "teacher", "pipeline", "privacy", "embedder", "store", "files")
 
 
 def schema() -> list[KeySpec]:

@@ -43,11 +43,16 @@ def _source_line(result: Any) -> str:
         return f"Context: from the local cache ({detail}; from uploads {uploads}); nothing sent"
     if result.source == "teacher":
         return f"Context: from the teacher now (ledger uploads {uploads})"
+    if result.source == "files":
+        return f"Context: from your files ({p.get('method', '')}); nothing sent"
     return "Context: none (the student alone); nothing sent"
 
 
 def _format_result(result: Any, streamed: bool) -> str:
     lines = [] if streamed else [result.answer]
+    if result.passages:
+        lines += ["", "Sources (your files, best first):"]
+        lines += [f"{p.rank:>3}. {p.label}" for p in result.passages]
     used_e, used_t = result.used_evidence, result.used_triples
     if used_e:
         lines += [
@@ -107,6 +112,12 @@ def _format_result(result: Any, streamed: bool) -> str:
 @click.option("--review", is_flag=True, help="Show what would be sent and ask first.")
 @click.option("--yes", "-y", is_flag=True, help="Send without the review step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole record as JSON.")
+@click.option(
+    "--files",
+    "from_files",
+    is_flag=True,
+    help="Answer from your indexed files (drag index); nothing is sent.",
+)
 @click.pass_context
 def ask(
     ctx: click.Context,
@@ -115,10 +126,11 @@ def ask(
     as_json: bool,
     review: bool,
     yes: bool,
+    from_files: bool,
     **kw: Any,
 ) -> None:
     """Ask one QUESTION (or read it from standard input; "-" forces that)."""
-    from assistant.core import pipeline
+    from assistant.core import localfiles, pipeline
     from assistant.core.session import Session
 
     settings = settings_of(ctx, flags(**kw))
@@ -128,13 +140,18 @@ def ask(
         with Session(settings, status=status_printer(interactive_stderr())) as rt:
             tidy(rt)
             on_text = (lambda piece: echo(piece, nl=False)) if stream else None
-            result = pipeline.ask(
-                rt,
-                text,
-                on_text=on_text,
-                progress=_end_streamed_line if stream else None,
-                **review_options(review, yes),
-            )
+            if from_files:
+                result = localfiles.ask_files(rt, text, k=kw.get("k"), on_text=on_text)
+                if stream:
+                    echo()
+            else:
+                result = pipeline.ask(
+                    rt,
+                    text,
+                    on_text=on_text,
+                    progress=_end_streamed_line if stream else None,
+                    **review_options(review, yes),
+                )
     except (errors.DragError, KeyboardInterrupt) as exc:
         raise kept(text, exc) from None
     if as_json:

@@ -84,3 +84,13 @@ def bench_store(ctx: click.Context) -> None:
         from drag_bench import store as bench
 
     ctx.exit(bench.main(list(ctx.args)))
+
+
+@bench_group.command("local-docs", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_local_docs(ctx: click.Context) -> None:
+    """Answers from your own files: MiniRAG-style vs vector RAG on LiHuaWorld (--help)."""
+    with installed():
+        from drag_bench import localdocs
+
+    ctx.exit(localdocs.main(list(ctx.args)))

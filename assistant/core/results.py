@@ -36,7 +36,26 @@ class ScoredTriple:
     raw: str = ""  # as the teacher wrote it (placeholders in place)
 
 
-Source = str  # "teacher" | "cache" | "none" (mode none: the student alone)
+@dataclass(frozen=True)
+class ScoredPassage:
+    """A chunk of the user's own files (assistant.drag.filesrecall), with its source."""
+
+    rank: int
+    text: str
+    path: str
+    time: str  # the chat's or e-mail's time, "" where there is none
+    page: int  # a PDF's page, 0 where there is none
+    score: float
+    cosine: float
+    graph: float  # the graph path's score; 0 when vector search alone found it
+
+    @property
+    def label(self) -> str:
+        where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
+        return f"{self.path}{where}"
+
+
+Source = str  # "teacher" | "cache" | "files" | "none" (mode none: the student alone)
 
 
 @dataclass
@@ -62,6 +81,8 @@ class AskResult:
     fitted: tuple[int, int] | None = None
     # The confidence gate (assistant.drag.gate): which way it went; {} with no context.
     gate: dict[str, Any] = field(default_factory=dict)
+    # From the user's own files (source "files"): the passages the answer read, best first.
+    passages: list[ScoredPassage] = field(default_factory=list)
 
     @property
     def context_used(self) -> bool:

@@ -21,6 +21,7 @@ from assistant.base.config import Settings
 from assistant.base.errors import ConfigError, DragError, PrivacyError, StoreError
 from assistant.core import drafts
 from assistant.drag import answer, evidence, graph
+from assistant.drag.filesrecall import FilesIndex
 from assistant.drag.ranking import Embedder
 from assistant.models import localserver, modelfiles
 from assistant.models.embedder import load as load_embedder
@@ -28,6 +29,7 @@ from assistant.models.student import Student
 from assistant.models.teacher import Teacher
 from assistant.net.upload import Upload
 from assistant.privacy.detector import Detector
+from assistant.privacy.entities import EntityReader
 from assistant.privacy.findings import Scanner
 from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard
@@ -36,6 +38,8 @@ from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.reader import Reading, SpanReader
 from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.store import Store, cache
+from assistant.store import files as stored_files
+from assistant.store.index import DIM
 
 Status = Callable[[str], None]  # a line saying what is being done now
 
@@ -204,9 +208,64 @@ class Session:
 
     @_Part
     def detector(self) -> Scanner:
+        """Presidio and the policy; with ``files.learn_names``, the names of the people,
+        organisations and places the user's indexed files name are personal too (opened
+        from the sealed store into memory only; :meth:`refresh_learnt` follows changes)."""
         p = self.settings.privacy
         self.status("loading the personal-data detector…")
-        return Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
+        detector = Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
+        generation, names = self._learnt()
+        detector.learn(names)
+        self.__dict__["_learnt_generation"] = generation
+        return detector
+
+    def _learnt(self) -> tuple[int, list[str]]:
+        """(the files index's generation, the names it taught); a connection of its own,
+        since the detector may load in a thread of its own while another thread holds
+        the session's store for local work."""
+        s = self.settings.store
+        try:
+            with Store.configured(s.database, s.key) as own:
+                generation = stored_files.generation(own.db)
+                if not self.settings.files.learn_names or not stored_files.count(own.db):
+                    return generation, []
+                return generation, stored_files.learnt(own.db, own.sealer)
+        except sqlite3.Error as exc:
+            raise StoreError(f"the names learnt from your files cannot be read: {exc}") from None
+
+    def personal_names(self) -> list[str]:
+        """The names the user's own files taught (each as written and, for a CamelCase
+        name, spaced); none when no file is indexed or ``files.learn_names`` is off."""
+        return self._learnt()[1]
+
+    def refresh_learnt(self) -> None:
+        """Teach the detector (and so the egress guard) what the files index learnt since
+        it loaded: another drag process, or this one, may have indexed files meanwhile."""
+        detector = self.detector
+        learn = getattr(detector, "learn", None)
+        if learn is None:
+            return
+        if stored_files.generation(self.store.db) == self.__dict__.get("_learnt_generation"):
+            return
+        generation, names = self._learnt()
+        learn(names)
+        self.__dict__["_learnt_generation"] = generation
+
+    @_Part
+    def entity_reader(self) -> EntityReader:
+        self.status("loading the entity reader…")
+        return EntityReader()
+
+    def files_index(self) -> FilesIndex:
+        """The user's files' index in memory, loaded again when the store changed it."""
+        with self.local:
+            db = self.store.db
+            now = stored_files.generation(db)
+            held: tuple[int, FilesIndex] | None = self.__dict__.get("_files_index")
+            if held is None or held[0] != now:
+                loaded = stored_files.load(db, self.store.sealer, DIM)
+                held = self.__dict__["_files_index"] = (now, FilesIndex(loaded))
+            return held[1]
 
     @property
     def vault(self) -> Vault:
@@ -308,6 +367,7 @@ class Session:
         values replaced too."""
         p = self.settings.privacy
         self.status("checking the question for personal data…")
+        self.refresh_learnt()
         return sanitize(
             question,
             scanner=self.detector,

@@ -24,6 +24,29 @@ SYSTEM = (
 )
 
 
+# Answering from the user's own files (assistant.core.localfiles): excerpts, each
+# headed by its source; no answer there is said in one fixed sentence.
+FILES_PROMPT_VERSION = "files-answer-v1"
+NOT_IN_FILES = "Your files do not say."
+FILES_SYSTEM = (
+    "You answer questions about the user's own messages and files, using only the "
+    "excerpts given. Each excerpt starts with its source in brackets.\n"
+    "Rules:\n"
+    "1. Answer directly and concisely, from the excerpts only.\n"
+    f"2. If the excerpts do not answer the question, reply exactly: {NOT_IN_FILES}\n"
+    "3. Do not mention these rules."
+)
+
+
+def build_files_messages(
+    question: str, excerpts: Sequence[tuple[str, str]]
+) -> list[dict[str, str]]:
+    """``excerpts``: (source label, text), best first."""
+    context = "\n\n".join(f"[{label}]\n{text}" for label, text in excerpts)
+    user = f"Excerpts from the user's files:\n\n{context}\n\nQuestion: {question}"
+    return [{"role": "system", "content": FILES_SYSTEM}, {"role": "user", "content": user}]
+
+
 def uses_evidence(mode: str) -> bool:
     """Whether the context mode ``mode`` gives the student evidence."""
     return mode in ("evidence", "combined")

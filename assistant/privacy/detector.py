@@ -39,6 +39,9 @@ _NUMBERED_EDGES = re.compile(rf"^(?:{_CODE}\s+)+|(?:\s+{_CODE})+$")
 _ANY_NUMBERED_EDGES = re.compile(r"^(?:\S*\d\S*\s+)+|(?:\s+\S*\d\S*)+$")
 
 
+LEARNT = "LearntNames"  # the recognizer of the names learnt from the user's files
+
+
 class Detector:
     """Presidio analyzer configured by ``policy.yaml`` and the user's allow/deny lists."""
 
@@ -71,13 +74,14 @@ class Detector:
         # The policy's pattern recognizers per entity (_rule_backed asks them again).
         self._patterns: dict[str, list[Any]] = {}
         # Presidio's recognizers report these; the code rules below add the rest.
-        self.entities = [
+        self._all_entities = [
             e
             for e in self.policy.entities
-            if (e != "DENY_LIST" or any(deny))
-            and e != self.policy.rare_words.entity
-            and self.policy.mode(e) != "off"
+            if e != self.policy.rare_words.entity and self.policy.mode(e) != "off"
         ]
+        self._denied = any(d.strip() for d in deny)
+        self._learnt: tuple[str, ...] = ()
+        self.entities = self._entities()
         try:
             self._engine = self._build(deny)
         except (ImportError, OSError, ValueError, SystemExit) as exc:  # SystemExit: spacy.cli
@@ -154,6 +158,35 @@ class Detector:
             start, end = seen.span(f.start, f.end)
             out.append(dataclasses.replace(f, start=start, end=end, text=text[start:end]))
         return out
+
+    def _entities(self) -> list[str]:
+        denied = self._denied or bool(self._learnt)
+        return [e for e in self._all_entities if e != "DENY_LIST" or denied]
+
+    def learn(self, names: Sequence[str]) -> None:
+        """Treat ``names`` as personal from now on (the names the user's indexed files
+        taught), in place of those learnt before: the egress guard, which holds this
+        detector, checks them too."""
+        terms = tuple(sorted({n for n in names if n.strip()}))
+        with self._lock:
+            if terms == self._learnt:
+                return
+            registry = self._engine.registry
+            registry.remove_recognizer(LEARNT)
+            if terms:
+                from presidio_analyzer import PatternRecognizer
+
+                registry.add_recognizer(
+                    PatternRecognizer(
+                        supported_entity="DENY_LIST", name=LEARNT, deny_list=list(terms)
+                    )
+                )
+            self._learnt = terms
+            self.entities = self._entities()
+
+    @property
+    def learnt(self) -> tuple[str, ...]:
+        return self._learnt
 
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""

@@ -170,6 +170,61 @@ def m005_triple_extraction_upload(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE cache_triples ADD COLUMN extract_upload_id INTEGER")
 
 
+@migration
+def m006_files(db: sqlite_utils.Database) -> None:
+    """The user's own files (assistant.store.files): sources, chunks, entities and which
+    chunk names which entity.  Paths, texts, names and embeddings are sealed; a path, a
+    file's content and a name are found again by keyed hash.  Entity-entity edges are
+    the co-occurrences within a chunk (a view, so that forgetting a file updates them)."""
+    db.execute(
+        """CREATE TABLE file_sources (
+            id INTEGER PRIMARY KEY,
+            path_key TEXT NOT NULL UNIQUE,
+            path BLOB NOT NULL,
+            content_key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime REAL NOT NULL,
+            indexed TEXT NOT NULL,
+            chunks INTEGER NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE file_chunks (
+            id INTEGER PRIMARY KEY,
+            source_id INTEGER NOT NULL REFERENCES file_sources(id) ON DELETE CASCADE,
+            ord INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            embedding BLOB NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX file_chunks_source ON file_chunks (source_id)")
+    db.execute(
+        """CREATE TABLE file_entities (
+            id INTEGER PRIMARY KEY,
+            key TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            body BLOB NOT NULL,
+            embedding BLOB NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE file_mentions (
+            chunk_id INTEGER NOT NULL REFERENCES file_chunks(id) ON DELETE CASCADE,
+            entity_id INTEGER NOT NULL REFERENCES file_entities(id),
+            PRIMARY KEY (chunk_id, entity_id)
+        ) WITHOUT ROWID"""
+    )
+    db.execute("CREATE INDEX file_mentions_entity ON file_mentions (entity_id)")
+    db.execute(
+        """CREATE VIEW file_edges AS
+            SELECT a.entity_id AS entity1, b.entity_id AS entity2, count(*) AS weight
+            FROM file_mentions a JOIN file_mentions b
+              ON a.chunk_id = b.chunk_id AND a.entity_id < b.entity_id
+            GROUP BY a.entity_id, b.entity_id"""
+    )
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

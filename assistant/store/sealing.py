@@ -137,12 +137,31 @@ class Sealer:
         self.check = check_value(key)
         # The upload ledger's MAC key (assistant.store.ledger), derived: never the key itself.
         self.mac_key = hashlib.blake2b(b"drag-assistant ledger mac", key=key).digest()
+        # Keyed hashes (assistant.store.files: a file's path and content, a name), derived.
+        self._hash_key = hashlib.blake2b(b"drag-assistant keyed hash", key=key).digest()
 
     def seal(self, text: str, column: str) -> bytes:
+        return self.seal_bytes(text.encode("utf-8"), column)
+
+    def seal_bytes(self, data: bytes, column: str) -> bytes:
         nonce = secrets.token_bytes(12)
-        return FORMAT + nonce + self._aead.encrypt(nonce, text.encode("utf-8"), column.encode())
+        return FORMAT + nonce + self._aead.encrypt(nonce, data, column.encode())
+
+    def keyed(self, text: str | bytes, purpose: str) -> str:
+        """A hash of ``text`` that only this key can make: equal values are found
+        equal in the database, but a guessed value cannot be checked without the key."""
+        return hashlib.blake2b(
+            text.encode("utf-8") if isinstance(text, str) else text,
+            key=self._hash_key,
+            person=purpose.encode()[:16],
+            digest_size=16,
+        ).hexdigest()
 
     def open(self, blob: bytes | None, column: str) -> str | None:
+        plain = self.open_bytes(blob, column)
+        return None if plain is None else plain.decode("utf-8")
+
+    def open_bytes(self, blob: bytes | None, column: str) -> bytes | None:
         if blob is None:
             return None
         if not blob.startswith(FORMAT) or len(blob) < 1 + 12 + 16:
@@ -153,4 +172,4 @@ class Sealer:
             raise StoreError(
                 f"a sealed {column} value does not open with this key (wrong key or tampered)"
             ) from None
-        return plain.decode("utf-8")
+        return plain

@@ -186,6 +186,14 @@ class DragApp(App[None]):
             yield SystemCommand(
                 "Toggle offline", "Answer from the cache only (ctrl+o)", chat.action_toggle_offline
             )
+            yield SystemCommand(
+                "Index files or folders", "Add your own files to the index", chat.index_files
+            )
+            yield SystemCommand(
+                "Toggle answers from your files",
+                "Answer from your indexed files, nothing sent (ctrl+l)",
+                chat.action_toggle_files,
+            )
         yield SystemCommand("Verify the ledger", "Recompute the hash chain", self._verify_ledger)
 
     def _chat(self) -> ChatScreen | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
@@ -21,7 +22,7 @@ from textual.widgets import (
 )
 
 from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError
-from assistant.core import drafts, pipeline
+from assistant.core import drafts, localfiles, pipeline
 from assistant.core.conversation import Asked, Offer, Queue
 from assistant.core.results import AskResult
 from assistant.drag import gate
@@ -43,6 +44,8 @@ def badge(result: AskResult) -> str:
     if result.source == "teacher":
         calls = len(result.teacher.get("calls", []))
         return f"▲ teacher · {calls} calls · uploads {uploads}{used}"
+    if result.source == "files":
+        return f"■ from your files · {len(result.passages)} passages · nothing sent"
     return "● student only · nothing sent"
 
 
@@ -58,6 +61,10 @@ def context_text(result: AskResult) -> str:
             f"  {result.privacy.get('sent_question', '')}",
             "",
         ]
+    if result.passages:
+        lines.append(f"Sources (your files, {len(result.passages)} passages, best first):")
+        for p in result.passages:
+            lines += [f"{p.rank:>2}. {p.label}", *(f"    {t}" for t in p.text.splitlines()), ""]
     if result.gate:
         lines += [f"Gate: {gate.describe(result.gate)}", ""]
     if result.used_evidence:
@@ -88,7 +95,8 @@ WELCOME = (
     "• The teacher sends back evidence; the local student writes the answer. Answers "
     "say where their evidence came from: ▲ teacher, ◆ the local cache, ○ none.\n"
     "• F2 lists every byte that ever left (the audit ledger). ctrl+o: offline, answers "
-    "from the cache only."
+    "from the cache only. ctrl+l: answers from your own indexed files (index them from "
+    "the command palette, ctrl+p), nothing sent."
 )
 
 
@@ -201,6 +209,7 @@ class ChatScreen(DragScreen):
         Binding("ctrl+d", "delete_conversation", "Delete"),
         Binding("ctrl+y", "copy_answer", "Copy answer"),
         Binding("ctrl+o", "toggle_offline", "Offline"),
+        Binding("ctrl+l", "toggle_files", "Your files"),
         Binding("ctrl+f", "focus_search", "Search", show=False),
     ]
     # The streamed answer is drawn at most this often (seconds): a redraw per token
@@ -211,6 +220,8 @@ class ChatScreen(DragScreen):
         super().__init__()
         self.questions: Queue[Turn] = Queue()  # one at a time; the next one may wait
         self._cancel = threading.Event()
+        # Answer from the user's indexed files (ctrl+l): nothing is sent.
+        self.from_files = False
 
     @property
     def pending(self) -> str | None:
@@ -334,6 +345,44 @@ class ChatScreen(DragScreen):
         self.drag.set_flags({"store.offline": offline})
         self.notify("offline: answers from the cache only" if offline else "online")
 
+    def action_toggle_files(self) -> None:
+        self.from_files = not self.from_files
+        self.notify(
+            "answers from your indexed files: nothing is sent"
+            if self.from_files
+            else "answers with the teacher's evidence"
+        )
+
+    def index_files(self) -> None:
+        """Ask for files or folders (separated by ;) and add them to the index."""
+
+        def done(text: str | None) -> None:
+            paths = [Path(p.strip()).expanduser() for p in (text or "").split(";") if p.strip()]
+            if paths:
+                self._index(paths)
+
+        self.app.push_screen(TextPrompt("Files or folders to index (separate with ;):"), done)
+
+    @work(thread=True, group="runtime")
+    def _index(self, paths: list[Path]) -> None:
+        app = self.drag
+        try:
+            with app.runtime_lock:
+                report = localfiles.index(app.runtime, paths)
+        except DragError as exc:
+            app.call_from_thread(self.notify, f"not indexed: {exc}", severity="error")
+            return
+        told = (
+            f"indexed {len(report.added)} new and {len(report.replaced)} changed file(s), "
+            f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"
+        )
+        reasons = [s.line() for s in report.skipped[:3]]
+        app.call_from_thread(
+            self.notify,
+            "\n".join([told, *reasons]),
+            severity="warning" if reasons else "information",
+        )
+
     def action_focus_search(self) -> None:
         self.query_one("#search", Input).focus()
 
@@ -417,14 +466,19 @@ class ChatScreen(DragScreen):
         try:
             with app.runtime_lock:
                 rt = app.runtime
-                app.call_from_thread(turn.set_note, "… checking for personal data")
-                result = pipeline.ask(
-                    rt,
-                    question,
-                    review=self.review_from_worker,
-                    on_text=on_text,
-                    progress=progress,
-                )
+                if self.from_files:
+                    app.call_from_thread(turn.set_note, "… looking in your files")
+                    result = localfiles.ask_files(rt, question, on_text=on_text)
+                    flush()
+                else:
+                    app.call_from_thread(turn.set_note, "… checking for personal data")
+                    result = pipeline.ask(
+                        rt,
+                        question,
+                        review=self.review_from_worker,
+                        on_text=on_text,
+                        progress=progress,
+                    )
         except (DragError, KeyboardInterrupt) as exc:
             error = drafts.kept_error(question, exc) if not self._cancel.is_set() else exc
             app.call_from_thread(turn.set_note, f"✗ {error}", True)

@@ -225,6 +225,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
             flags[key] = value
     if args.teacher_endpoint:
         flags["teacher.endpoint"] = args.teacher_endpoint
+    flags["files.learn_names"] = False  # the user's own files do not change the figures
     base = config.load(flags)
     # Enough statements asked for the largest K (the paper asks 20 and uses 5..20).
     evidence_n = args.evidence_n or max(base.pipeline.n, max(ks))

@@ -44,7 +44,12 @@ def utility(count: int, mode: str, out: Path, *, resume: bool) -> dict[str, Any]
     if resume and per_item.exists():
         done = {json.loads(ln)["id"]: json.loads(ln) for ln in per_item.read_text().splitlines()}
     settings = config.load(
-        {"store.cache": False, "privacy.review": "never", "student.max_tokens": 48}
+        {
+            "store.cache": False,
+            "privacy.review": "never",
+            "student.max_tokens": 48,
+            "files.learn_names": False,  # the user's own files do not change the figures
+        }
     )
     with Session(settings) as rt, per_item.open("a" if resume else "w") as fh:
         for i, record in enumerate(records, start=1):

@@ -1,0 +1,136 @@
+"""`drag index`: add your own files to the local index, list them, forget them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from assistant.base.errors import InputError
+from assistant.cli.common import echo, secho, settings_of, status_printer, to_json
+from assistant.cli.root import cli
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+@cli.command("index")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--list", "list_", is_flag=True, help="Show the indexed files.")
+@click.option(
+    "--forget",
+    "forget",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Remove a file, or every file under a folder, from the index.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def index_command(
+    ctx: click.Context,
+    /,
+    paths: tuple[Path, ...],
+    list_: bool,
+    forget: tuple[Path, ...],
+    as_json: bool,
+) -> None:
+    """Add PATHS (files and folders) to the index of your own files; `drag ask --files`
+    answers from it, and nothing in it is ever sent.  A changed file is indexed anew, an
+    unchanged one is left as it is."""
+    from assistant.core import localfiles
+    from assistant.core.session import Session
+
+    if not (paths or list_ or forget):
+        raise click.UsageError("name files or folders to index, or use --list or --forget")
+    settings = settings_of(ctx, {})
+    out: dict[str, Any] = {}
+    with Session(settings, status=status_printer(not as_json and sys.stderr.isatty())) as rt:
+        not_indexed: list[Path] = []
+        for path in forget:
+            gone = localfiles.forget(rt, path)
+            out.setdefault("forgotten", []).extend(gone)
+            if not gone:
+                not_indexed.append(path)
+            elif not as_json:
+                echo(f"forgot {len(gone)} file(s) under {path}")
+        if paths:
+            report = _index(rt, paths, quiet=as_json)
+            out["indexed"] = {
+                "added": report.added,
+                "replaced": report.replaced,
+                "unchanged": len(report.unchanged),
+                "skipped": [{"path": str(s.path), "reason": s.reason} for s in report.skipped],
+                "chunks": report.chunks,
+                "seconds": round(report.seconds, 2),
+            }
+        if list_:
+            listed = localfiles.sources(rt)
+            out["files"] = [
+                {
+                    "path": s.path,
+                    "kind": s.kind,
+                    "size": s.size,
+                    "chunks": s.chunks,
+                    "indexed": s.indexed,
+                }
+                for s in listed
+            ]
+            if not as_json:
+                _print_list(listed)
+    if as_json:
+        echo(to_json(out))
+    missing = [p for p in paths if not (p.exists() or p.is_symlink())]
+    if missing:
+        raise InputError(f"no such file or folder: {missing[0]} (the rest was indexed)")
+    if not_indexed:
+        raise InputError(f"not in the index: {not_indexed[0]} (drag index --list shows it)")
+
+
+def _index(rt: Any, paths: tuple[Path, ...], *, quiet: bool) -> Any:
+    from assistant.core import localfiles
+
+    bar: Any = None
+    shown = not quiet and sys.stderr.isatty()
+
+    def progress(done: int, total: int, _path: str) -> None:
+        nonlocal bar
+        if not shown or total < 2:
+            return
+        if bar is None:
+            bar = click.progressbar(length=total, label="indexing", file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        report = localfiles.index(rt, paths, progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if not quiet:
+        for skipped in report.skipped:
+            secho(f"drag: {skipped.line()}", err=True, fg="yellow")
+        echo(
+            f"indexed {len(report.added)} new and {len(report.replaced)} changed file(s), "
+            f"{report.chunks} chunks; {len(report.unchanged)} unchanged; "
+            f"{len(report.skipped)} skipped ({report.seconds:.1f} s)"
+        )
+    return report
+
+
+def _print_list(listed: list[Any]) -> None:
+    if not listed:
+        echo("no files are indexed")
+        return
+    for s in listed:
+        when = dt.datetime.fromisoformat(s.indexed).astimezone().strftime("%Y-%m-%d %H:%M")
+        echo(f"{s.path}  {s.kind}  {_size(s.size)}  {s.chunks} chunks  indexed {when}")
+    total = sum(s.size for s in listed)
+    echo(f"{len(listed)} file(s), {_size(total)}")

@@ -1,0 +1,162 @@
+"""The user's own files: index them, list them, forget them, answer from them.
+
+The CLI (``drag index``, ``drag ask --files``) and the app call these.  Nothing here
+contacts the teacher: a question answered from the files is never sent, and the
+ledger gets no entry.  What the index holds is sealed (:mod:`assistant.store.files`);
+the names it learns make the detector stricter (:meth:`Session.personal_names`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from assistant.base.config import FilesMethod
+from assistant.base.errors import ConfigError, InputError
+from assistant.core.pipeline import remember_answer, validate_question
+from assistant.core.results import AskResult, ScoredPassage
+from assistant.core.session import Session
+from assistant.drag import answer, filesindex
+from assistant.privacy.entities import lower_words, personal
+from assistant.store import files as stored
+
+__all__ = ["ask_files", "forget", "index", "search", "sources"]
+
+MAX_K = 20  # as files.k allows
+
+
+def index(
+    runtime: Session, paths: Iterable[Path], progress: filesindex.Progress | None = None
+) -> filesindex.Report:
+    """Add files and folders to the index (a changed file is indexed anew, an unchanged
+    one is not read twice)."""
+    with runtime.local:
+        report = filesindex.index(
+            runtime.store,
+            runtime.embedder,
+            runtime.entity_reader,
+            paths,
+            progress=progress or filesindex._quiet,
+        )
+        if report.added or report.replaced or report.removed:
+            _relearn(runtime)
+    return report
+
+
+def _relearn(runtime: Session) -> None:
+    """The names the detector learns from the files, worked out again and kept sealed
+    (the next question's detector picks them up: :meth:`Session.refresh_learnt`)."""
+    db, sealer = runtime.store.db, runtime.store.sealer
+    common = lower_words(stored.chunk_texts(db, sealer))
+    stored.save_learnt(db, sealer, personal(stored.personal_names(db, sealer), common))
+
+
+def sources(runtime: Session) -> list[stored.Source]:
+    with runtime.local:
+        if not stored.count(runtime.store.db):
+            return []
+        return stored.sources(runtime.store.db, runtime.store.sealer)
+
+
+def forget(runtime: Session, path: Path) -> list[str]:
+    """Remove ``path`` (a file, or every file under a folder) from the index."""
+    target = path.expanduser().absolute()
+    with runtime.local:
+        if not stored.count(runtime.store.db):
+            return []
+        gone = stored.forget(runtime.store.db, runtime.store.sealer, target)
+        if not gone and target.resolve() != target:
+            gone = stored.forget(runtime.store.db, runtime.store.sealer, target.resolve())
+        if gone:
+            _relearn(runtime)
+    return gone
+
+
+def search(
+    runtime: Session, question: str, *, k: int | None = None, method: FilesMethod | None = None
+) -> list[ScoredPassage]:
+    """The passages of the user's files that best answer ``question``, best first."""
+    f = runtime.settings.files
+    found = runtime.files_index()
+    if found.empty:
+        return []
+    embedder = runtime.embedder
+    q_vec = embedder.embed([question])[0]
+    how = method or f.method
+    named = next(iter(runtime.entity_reader.read([question]))) if how == "minirag" else []
+    hits = found.search(question, q_vec, embedder, k or f.k, method=how, named=named)
+    return [
+        ScoredPassage(
+            i,
+            h.text,
+            h.path,
+            h.time,
+            h.page,
+            round(h.score, 5),
+            round(h.cosine, 4),
+            round(h.graph, 4),
+        )
+        for i, h in enumerate(hits, start=1)
+    ]
+
+
+def ask_files(
+    runtime: Session,
+    question: str,
+    *,
+    k: int | None = None,
+    method: FilesMethod | None = None,
+    on_text: Callable[[str], None] | None = None,
+    remember: bool = True,
+) -> AskResult:
+    """Answer ``question`` from the user's indexed files alone; nothing is sent."""
+    question = validate_question(question, runtime.settings.pipeline.max_question_chars)
+    if k is not None and not 1 <= k <= MAX_K:
+        raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
+    with runtime.local:
+        if not stored.count(runtime.store.db):
+            raise ConfigError("no files are indexed yet: add some with drag index PATH")
+    runtime.preload("student", "embedder")
+    f = runtime.settings.files
+    result = AskResult(question=question, mode="evidence", n=0, k=k or f.k, source="files")
+    result.prompt_versions = {"answer": answer.FILES_PROMPT_VERSION}
+    runtime.status("looking in your files…")
+    started = time.perf_counter()
+    result.passages = search(runtime, question, k=result.k, method=method)
+    result.timings["files_search"] = round(time.perf_counter() - started, 4)
+    result.provenance = {"uploads": [], "method": method or f.method}
+    runtime.status("the student is answering…")
+    s = runtime.settings.student
+    # The passages that fit the student's window with its reply, best first.
+    budget = s.n_ctx - s.max_tokens - 64
+    while True:
+        messages = answer.build_files_messages(
+            question, [(p.label, p.text) for p in result.passages]
+        )
+        used = runtime.student.count_tokens("\n".join(m["content"] for m in messages))
+        if used <= budget or not result.passages:
+            break
+        result.passages.pop()
+    started = time.perf_counter()
+    gen = runtime.student.chat(
+        messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
+    )
+    result.timings["answer"] = round(time.perf_counter() - started, 4)
+    result.answer = gen.text.strip()
+    result.student = {
+        "model": runtime.student.path.name,
+        "gpu_offload": runtime.student.on_gpu,
+        "prompt_tokens": gen.prompt_tokens,
+        "completion_tokens": gen.completion_tokens,
+        "prompt_seconds": round(gen.prompt_seconds, 4),
+        "decode_seconds": round(gen.decode_seconds, 4),
+        "tokens_per_second": round(gen.tokens_per_second, 2),
+    }
+    result.timings["total"] = round(sum(result.timings.values()), 4)
+    return remember_answer(runtime, result) if remember else result
+
+
+def not_in_files(reply: str) -> bool:
+    """Whether the student said the files hold no answer (its fixed sentence)."""
+    return answer.NOT_IN_FILES.casefold().rstrip(".") in reply.casefold()

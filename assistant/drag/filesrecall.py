@@ -1,0 +1,280 @@
+"""Find the chunks of the user's files that answer a question: MiniRAG's query-guided
+graph path, fused with plain vector search.
+
+The graph (:mod:`assistant.drag.filesindex`): chunk nodes, entity nodes, chunk-entity
+edges, entity-entity edges weighted by co-occurrence.  For a question:
+
+1. **Seeds**: the index's entities the question names -- by name (``Li Hua`` finds
+   ``LiHua``; a first name finds the full name), by spaCy's entities of the question,
+   and by embedding (a question n-gram within cosine :data:`ENTITY_MATCH` of a name).
+   Each seed weighs its inverse chunk frequency: a name in every chat tells little.
+2. **Answer type**: guessed from the question's words (who: a person; where: a place;
+   when: a date; which shop/company: an organisation or place).
+3. **Paths**: chunks holding seeds score by the seeds they hold (a chunk joining two of
+   the question's entities scores more than their sum: :data:`JOIN_BONUS`); one hop
+   further, the entities that co-occur most with the seeds (*bridges*, best
+   :data:`BRIDGES`) lead to chunks that hold them, weighed down by :data:`HOP`, and up
+   where the bridge or the chunk's entities are of the answer type.
+4. **Fusion**: the graph's ranking and the vector ranking (cosine of chunk and question)
+   are fused by reciprocal rank (:data:`RRF_K`); the top K are the context.
+
+``method="vector"`` is plain vector RAG over the same chunks (the benchmark's baseline).
+Everything is linear in the index's size per question (one matrix product and one pass
+over the seeds' mentions).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from assistant.base.textform import Date, dates_in
+from assistant.drag.ranking import Embedder
+from assistant.drag.recall import STOPWORDS, ngrams
+from assistant.privacy.entities import Named, lower_words, name_key
+from assistant.store.files import Loaded
+
+Vector = NDArray[np.float32]
+Method = Literal["minirag", "vector"]
+METHODS: tuple[Method, ...] = ("minirag", "vector")
+
+ENTITY_MATCH = 0.88
+MAX_PROBES = 64  # names and n-grams of a question embedded to find its entities
+FIRST_NAME = 0.6  # a seed found by one word of a longer person's name
+JOIN_BONUS = 0.5
+BRIDGES = 5
+HOP = 0.5
+TYPE_BOOST = 1.5
+RRF_K = 3
+DATE_WEIGHT = 10.0  # a chunk of the day the question names: above any name's paths
+_COMPACT_DATE = re.compile(r"\b((?:19|20)\d\d)(\d\d)(\d\d)\b")
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.casefold()) if w not in STOPWORDS]
+
+
+def dates(text: str) -> set[Date]:
+    """The days ``text`` names, as :func:`textform.dates_in` reads them, and compact
+    ``20260405`` (the form LiHuaWorld's questions and chat times use)."""
+    found = dates_in(text)
+    for year, month, day in _COMPACT_DATE.findall(text):
+        if 1 <= int(month) <= 12 and 1 <= int(day) <= 31:
+            found.add((int(year) % 100, int(month), int(day)))
+    return found
+
+
+_ANSWER_TYPES: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(r"(?i)^\s*(?:who|whom|whose)\b|\bwith whom\b"), ("person",)),
+    (re.compile(r"(?i)^\s*where\b|\bwhich (?:city|country|place|town|park|street)\b"), ("place",)),
+    (
+        re.compile(r"(?i)^\s*when\b|\bwhat (?:time|date|day)\b|\bwhich (?:day|date|month)\b"),
+        ("date",),
+    ),
+    (
+        re.compile(r"(?i)\bwhich (?:company|shop|store|restaurant|cafe|bakery|team|club|brand)\b"),
+        ("org", "place"),
+    ),
+)
+
+
+def answer_types(question: str) -> tuple[str, ...]:
+    for pattern, types in _ANSWER_TYPES:
+        if pattern.search(question):
+            return types
+    return ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    row: int
+    chunk_id: int
+    text: str
+    path: str
+    time: str
+    page: int
+    score: float
+    cosine: float
+    graph: float  # the graph path's score (0: found by vector search alone)
+
+
+class FilesIndex:
+    """The index in memory: chunk and entity matrices, mentions both ways."""
+
+    def __init__(self, loaded: Loaded) -> None:
+        self.loaded = loaded
+        n_chunks = len(loaded.chunk_ids)
+        self.chunk_entities: list[list[int]] = [[] for _ in range(n_chunks)]
+        self.entity_chunks: list[list[int]] = [[] for _ in loaded.entity_ids]
+        for c, e in loaded.mentions:
+            self.chunk_entities[c].append(e)
+            self.entity_chunks[e].append(c)
+        self.idf = np.array(
+            [math.log(1 + n_chunks / max(1, len(cs))) for cs in self.entity_chunks],
+            dtype=np.float32,
+        )
+        # A one-word name the files also write in lower case is a common word that the
+        # recognizer took for a name ("Dinner"): not a seed.
+        common = lower_words(loaded.chunk_texts)
+        self.by_key: dict[str, int] = {}
+        self.by_word: dict[str, list[int]] = defaultdict(list)
+        for row, name in enumerate(loaded.entity_names):
+            key = name_key(name)
+            words = key.split()
+            if len(words) == 1 and key in common:
+                continue
+            self.by_key.setdefault(key, row)
+            if len(words) > 1 and loaded.entity_types[row] == "person":
+                for word in words:
+                    self.by_word[word].append(row)
+        # Words -> (chunk row, count): the keyword ranking (BM25) fused with the others.
+        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.lengths = np.zeros(n_chunks, dtype=np.float32)
+        for row, text in enumerate(loaded.chunk_texts):
+            counts = Counter(_words(text))
+            self.lengths[row] = sum(counts.values())
+            for word, times in counts.items():
+                self.postings[word].append((row, times))
+        self.mean_length = float(self.lengths.mean()) if n_chunks else 0.0
+        self.chunk_dates: dict[Date, list[int]] = defaultdict(list)
+        for row, (_path, when, _page) in enumerate(loaded.chunk_where):
+            for day in dates(when):
+                self.chunk_dates[day].append(row)
+
+    @property
+    def empty(self) -> bool:
+        return not len(self.loaded.chunk_ids)
+
+    def _hit(self, row: int, score: float, cosine: float, graph: float) -> Hit:
+        path, time, page = self.loaded.chunk_where[row]
+        return Hit(
+            row,
+            int(self.loaded.chunk_ids[row]),
+            self.loaded.chunk_texts[row],
+            path,
+            time,
+            page,
+            score,
+            cosine,
+            graph,
+        )
+
+    def seeds(
+        self, question: str, embedder: Embedder, named: Sequence[Named] = ()
+    ) -> dict[int, float]:
+        """Entity rows the question names, with how surely (0..1]."""
+        found: dict[int, float] = {}
+
+        def take(row: int, weight: float) -> None:
+            found[row] = max(found.get(row, 0.0), weight)
+
+        grams = ngrams(question)
+        spelled = [name_key(n.name) for n in named]
+        for key in [*spelled, *map(name_key, grams), *map(name_key, question.split())]:
+            if key in self.by_key:
+                take(self.by_key[key], 1.0)
+            if key in self.by_word:  # a first name: the people of that first name too
+                rows = self.by_word[key]
+                for row in rows:
+                    take(row, FIRST_NAME / len(rows))
+        probes = [g for g in dict.fromkeys([*spelled, *grams]) if g][:MAX_PROBES]
+        if probes and self.by_key:
+            names = np.array(sorted(set(self.by_key.values())), dtype=np.int64)
+            sims = embedder.embed(probes) @ self.loaded.entity_vectors[names].T
+            for line in sims:
+                best = int(np.argmax(line))
+                if line[best] >= ENTITY_MATCH:
+                    take(int(names[best]), float(line[best]))
+        return found
+
+    def keyword_scores(self, question: str) -> dict[int, float]:
+        """BM25 (k1 = 1.2, b = 0.75) of each chunk holding a word of the question."""
+        n = len(self.lengths)
+        scores: dict[int, float] = defaultdict(float)
+        for word in set(_words(question)):
+            posting = self.postings.get(word)
+            if not posting:
+                continue
+            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            for row, times in posting:
+                norm = 1.2 * (0.25 + 0.75 * self.lengths[row] / self.mean_length)
+                scores[row] += idf * times * 2.2 / (times + norm)
+        return dict(scores)
+
+    def dated(self, question: str) -> list[int]:
+        """Chunk rows whose chat or e-mail day the question names (``on 20260405``,
+        ``April 5, 2026``)."""
+        return [row for day in dates(question) for row in self.chunk_dates.get(day, [])]
+
+    def graph_scores(self, seeds: dict[int, float], types: Sequence[str]) -> dict[int, float]:
+        """Chunk row -> the score of the best paths through it from the seeds."""
+        kinds = self.loaded.entity_types
+        weight = {e: w * float(self.idf[e]) for e, w in seeds.items()}
+        scores: dict[int, float] = defaultdict(float)
+        held: dict[int, int] = defaultdict(int)
+        bridges: dict[int, float] = defaultdict(float)
+        for e, w in weight.items():
+            for c in self.entity_chunks[e]:
+                scores[c] += w
+                held[c] += 1
+                for other in self.chunk_entities[c]:
+                    if other not in weight:
+                        bridges[other] += w
+        for c, count in held.items():
+            if count > 1:
+                scores[c] *= 1 + JOIN_BONUS * (count - 1)
+        best = sorted(bridges, key=lambda b: -bridges[b] * float(self.idf[b]))[:BRIDGES]
+        top = max((bridges[b] * float(self.idf[b]) for b in best), default=0.0)
+        for b in best:
+            strength = HOP * bridges[b] * float(self.idf[b]) / top if top else 0.0
+            if kinds[b] in types:
+                strength *= TYPE_BOOST
+            for c in self.entity_chunks[b]:
+                if c in held:
+                    continue
+                typed = any(kinds[e] in types for e in self.chunk_entities[c])
+                scores[c] += strength * (TYPE_BOOST if typed else 1.0)
+        return dict(scores)
+
+    def search(
+        self,
+        question: str,
+        q_vec: Vector,
+        embedder: Embedder,
+        k: int,
+        *,
+        method: Method = "minirag",
+        named: Sequence[Named] = (),
+    ) -> list[Hit]:
+        """The best ``k`` chunks for ``question`` (its embedding ``q_vec``), best first."""
+        if self.empty or k <= 0:
+            return []
+        cosines = self.loaded.chunk_vectors @ np.asarray(q_vec, dtype=np.float32).ravel()
+        by_cosine = np.argsort(-cosines, kind="stable")
+        if method == "vector":
+            return [
+                self._hit(int(r), float(cosines[r]), float(cosines[r]), 0.0) for r in by_cosine[:k]
+            ]
+        graph = self.graph_scores(self.seeds(question, embedder, named), answer_types(question))
+        for row in self.dated(question):
+            graph[row] = graph.get(row, 0.0) + DATE_WEIGHT
+        fused: dict[int, float] = defaultdict(float)
+        for rank, row in enumerate(by_cosine[: max(4 * k, 50)]):
+            fused[int(row)] += 1 / (RRF_K + rank + 1)
+        keywords = self.keyword_scores(question)
+        for scores in (graph, keywords):
+            ranked = sorted(scores, key=lambda c: (-scores[c], -cosines[c]))
+            for rank, row in enumerate(ranked[: max(4 * k, 50)]):
+                fused[row] += 1 / (RRF_K + rank + 1)
+        order = sorted(fused, key=lambda c: (-fused[c], -cosines[c]))[:k]
+        return [self._hit(c, fused[c], float(cosines[c]), graph.get(c, 0.0)) for c in order]

@@ -1,0 +1,313 @@
+"""Find the files under the paths a user names and read each into units of text.
+
+A *unit* is what must not be cut in two: a chat message (with its sender and the
+chat's time), a paragraph, an e-mail's header line.  What cannot be read is a
+:class:`Skipped` with a one-line reason; nothing stops the rest.
+
+Kinds, by the file's name: ``.txt``/``.text``/``.md``/``.markdown``/``.rst``/``.org``
+(plain text; a chat export when most lines read ``Sender: text``, with optional
+``Time:`` lines as in LiHuaWorld), ``.eml`` (one e-mail), ``.mbox`` (a mailbox),
+``.pdf`` (with the pypdf package, text only, no model).  Inside a folder, names
+starting with a dot are not read (``.git``, editor folders); named on their own, they are.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import email.utils
+import html.parser
+import io
+import mailbox
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+
+from assistant.base.errors import one_line
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst", ".org"})
+SUFFIXES = TEXT_SUFFIXES | {".eml", ".mbox", ".pdf"}
+
+_TIME_LINE = re.compile(r"^\s*Time:\s*(\S.{0,39}?)\s*$")
+_DATED = re.compile(r"\d{6}|\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}")  # a date, not "3pm"
+_COMPACT_TIME = re.compile(r"^(\d{4})(\d{2})(\d{2})_(\d{2}):?(\d{2})$")
+# "LiHua: text", "Jake Watson: text"; a label in lower case ("note: see below") is not one
+_MESSAGE = re.compile(r"^\s*([^\W\d_][\w.'-]{0,30}(?: [^\W\d_][\w.'-]{0,30}){0,3}):\s+(\S.*)$")
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
+@dataclass(frozen=True)
+class Found:
+    path: Path
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: Path
+    reason: str
+
+    def line(self) -> str:
+        shown = str(self.path).encode("utf-8", "backslashreplace").decode("utf-8")
+        return one_line(f"skipped {shown}: {self.reason}", 300)
+
+
+@dataclass(frozen=True)
+class Unit:
+    text: str
+    speaker: str = ""
+    time: str = ""  # the chat's or the e-mail's time, as written (normalised where known)
+    page: int = 0  # a PDF's page, from 1
+
+
+@dataclass(frozen=True)
+class Document:
+    path: Path
+    kind: str  # "text" | "chat" | "email" | "pdf"
+    units: tuple[Unit, ...]
+
+
+class Unreadable(Exception):
+    """A file that cannot be read; the message is the reason."""
+
+
+def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
+    """Every readable file under ``paths`` once, in name order; the rest as Skipped."""
+    seen_dirs: set[tuple[int, int]] = set()
+    seen_files: set[Path] = set()
+    for given in paths:
+        yield from _walk_one(Path(given).expanduser(), seen_dirs, seen_files, named=True)
+
+
+def _walk_one(
+    path: Path, seen_dirs: set[tuple[int, int]], seen_files: set[Path], *, named: bool
+) -> Iterator[Found | Skipped]:
+    if not named and path.name.startswith("."):
+        return
+    try:
+        info = path.stat()  # follows links
+    except FileNotFoundError:
+        reason = "a broken link" if path.is_symlink() else "no such file or folder"
+        yield Skipped(path, reason)
+        return
+    except OSError as exc:
+        yield Skipped(path, f"cannot read it: {exc.strerror or exc}")
+        return
+    if stat.S_ISDIR(info.st_mode):
+        if not named and path.is_symlink():
+            yield Skipped(path, "a link to a folder (name the folder itself to index it)")
+            return
+        ident = (info.st_dev, info.st_ino)
+        if ident in seen_dirs:
+            yield Skipped(path, "a link back to a folder already read (a loop)")
+            return
+        seen_dirs.add(ident)
+        try:
+            children = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError as exc:
+            yield Skipped(path, f"cannot read the folder: {exc.strerror or exc}")
+            return
+        for child in children:
+            yield from _walk_one(Path(child.path), seen_dirs, seen_files, named=False)
+        return
+    if not stat.S_ISREG(info.st_mode):
+        yield Skipped(path, "not a regular file")
+        return
+    real = path.resolve()
+    if real in seen_files:
+        return
+    seen_files.add(real)
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        yield Skipped(path, "a file name that is not UTF-8")
+        return
+    if path.suffix.lower() not in SUFFIXES:
+        yield Skipped(path, f"not a kind of file drag reads ({path.suffix or 'no suffix'})")
+        return
+    if info.st_size > MAX_FILE_BYTES:
+        yield Skipped(path, too_large())
+        return
+    yield Found(path.absolute(), info.st_size, info.st_mtime)
+
+
+def too_large() -> str:
+    mib = 1024 * 1024
+    if mib <= MAX_FILE_BYTES:
+        return f"larger than {MAX_FILE_BYTES // mib} MB"
+    return f"larger than {MAX_FILE_BYTES} bytes"
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise Unreadable(f"cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise Unreadable(too_large())
+    return data
+
+
+def decode_text(data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise Unreadable("a binary file (it holds NUL bytes)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"not UTF-8 text (a bad byte at offset {exc.start})") from None
+
+
+def read(path: Path, data: bytes | None = None) -> Document:
+    """The file at ``path`` as units (``data``: its bytes, when already read)."""
+    suffix = path.suffix.lower()
+    raw = read_bytes(path) if data is None else data
+    if suffix == ".pdf":
+        return Document(path, "pdf", tuple(_pdf(raw)))
+    if suffix == ".eml":
+        message = email.message_from_bytes(raw, policy=email.policy.default)
+        return Document(path, "email", tuple(_email_units(message)))
+    if suffix == ".mbox":
+        return Document(path, "email", tuple(_mbox(path)))
+    text = decode_text(raw)
+    chat = chat_units(text)
+    if chat is not None:
+        return Document(path, "chat", tuple(chat))
+    return Document(path, "text", tuple(paragraphs(text)))
+
+
+def chat_time(raw: str) -> str:
+    """``20260105_11:00`` as ``2026-01-05 11:00``; any other form as written."""
+    m = _COMPACT_TIME.match(raw.strip())
+    if m is None:
+        return one_line(raw, 40)
+    year, month, day, hour, minute = m.groups()
+    return f"{year}-{month}-{day} {hour}:{minute}"
+
+
+def chat_units(text: str) -> list[Unit] | None:
+    """The messages of a chat export, or None when ``text`` does not read as one: with
+    a dated ``Time:`` line, no ``Sender: text`` line; without one, fewer than two, or
+    under 60 % of its lines (a message's second line counts against it)."""
+    messages: list[tuple[str, str, list[str]]] = []  # (sender, time, lines)
+    time, other, stamped = "", 0, False
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        stamp = _TIME_LINE.match(line)
+        if stamp and _DATED.search(stamp.group(1)):
+            time, stamped = chat_time(stamp.group(1)), True
+            continue
+        m = _MESSAGE.match(line)
+        if m and not m.group(1).islower():
+            messages.append((m.group(1), time, [m.group(2).strip()]))
+        elif messages:  # a message going on over a second line
+            messages[-1][2].append(line.strip())
+            other += 1
+        else:
+            other += 1
+    if len(messages) < (1 if stamped else 2):
+        return None
+    if not stamped and len(messages) < 0.6 * (len(messages) + other):
+        return None
+    return [Unit("\n".join(lines), sender, when) for sender, when, lines in messages]
+
+
+def paragraphs(text: str, *, speaker: str = "", time: str = "", page: int = 0) -> list[Unit]:
+    return [
+        Unit(p.strip(), speaker, time, page)
+        for p in _PARAGRAPH_BREAK.split(text.replace("\r\n", "\n"))
+        if p.strip()
+    ]
+
+
+class _Text(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        elif tag in ("p", "br", "div", "li", "tr", "h1", "h2", "h3"):
+            self.parts.append("\n\n" if tag != "br" else "\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _html_text(markup: str) -> str:
+    parser = _Text()
+    parser.feed(markup)
+    parser.close()
+    return "".join(parser.parts)
+
+
+def _mail_time(raw: str) -> str:
+    """An e-mail's Date as ``2026-03-03 10:00`` (its own zone); any other form as written."""
+    try:
+        return email.utils.parsedate_to_datetime(raw).strftime("%Y-%m-%d %H:%M")
+    except (TypeError, ValueError, IndexError):
+        return one_line(raw, 60)
+
+
+def _email_units(message: EmailMessage) -> list[Unit]:
+    sender = one_line(str(message.get("From", "") or ""), 120)
+    when = _mail_time(str(message.get("Date", "") or ""))
+    subject = one_line(str(message.get("Subject", "") or ""), 200)
+    units = [Unit(f"E-mail from {sender}" + (f": {subject}" if subject else ""), sender, when)]
+    body = message.get_body(preferencelist=("plain", "html"))
+    if body is not None:
+        try:
+            content = body.get_content()
+        except (LookupError, ValueError, AssertionError):  # an unknown or damaged charset
+            content = ""
+        if isinstance(content, str):
+            if body.get_content_subtype() == "html":
+                content = _html_text(content)
+            units += paragraphs(content, speaker=sender, time=when)
+    return units
+
+
+def _mbox(path: Path) -> Iterator[Unit]:
+    box = mailbox.mbox(path, factory=None, create=False)
+    try:
+        for key in box.iterkeys():
+            raw = box.get_bytes(key)
+            message = email.message_from_bytes(raw, policy=email.policy.default)
+            yield from _email_units(message)
+    except (OSError, mailbox.Error) as exc:
+        raise Unreadable(f"not a readable mailbox: {exc}") from None
+    finally:
+        box.close()
+
+
+def _pdf(data: bytes) -> list[Unit]:
+    try:
+        import pypdf
+    except ImportError:
+        raise Unreadable("reading PDF needs the pypdf package (pip install pypdf)") from None
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise Unreadable("an encrypted PDF")
+        units: list[Unit] = []
+        for number, page in enumerate(reader.pages, start=1):
+            units += paragraphs(page.extract_text() or "", page=number)
+    except Unreadable:
+        raise
+    except Exception as exc:  # pypdf raises many kinds on damaged files
+        raise Unreadable(f"not a readable PDF ({type(exc).__name__})") from None
+    return units

@@ -1,0 +1,358 @@
+"""The index of the user's own files, sealed at rest (schema: ``db.m006_files``).
+
+A file's text is as private as the user's questions: paths, chunk texts, entity
+names and every embedding are sealed (:mod:`assistant.store.sealing`); a path, a
+file's content and a name are looked up by keyed hash.  Nothing here is ever sent.
+
+``meta.files_generation`` counts changes, so that an index held in memory
+(:mod:`assistant.drag.filesrecall`) knows when to load again.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+from numpy.typing import NDArray
+
+from assistant.store.db import transaction
+from assistant.store.ledger import now
+from assistant.store.sealing import Sealer
+
+Vector = NDArray[np.float32]
+PERSONAL_TYPES = ("person", "org", "place")
+
+
+@dataclass(frozen=True)
+class NewEntity:
+    key: str  # the name's normal form (assistant.privacy.entities.name_key)
+    name: str
+    type: str
+    sender: bool = False  # a chat's sender (a person by the file's own structure)
+
+
+@dataclass
+class NewChunk:
+    text: str
+    time: str
+    page: int
+    embedding: Vector
+    entities: list[NewEntity] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Source:
+    id: int
+    path: str
+    kind: str
+    size: int
+    mtime: float
+    indexed: str
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Everything the retriever holds in memory, opened."""
+
+    chunk_ids: NDArray[np.int64]
+    chunk_texts: list[str]
+    chunk_where: list[tuple[str, str, int]]  # (path, time, page)
+    chunk_vectors: Vector
+    entity_ids: NDArray[np.int64]
+    entity_names: list[str]
+    entity_types: list[str]
+    entity_vectors: Vector
+    mentions: list[tuple[int, int]]  # (chunk row, entity row)
+
+
+def _pack(vector: Vector) -> bytes:
+    return np.asarray(vector, dtype=np.float16).tobytes()
+
+
+def _unpack(blob: bytes) -> Vector:
+    return np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+
+
+def generation(db: sqlite_utils.Database) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = 'files_generation'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _bump(db: sqlite_utils.Database) -> None:
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES ('files_generation', '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
+
+
+def count(db: sqlite_utils.Database) -> int:
+    return int(db.execute("SELECT count(*) FROM file_sources").fetchone()[0])
+
+
+def path_key(sealer: Sealer, path: Path) -> str:
+    return sealer.keyed(str(path), "file-path")
+
+
+def content_key(sealer: Sealer, data: bytes) -> str:
+    return sealer.keyed(data, "file-content")
+
+
+def unchanged(db: sqlite_utils.Database, sealer: Sealer, path: Path, content: str) -> bool:
+    """Whether ``path`` is indexed with this very content."""
+    row = db.execute(
+        "SELECT content_key FROM file_sources WHERE path_key = ?", [path_key(sealer, path)]
+    ).fetchone()
+    return row is not None and row[0] == content
+
+
+def known_entities(db: sqlite_utils.Database, sealer: Sealer, keys: Sequence[str]) -> set[str]:
+    """Which of the name keys ``keys`` the index holds already (their embeddings too)."""
+    hashed = {sealer.keyed(k, "file-entity"): k for k in keys}
+    found: set[str] = set()
+    items = list(hashed)
+    for start in range(0, len(items), 500):
+        part = items[start : start + 500]
+        marks = ",".join("?" for _ in part)
+        rows = db.execute(f"SELECT key FROM file_entities WHERE key IN ({marks})", part)
+        found.update(hashed[r[0]] for r in rows.fetchall())
+    return found
+
+
+def _drop_orphans(db: sqlite_utils.Database) -> None:
+    db.execute(
+        "DELETE FROM file_entities WHERE id NOT IN (SELECT DISTINCT entity_id FROM file_mentions)"
+    )
+
+
+def replace(
+    db: sqlite_utils.Database,
+    sealer: Sealer,
+    *,
+    path: Path,
+    content: str,
+    kind: str,
+    size: int,
+    mtime: float,
+    chunks: Sequence[NewChunk],
+    entity_vectors: dict[str, Vector],
+) -> int:
+    """Index ``path`` anew (its old chunks go): one transaction.  ``entity_vectors``
+    holds the embedding of each entity key the index does not know yet."""
+    key = path_key(sealer, path)
+    with transaction(db):
+        db.execute("DELETE FROM file_sources WHERE path_key = ?", [key])
+        source_id = int(
+            db.execute(
+                "INSERT INTO file_sources (path_key, path, content_key, kind, size, mtime, "
+                "indexed, chunks) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    key,
+                    sealer.seal(str(path), "file_sources.path"),
+                    content,
+                    kind,
+                    size,
+                    mtime,
+                    now(),
+                    len(chunks),
+                ],
+            ).lastrowid
+            or 0
+        )
+        entity_ids: dict[str, int] = {}
+        for number, piece in enumerate(chunks):
+            body = json.dumps({"text": piece.text, "time": piece.time, "page": piece.page})
+            chunk_id = db.execute(
+                "INSERT INTO file_chunks (source_id, ord, body, embedding) VALUES (?, ?, ?, ?)",
+                [
+                    source_id,
+                    number,
+                    sealer.seal(body, "file_chunks.body"),
+                    sealer.seal_bytes(_pack(piece.embedding), "file_chunks.embedding"),
+                ],
+            ).lastrowid
+            for entity in piece.entities:
+                if entity.key not in entity_ids:
+                    entity_ids[entity.key] = _entity_id(db, sealer, entity, entity_vectors)
+                db.execute(
+                    "INSERT OR IGNORE INTO file_mentions (chunk_id, entity_id) VALUES (?, ?)",
+                    [chunk_id, entity_ids[entity.key]],
+                )
+        _drop_orphans(db)
+        _bump(db)
+    return source_id
+
+
+def _entity_id(
+    db: sqlite_utils.Database, sealer: Sealer, entity: NewEntity, vectors: dict[str, Vector]
+) -> int:
+    hashed = sealer.keyed(entity.key, "file-entity")
+    row = db.execute("SELECT id FROM file_entities WHERE key = ?", [hashed]).fetchone()
+    if row is not None:
+        return int(row[0])
+    body = json.dumps({"name": entity.name, "sender": entity.sender})
+    return int(
+        db.execute(
+            "INSERT INTO file_entities (key, type, body, embedding) VALUES (?, ?, ?, ?)",
+            [
+                hashed,
+                entity.type,
+                sealer.seal(body, "file_entities.body"),
+                sealer.seal_bytes(_pack(vectors[entity.key]), "file_entities.embedding"),
+            ],
+        ).lastrowid
+        or 0
+    )
+
+
+def sources(db: sqlite_utils.Database, sealer: Sealer) -> list[Source]:
+    rows = db.execute(
+        "SELECT id, path, kind, size, mtime, indexed, chunks FROM file_sources"
+    ).fetchall()
+    out = [
+        Source(r[0], sealer.open(r[1], "file_sources.path") or "", r[2], r[3], r[4], r[5], r[6])
+        for r in rows
+    ]
+    return sorted(out, key=lambda s: s.path)
+
+
+def under(path: str, folder: Path) -> bool:
+    """Whether the indexed ``path`` is ``folder`` or inside it."""
+    return Path(path) == folder or Path(path).is_relative_to(folder)
+
+
+def forget(db: sqlite_utils.Database, sealer: Sealer, target: Path) -> list[str]:
+    """Remove every indexed file at or under ``target`` (chunks, mentions, embeddings, and
+    the entities no other file names); returns the paths removed."""
+    gone = [s for s in sources(db, sealer) if under(s.path, target)]
+    if gone:
+        with transaction(db):
+            for s in gone:
+                db.execute("DELETE FROM file_sources WHERE id = ?", [s.id])
+            _drop_orphans(db)
+            _bump(db)
+    return [s.path for s in gone]
+
+
+def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Loaded:
+    """The whole index, opened (one read transaction, so its parts agree)."""
+    with _reading(db):
+        paths = {
+            r[0]: sealer.open(r[1], "file_sources.path") or ""
+            for r in db.execute("SELECT id, path FROM file_sources").fetchall()
+        }
+        chunk_rows = db.execute(
+            "SELECT id, source_id, body, embedding FROM file_chunks ORDER BY id"
+        ).fetchall()
+        entity_rows = db.execute(
+            "SELECT id, type, body, embedding FROM file_entities ORDER BY id"
+        ).fetchall()
+        mention_rows = db.execute("SELECT chunk_id, entity_id FROM file_mentions").fetchall()
+    texts, where, vectors = [], [], []
+    for _id, source_id, body, embedding in chunk_rows:
+        opened = json.loads(sealer.open(body, "file_chunks.body") or "{}")
+        texts.append(str(opened.get("text", "")))
+        where.append(
+            (paths.get(source_id, ""), str(opened.get("time", "")), int(opened.get("page", 0)))
+        )
+        vectors.append(_unpack(sealer.open_bytes(embedding, "file_chunks.embedding") or b""))
+    names, types, evectors = [], [], []
+    for _id, kind, body, embedding in entity_rows:
+        names.append(
+            str(json.loads(sealer.open(body, "file_entities.body") or "{}").get("name", ""))
+        )
+        types.append(kind)
+        evectors.append(_unpack(sealer.open_bytes(embedding, "file_entities.embedding") or b""))
+    chunk_ids = np.array([r[0] for r in chunk_rows], dtype=np.int64)
+    entity_ids = np.array([r[0] for r in entity_rows], dtype=np.int64)
+    chunk_row = {int(c): i for i, c in enumerate(chunk_ids)}
+    entity_row = {int(e): i for i, e in enumerate(entity_ids)}
+    mentions = [
+        (chunk_row[c], entity_row[e]) for c, e in mention_rows if c in chunk_row and e in entity_row
+    ]
+
+    def matrix(rows: list[Vector]) -> Vector:
+        return np.vstack(rows).astype(np.float32) if rows else np.zeros((0, dim), np.float32)
+
+    return Loaded(
+        chunk_ids,
+        texts,
+        where,
+        matrix(vectors),
+        entity_ids,
+        names,
+        types,
+        matrix(evectors),
+        mentions,
+    )
+
+
+@contextlib.contextmanager
+def _reading(db: sqlite_utils.Database) -> Iterator[None]:
+    """A read transaction (a snapshot under WAL): no write lock taken."""
+    if db.conn.in_transaction:
+        yield
+        return
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        db.execute("COMMIT")
+
+
+def personal_names(db: sqlite_utils.Database, sealer: Sealer) -> list[tuple[str, bool]]:
+    """(name, whether a chat's sender) of the people, organisations and places the
+    user's files name."""
+    marks = ",".join("?" for _ in PERSONAL_TYPES)
+    rows = db.execute(
+        f"SELECT body FROM file_entities WHERE type IN ({marks}) ORDER BY id", list(PERSONAL_TYPES)
+    ).fetchall()
+    out = []
+    for (body,) in rows:
+        opened = json.loads(sealer.open(body, "file_entities.body") or "{}")
+        out.append((str(opened.get("name", "")), bool(opened.get("sender", False))))
+    return out
+
+
+def save_learnt(db: sqlite_utils.Database, sealer: Sealer, names: Sequence[str]) -> None:
+    """The names the detector learns from the files (assistant.privacy.entities.personal),
+    sealed in one value, so that a question's detector need not open every chunk."""
+    sealed = sealer.seal(json.dumps(list(names), ensure_ascii=False), "meta.files_learnt")
+    with transaction(db):
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES ('files_learnt', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [base64.b64encode(sealed).decode("ascii")],
+        )
+        _bump(db)
+
+
+def learnt(db: sqlite_utils.Database, sealer: Sealer) -> list[str]:
+    row = db.execute("SELECT value FROM meta WHERE key = 'files_learnt'").fetchone()
+    if row is None:
+        return []
+    opened = sealer.open(base64.b64decode(row[0]), "meta.files_learnt")
+    return [str(n) for n in json.loads(opened or "[]")]
+
+
+def chunk_texts(db: sqlite_utils.Database, sealer: Sealer) -> Iterator[str]:
+    for (body,) in db.execute("SELECT body FROM file_chunks ORDER BY id").fetchall():
+        yield str(json.loads(sealer.open(body, "file_chunks.body") or "{}").get("text", ""))
+
+
+def size_on_disk(db: sqlite_utils.Database) -> int:
+    """Bytes the index's tables and indexes take (SQLite's dbstat where it has it)."""
+    try:
+        row = db.execute(
+            "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'file\\_%' ESCAPE '\\' "
+            "OR name LIKE 'sqlite_autoindex_file\\_%' ESCAPE '\\'"
+        ).fetchone()
+    except Exception:  # dbstat is a compile-time option
+        return 0
+    return int(row[0] or 0)

@@ -1,0 +1,263 @@
+"""Reading, cutting and scoring the user's own files: pure logic, no model.
+
+The index and the answers with the real spaCy, ONNX Runtime, SQLite and llama.cpp are
+in tests/test_files_integration.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from drag_bench.localdocs import evidence_times, load_questions, part_of
+from drag_bench.localdocs.scoring import content_words, score
+
+from assistant.files import chunks, readers
+from assistant.privacy.entities import name_key, personal, spellings
+from tests.conftest import need_data
+
+CHAT = (
+    "Time: 20260105_11:00\nLiHua: Lunch on the 8th?\n"
+    "WolfgangSchulz: Yes! Here is the plan:\n1. noodles\n2. a walk\n"
+)
+
+
+def test_a_chat_export_reads_as_messages_with_sender_and_time() -> None:
+    units = readers.chat_units(CHAT)
+    assert units is not None
+    assert [(u.speaker, u.time) for u in units] == [
+        ("LiHua", "2026-01-05 11:00"),
+        ("WolfgangSchulz", "2026-01-05 11:00"),
+    ]
+    # A numbered list goes on the message it belongs to.
+    assert units[1].text == "Yes! Here is the plan:\n1. noodles\n2. a walk"
+
+
+def test_prose_with_a_label_or_two_is_not_a_chat() -> None:
+    text = "Notes from Tuesday.\nSummary: we agreed.\nThe rest of the day was quiet.\nMore prose.\n"
+    assert readers.chat_units(text) is None
+
+
+def test_a_chunk_keeps_whole_messages_and_never_joins_two_chat_times(tmp_path: Path) -> None:
+    path = tmp_path / "c.txt"
+    long = "word " * 300
+    path.write_text(
+        f"Time: 20260105_11:00\nAmy: {long}\nBo: short\nTime: 20260106_09:00\nAmy: next day\n"
+    )
+    doc = readers.read(path)
+    cut = chunks.chunk(doc, limit=800)
+    assert doc.kind == "chat"
+    assert all(len(c.text) <= 800 for c in cut)
+    assert {c.time for c in cut} == {"2026-01-05 11:00", "2026-01-06 09:00"}
+    assert cut[-1].text == "Amy: next day" and cut[-1].speakers == ("Amy",)
+    # The long message is cut at spaces; nothing is lost.
+    assert "".join(c.text for c in cut if c.time.startswith("2026-01-05")).count("word") == 300
+
+
+def test_an_email_reads_its_sender_subject_and_body(tmp_path: Path) -> None:
+    path = tmp_path / "m.eml"
+    path.write_bytes(
+        b"From: Ana Ruiz <ana@example.org>\r\nSubject: Keys\r\nDate: Tue, 3 Mar 2026 10:00:00 +0000"
+        b"\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>The keys are with <b>Tom</b>.</p>"
+        b"<script>alert(1)</script>"
+    )
+    doc = readers.read(path)
+    assert doc.kind == "email"
+    assert doc.units[0].text == "E-mail from Ana Ruiz <ana@example.org>: Keys"
+    assert [u.text for u in doc.units[1:]] == ["The keys are with Tom."]
+    assert doc.units[1].time == "2026-03-03 10:00"
+
+
+def test_a_mailbox_reads_every_message(tmp_path: Path) -> None:
+    path = tmp_path / "box.mbox"
+    path.write_text(
+        "From a@x Mon Jan  1 00:00:00 2026\nFrom: A <a@x.org>\nSubject: one\n\nfirst body\n\n"
+        "From b@x Mon Jan  1 00:00:00 2026\nFrom: B <b@x.org>\nSubject: two\n\nsecond body\n"
+    )
+    texts = [u.text for u in readers.read(path).units]
+    assert texts == [
+        "E-mail from A <a@x.org>: one",
+        "first body",
+        "E-mail from B <b@x.org>: two",
+        "second body",
+    ]
+
+
+def _pdf(text: str) -> bytes:
+    """A one-page PDF with ``text`` in Helvetica, its cross-reference table computed."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def test_a_pdf_reads_its_text_with_the_page(tmp_path: Path) -> None:
+    path = tmp_path / "letter.pdf"
+    path.write_bytes(_pdf("The lease ends in May."))
+    doc = readers.read(path)
+    assert doc.kind == "pdf"
+    assert [(u.text, u.page) for u in doc.units] == [("The lease ends in May.", 1)]
+
+
+def test_what_cannot_be_read_is_skipped_with_its_reason_and_the_rest_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readers, "MAX_FILE_BYTES", 100)
+    (tmp_path / "ok.md").write_text("fine")
+    (tmp_path / "huge.md").write_text("x" * 101)
+    (tmp_path / "blob.txt").write_bytes(b"\x00\x01binary")
+    (tmp_path / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / ".hidden.md").write_text("not read inside a folder")
+    (tmp_path / "loop").symlink_to(tmp_path)
+    (tmp_path / "gone.md").symlink_to(tmp_path / "nowhere")
+    walked = list(readers.walk([tmp_path, tmp_path / "missing"]))
+    found = sorted(w.path.name for w in walked if isinstance(w, readers.Found))
+    reasons = {w.path.name: w.reason for w in walked if isinstance(w, readers.Skipped)}
+    assert found == ["blob.txt", "latin.txt", "ok.md"]
+    assert reasons == {
+        "gone.md": "a broken link",
+        "loop": "a link to a folder (name the folder itself to index it)",
+        "photo.jpg": "not a kind of file drag reads (.jpg)",
+        "missing": "no such file or folder",
+        "huge.md": "larger than 100 bytes",
+    }
+    with pytest.raises(readers.Unreadable, match=r"^a binary file \(it holds NUL bytes\)$"):
+        readers.read(tmp_path / "blob.txt")
+    with pytest.raises(readers.Unreadable, match=r"^not UTF-8 text \(a bad byte at offset 3\)$"):
+        readers.read(tmp_path / "latin.txt")
+
+
+def test_an_unreadable_file_is_skipped_with_the_system_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Root reads a 0000 file, so the system's refusal is what this fake raises.
+    path = tmp_path / "secret.md"
+    path.write_text("x")
+    real_open = Path.open
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> object:
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(readers.Unreadable, match=r"^cannot read it: Permission denied$"):
+        readers.read_bytes(path)
+
+
+def test_a_name_has_one_key_however_it_is_written() -> None:
+    assert (
+        name_key("WolfgangSchulz") == name_key("Wolfgang Schulz") == name_key("wolfgang schulz's")
+    )
+    assert spellings("LiHua") == ["LiHua", "Li Hua"] and spellings("Ana Ruiz") == ["Ana Ruiz"]
+
+
+def test_learnt_names_leave_out_common_words_the_files_write_in_lower_case() -> None:
+    common = {"also", "dinner", "the", "gym", "rose"}
+    found = ["Also", "Dinner", "the gym", "Quillan", "LiHua", "東京", "Rose"]
+    assert personal([(n, False) for n in found], common) == sorted(
+        ["LiHua", "Li Hua", "Quillan", "東京"]
+    )
+    # A chat's sender is a person by the file's own structure: kept all the same.
+    assert personal([("Rose", True), ("Also", False)], common) == ["Rose"]
+
+
+def test_a_folder_reached_twice_is_a_loop_and_a_link_inside_a_folder_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.md").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path)
+    walked = list(readers.walk([tmp_path / "link", tmp_path]))
+    reasons = [w.reason for w in walked if isinstance(w, readers.Skipped)]
+    assert reasons == [
+        "a link to a folder (name the folder itself to index it)",
+        "a link back to a folder already read (a loop)",
+    ]
+    assert [w.path.name for w in walked if isinstance(w, readers.Found)] == ["a.md"]
+
+
+def test_the_size_limit_reads_in_megabytes_by_default() -> None:
+    assert readers.too_large() == "larger than 20 MB"
+
+
+@pytest.mark.parametrize(
+    ("reply", "gold", "kind", "right", "error"),
+    [
+        (
+            "They planned the Champions League match against Man City.",
+            "Champions League against Manchester City in 2022",
+            "Single",
+            True,
+            False,
+        ),
+        (
+            "Real Madrid won the league.",
+            "Champions League against Manchester City in 2022",
+            "Single",
+            False,
+            True,
+        ),
+        ("Your files do not say.", "Insufficient information", "Null", True, False),
+        ("The curtain was white.", "Insufficient information", "Null", False, True),
+        ("Yes, he asked first.", "Yes", "Multi", True, False),
+        ("No, it was later.", "Yes", "Multi", False, True),
+        ("The chats don't mention it.", "Nachos with cheese", "Single", False, False),
+        ("Two weeks.", "2 weeks", "Single", True, False),
+    ],
+)
+def test_the_scorer_reads_a_reply_as_a_reader_would(
+    reply: str, gold: str, kind: str, right: bool, error: bool
+) -> None:
+    verdict = score(reply, gold, kind)
+    assert (verdict.right, verdict.error) == (right, error)
+
+
+def test_the_scorer_sets_aside_case_plurals_and_the_users_own_name() -> None:
+    assert content_words("LiHua's favourite Snacks") == ["favourite", "snack"]
+
+
+def test_the_benchmark_parts_are_fixed_halves_and_evidence_times_read_as_chat_times() -> None:
+    # A fixed hash: these two land where they always did, whatever the run.
+    assert part_of("What are LiHua's favorite snacks for the game?") == "report"
+    assert part_of("What color was the curtain that Li Hua chose for his living room?") == "tune"
+    csv_path = need_data(
+        Path(__file__).resolve().parents[2] / "shared/data/lihuaworld/lihua_dev.csv"
+    )
+    parts = [part_of(q["Question"]) for q in load_questions(csv_path)]
+    assert len(parts) == 192 and 80 <= parts.count("report") <= 112
+    assert evidence_times("20261005_10:05<and>20261014_20:00") == {
+        "2026-10-05 10:05",
+        "2026-10-14 20:00",
+    }
+    assert evidence_times("N/A") == set()
+
+
+def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_no() -> None:
+    from assistant.drag import answer
+
+    messages = answer.build_files_messages(
+        "Where is the noodle bar?", [("chats/a.txt, 2026-01-05 11:00", "Wolfgang: Kings Road.")]
+    )
+    assert "reply exactly: Your files do not say." in messages[0]["content"]
+    assert messages[1]["content"].endswith(
+        "[chats/a.txt, 2026-01-05 11:00]\nWolfgang: Kings Road.\n\n"
+        "Question: Where is the noodle bar?"
+    )

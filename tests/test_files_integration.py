@@ -1,0 +1,281 @@
+"""The user's own files end to end: the real spaCy recognizer, the real embedder on ONNX
+Runtime, the real sealed SQLite store, the real tiny student (llama.cpp) and, for the
+privacy test, the real teacher server.  No fakes here."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from assistant.base import config
+from assistant.cli import cli
+from assistant.core import localfiles, pipeline
+from assistant.core.session import Session
+from tests.conftest import TEST_MODEL, SocketLog
+from tests.test_cli_errors import drag, one_line_error
+
+pytestmark = pytest.mark.integration
+
+NOTES = {
+    "mia.md": "Mia Okonkwo told me her dentist is Dr. Farouk Haddad. "
+    "She has seen him every spring since 2019.",
+    "haddad.txt": "Dr. Farouk Haddad moved his surgery to 14 Linden Lane in Bristol last year, "
+    "next to the old bakery.",
+    "dental1.md": "Where is a good dentist practice? The dentist practice of Dr. Lee is in the "
+    "shopping mall, where the practice opens at nine.",
+    "dental2.md": "Which dentist practice is near? Our practice: the dentist Dr. Gomez runs a "
+    "practice by the station.",
+    "dental3.md": "Someone asked where a dentist practice is. A new dentist practice opened on "
+    "the high street.",
+    "garden.md": "The tomatoes in the garden need water twice a week in July.",
+    "chats/20260105.txt": "Time: 20260105_11:00\nLiHua: Lunch on the 8th with you?\n"
+    "WolfgangSchulz: Yes, at the noodle bar on Kings Road. I booked a table for two.",
+}
+
+
+def write_notes(root: Path) -> Path:
+    for name, text in NOTES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    return write_notes(tmp_path / "notes")
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Session]:
+    monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
+    with Session(config.load()) as rt:
+        yield rt
+
+
+def run(env: dict[str, str], *args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def uploads(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM uploads").fetchone()[0])
+
+
+def test_a_folder_indexed_end_to_end_answers_from_it_with_sources_and_sends_nothing(
+    notes: Path, socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"DRAG_STUDENT_MODEL": TEST_MODEL}
+    out = run(env, "index", str(notes)).stdout
+    assert "indexed 7 new and 0 changed file(s)" in out and "0 skipped" in out
+    listed = run(env, "index", "--list").stdout
+    chat_size = (notes / "chats" / "20260105.txt").stat().st_size
+    line = next(ln for ln in listed.splitlines() if ln.startswith(str(notes / "chats")))
+    assert re.fullmatch(
+        rf"{re.escape(str(notes / 'chats' / '20260105.txt'))}  chat  {chat_size} B  1 chunks  "
+        r"indexed \d{4}-\d\d-\d\d \d\d:\d\d",
+        line,
+    ), line
+    assert "7 file(s)" in listed
+
+    asked = run(env, "ask", "--files", "--json", "--k", "2", "Where is the noodle bar?")
+    record = json.loads(asked.stdout)
+    assert record["source"] == "files" and record["answer"]
+    top = record["passages"][0]
+    assert top["path"] == str(notes / "chats" / "20260105.txt")
+    assert top["time"] == "2026-01-05 11:00"  # the chat's time, for the user to look up
+    assert "Kings Road" in top["text"]
+    assert len(record["passages"]) == 2
+    # Nothing left the machine: no connection at all, no ledger entry.
+    assert socket_guard.seen == [] and socket_guard.sent == b""
+    assert uploads(Path(os.environ["DRAG_STORE_DATABASE"])) == 0
+    plain = run(env, "ask", "--files", "--k", "2", "Where is the noodle bar?").stdout
+    assert "Sources (your files, best first):" in plain
+    assert f"  1. {notes / 'chats' / '20260105.txt'}, 2026-01-05 11:00" in plain
+    assert "Context: from your files (minirag); nothing sent" in plain
+
+    # --forget takes a path as typed, relative to where the user is.
+    monkeypatch.chdir(notes)
+    assert "forgot 1 file(s) under garden.md" in run(env, "index", "--forget", "garden.md").stdout
+    assert "garden.md" not in run(env, "index", "--list").stdout
+    again = drag("index", "--forget", "garden.md", env=env)
+    assert again.returncode == 2 and b"not in the index: garden.md" in again.stderr
+    typo = drag("index", str(notes / "nope"), str(notes / "mia.md"), env=env)
+    assert typo.returncode == 2, typo.stderr
+    assert b"no such file or folder: " + str(notes / "nope").encode() in typo.stderr
+    assert b"0 new and 0 changed file(s)" in typo.stdout  # the rest was looked at
+
+
+def test_the_graph_path_finds_a_two_hop_answer_that_vector_search_misses(
+    notes: Path, runtime: Session
+) -> None:
+    localfiles.index(runtime, [notes])
+    question = "Where does Mia's dentist work?"  # Mia -> Dr. Haddad -> his surgery
+    graph = [Path(p.path).name for p in localfiles.search(runtime, question, k=4)]
+    vector = [Path(p.path).name for p in localfiles.search(runtime, question, k=4, method="vector")]
+    assert "haddad.txt" in graph and "mia.md" in graph
+    assert "haddad.txt" not in vector
+
+
+def test_reindexing_an_unchanged_folder_does_no_work_and_a_changed_file_replaces_its_chunks(
+    notes: Path, runtime: Session
+) -> None:
+    first = localfiles.index(runtime, [notes])
+    assert len(first.added) == 7
+    again = localfiles.index(runtime, [notes])
+    assert (again.added, again.replaced, again.chunks, len(again.unchanged)) == ([], [], 0, 7)
+
+    (notes / "garden.md").write_text("The roses need pruning in March.\n", encoding="utf-8")
+    changed = localfiles.index(runtime, [notes])
+    assert changed.replaced == [str(notes / "garden.md")] and len(changed.unchanged) == 6
+    texts = runtime.files_index().loaded.chunk_texts
+    assert "The roses need pruning in March." in texts
+    assert not any("tomatoes" in t for t in texts)
+    assert len(texts) == 7
+
+    # A file emptied since: skipped, and its earlier text does not stay behind.
+    (notes / "garden.md").write_text("\n\n", encoding="utf-8")
+    emptied = localfiles.index(runtime, [notes])
+    assert [s.line() for s in emptied.skipped] == [
+        f"skipped {notes / 'garden.md'}: no text in it; its earlier text was removed from the index"
+    ]
+    assert emptied.removed == [str(notes / "garden.md")]
+    assert not any("roses" in t for t in runtime.files_index().loaded.chunk_texts)
+
+
+def test_forget_leaves_no_chunk_entity_or_embedding_of_the_file(
+    notes: Path, runtime: Session
+) -> None:
+    localfiles.index(runtime, [notes])
+    before = runtime.files_index().loaded
+    assert "Farouk Haddad" in before.entity_names and "Bristol" in before.entity_names
+    gone = localfiles.forget(runtime, notes / "haddad.txt")
+    assert gone == [str(notes / "haddad.txt")]
+    after = runtime.files_index().loaded
+    db = runtime.store.db
+    assert len(after.chunk_texts) == len(before.chunk_texts) - 1
+    assert not any("Linden Lane" in t for t in after.chunk_texts)
+    # Bristol was named in that file only; Haddad is still named in mia.md.
+    assert "Bristol" not in after.entity_names and "Farouk Haddad" in after.entity_names
+    counts = [
+        int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+        for t in ("file_chunks", "file_entities", "file_mentions")
+    ]
+    assert counts[0] == len(after.chunk_ids) == len(after.chunk_vectors)
+    assert counts[1] == len(after.entity_ids) == len(after.entity_vectors)
+    assert counts[2] == len(after.mentions)
+    # A folder forgets everything under it.
+    assert len(localfiles.forget(runtime, notes)) == 6
+    assert [
+        int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+        for t in ("file_sources", "file_chunks", "file_entities", "file_mentions")
+    ] == [0, 0, 0, 0]
+
+
+def test_the_index_is_sealed_at_rest(notes: Path, runtime: Session) -> None:
+    localfiles.index(runtime, [notes])
+    runtime.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    path = Path(os.environ["DRAG_STORE_DATABASE"])
+    raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+    assert runtime.files_index().loaded.chunk_texts  # something was indexed
+    for plain in ("Linden Lane", "Okonkwo", "Farouk", "noodle bar", str(notes)):
+        assert plain.encode() not in raw, plain
+
+
+def test_unreadable_and_binary_files_are_skipped_with_their_reason_and_the_rest_indexed(
+    tmp_path: Path,
+) -> None:
+    root = write_notes(tmp_path / "notes")
+    (root / "photo.txt").write_bytes(b"\x89PNG\x00\x00binary")
+    (root / "latin.md").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    result = CliRunner().invoke(cli, ["index", str(root)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"skipped {root / 'photo.txt'}: a binary file (it holds NUL bytes)" in result.stderr
+    assert f"skipped {root / 'latin.md'}: not UTF-8 text (a bad byte at offset 3)" in result.stderr
+    assert "indexed 7 new and 0 changed file(s)" in result.stdout and "2 skipped" in result.stdout
+
+
+def test_no_files_indexed_and_no_paths_are_one_line_errors() -> None:
+    line = one_line_error(drag("ask", "--files", "Where is the noodle bar?"))
+    assert line.startswith("drag: error: no files are indexed yet: add some with drag index PATH")
+    usage = drag("index")
+    assert usage.returncode == 2 and b"Traceback" not in usage.stderr
+    assert b"name files or folders to index, or use --list or --forget" in usage.stderr
+
+
+def test_a_name_known_only_from_an_indexed_file_is_kept_from_the_teacher(
+    tmp_path: Path, on_teacher: dict[str, str], socket_guard: SocketLog
+) -> None:
+    question = "What does Sage think of the new map?"
+    settings = config.load()
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    (chats / "20260301.txt").write_text(
+        "Time: 20260301_18:00\nSage: The new map is great, the lanes are wide.\n"
+        "LiHua: I agree, see you at the match.\n",
+        encoding="utf-8",
+    )
+    with Session(settings) as rt:
+        # Before: the detector, already loaded, lets the name through.
+        assert "Sage" in rt.sanitize(question).text
+        localfiles.index(rt, [chats])  # the same session learns it, and so does its guard
+        assert "Sage" in rt.personal_names()
+        result = pipeline.gather(rt, question, mode="evidence", n=2, k=2, review_policy="never")
+    assert result.source == "teacher"
+    sent = result.privacy["sent_question"]
+    assert "Sage" not in sent and "<" in sent  # a placeholder stands in its place
+    assert socket_guard.sent  # the question went, through the real egress
+    assert "Sage" not in socket_guard.sent_text()
+    with Session(settings.with_flags({"files.learn_names": False})) as rt:
+        assert rt.personal_names() == []
+        assert "Sage" in rt.sanitize(question).text
+
+
+async def test_the_app_answers_from_your_files_and_shows_the_sources(
+    notes: Path, socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from textual.widgets import Input, Static
+
+    from assistant.tui.app import DragApp
+    from assistant.tui.chat import ChatScreen, Turn
+    from tests.test_tui import wait_for
+
+    monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
+    settings = config.load()
+    app = DragApp(settings, warm=False)  # warming up would start the local teacher
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        chat.index_files()  # the palette's "Index files or folders"
+        await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
+        prompt = app.screen.query_one("#prompt-input", Input)
+        prompt.value = f"{notes / 'chats'} ; {notes / 'mia.md'}"
+        await pilot.press("enter")
+        await wait_for(
+            pilot,
+            lambda: any("indexed 2 new" in str(n.message) for n in app._notifications),
+            120,
+        )
+        await pilot.press("ctrl+l")
+        assert chat.from_files
+        await pilot.click("#question")
+        chat.query_one("#question", Input).value = "Where is the noodle bar?"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.query(Turn).last().result is not None, 180)
+        turn = chat.query(Turn).last()
+        assert turn.note.startswith("■ from your files · 2 passages · nothing sent")
+        shown = str(chat.query_one("#context-body", Static).render())
+    assert "Sources (your files, 2 passages, best first):" in shown
+    assert f" 1. {notes / 'chats' / '20260105.txt'}, 2026-01-05 11:00" in shown
+    assert "Kings Road" in shown
+    assert socket_guard.seen == []
