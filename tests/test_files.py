@@ -221,6 +221,7 @@ def test_the_size_limit_reads_in_megabytes_by_default() -> None:
         ("No, it was later.", "Yes", "Multi", False, True),
         ("The chats don't mention it.", "Nachos with cheese", "Single", False, False),
         ("Two weeks.", "2 weeks", "Single", True, False),
+        ("YurikoYamamoto", "Yuriko Yamamoto", "Single", True, False),
     ],
 )
 def test_the_scorer_reads_a_reply_as_a_reader_would(

@@ -346,3 +346,62 @@ def test_the_docs_gate_tables_are_their_folders_summaries(folder: str) -> None:
             f"{g['seconds_ungated']:.2f} → {g['seconds_gated']:.2f}",
         ]
         assert [c.strip() for c in line.strip("|").split("|")[1:]] == want, label
+
+
+LOCAL_DOCS = sorted(p.parent for p in RESULTS.glob("*/local-docs-summary.json"))
+
+
+def test_there_are_published_local_docs_results() -> None:
+    assert "local-docs-report-n50" in {f.name for f in LOCAL_DOCS}
+
+
+@pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
+def test_the_local_docs_summary_is_recounted_from_its_items(folder: Path) -> None:
+    """Every cell of ``drag bench local-docs``'s summary, counted again from the items
+    by plain counting; the docs' table is the summary's."""
+    summary = json.loads((folder / "local-docs-summary.json").read_text("utf-8"))
+    lines = (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines()
+    items = [json.loads(line) for line in lines if line.strip()]
+    assert len({r["question"] for r in items}) == summary["questions"]
+    for method, data in summary["results"].items():
+        mine = [r for r in items if r["method"] == method]
+        assert len(mine) == summary["questions"]
+        for kind, row in data["by_type"].items():
+            part = [r for r in mine if kind == "all" or r["type"] == kind]
+            n = len(part)
+            wanted = sum(r["evidence_wanted"] for r in part)
+            assert row["n"] == n
+            assert row["accuracy"] == round(100 * sum(r["right"] for r in part) / n, 1)
+            assert row["error_rate"] == round(100 * sum(r["error"] for r in part) / n, 1)
+            assert row["abstained"] == sum(r["abstained"] for r in part)
+            found = sum(r["evidence_found"] for r in part)
+            assert row["evidence_recall"] == (round(100 * found / wanted, 1) if wanted else None)
+            assert all(r["error"] == (not r["right"] and not r["abstained"]) for r in part)
+    docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
+    table = [
+        ln for ln in (folder / "summary.md").read_text("utf-8").splitlines() if ln.startswith("|")
+    ]
+    assert table and all(line in docs for line in table)
+
+
+@pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
+def test_the_local_docs_verdicts_are_the_scorers(folder: Path) -> None:
+    from drag_bench.localdocs.scoring import score
+
+    for line in (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines():
+        r = json.loads(line)
+        assert score(r["reply"], r["gold"], r["type"]).right == r["right"], r["question"]
+
+
+def test_the_local_docs_hand_check_agrees_as_the_docs_say() -> None:
+    folder = RESULTS / "local-docs-report-n50"
+    items = [
+        json.loads(ln) for ln in (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines()
+    ]
+    judged = [json.loads(ln) for ln in (folder / "handcheck.jsonl").read_text("utf-8").splitlines()]
+    assert [j["n"] for j in judged] == list(range(50))
+    agree = sum(i["right"] == j["right"] for i, j in zip(items[:50], judged, strict=True))
+    hand, scorer = sum(j["right"] for j in judged), sum(i["right"] for i in items[:50])
+    docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
+    assert (agree, hand, scorer) == (40, 32, 26)
+    assert "They agree\n  on 40 of 50; the reader found 32 right, the scorer 26" in docs

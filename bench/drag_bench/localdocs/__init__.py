@@ -108,6 +108,7 @@ def run(args: Any) -> dict[str, Any]:
         report = localfiles.index(rt, [args.docs])
         chunks = int(rt.store.db.execute("SELECT count(*) FROM file_chunks").fetchone()[0])
         entities = int(rt.store.db.execute("SELECT count(*) FROM file_entities").fetchone()[0])
+        earlier = out / SUMMARY
         summary["index"] = {
             "files_added": len(report.added) + len(report.replaced),
             "files_unchanged": len(report.unchanged),
@@ -119,6 +120,9 @@ def run(args: Any) -> dict[str, Any]:
             "embedding_bytes": (chunks + entities) * DIM * 2,  # float16
             "index_bytes": stored.size_on_disk(rt.store.db),
         }
+        if not summary["index"]["files_added"] and earlier.exists():
+            # A run that resumed on the index built before: that build's figures stand.
+            summary["index"] = json.loads(earlier.read_text(encoding="utf-8"))["index"]
         print(
             f"index: {chunks} chunks, {entities} entities, {report.seconds:.1f} s "
             f"({len(report.unchanged)} files unchanged)",
@@ -129,7 +133,7 @@ def run(args: Any) -> dict[str, Any]:
                 for method in args.methods:
                     if (q["Question"], method) in done:
                         continue
-                    item = _ask(rt, q, method)
+                    item = _ask(rt, q, method, args.docs)
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
@@ -141,14 +145,27 @@ def run(args: Any) -> dict[str, Any]:
         summary["student"] = rt.student.path.name
     asked = {q["Question"] for q in questions}
     with items_path.open(encoding="utf-8") as handle:
-        items = [r for r in map(json.loads, handle) if r["question"] in asked]
+        every = [rescore(r) for r in map(json.loads, handle)]
+    # The file keeps the verdicts the summary counts (the scorer as it is now).
+    fresh = items_path.with_suffix(".tmp")
+    fresh.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in every), "utf-8")
+    fresh.replace(items_path)
+    items = [r for r in every if r["question"] in asked]
     summary.update(summarise(items, args.methods))
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(render(summary) + "\n", encoding="utf-8")
     return summary
 
 
-def _ask(rt: Session, q: dict[str, str], method: str) -> dict[str, Any]:
+def _relative(path: str, docs: Path) -> str:
+    """A source as a path inside ``--docs`` (the stored results name no machine's folders)."""
+    try:
+        return str(Path(path).relative_to(docs.absolute()))
+    except ValueError:
+        return path
+
+
+def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         result = localfiles.ask_files(rt, q["Question"], method=method, remember=False)  # type: ignore[arg-type]
@@ -166,7 +183,9 @@ def _ask(rt: Session, q: dict[str, str], method: str) -> dict[str, Any]:
         "evidence": q["Evidence"],
         "method": method,
         "reply": reply,
-        "sources": [{"path": p.path, "time": p.time, "score": p.score} for p in passages],
+        "sources": [
+            {"path": _relative(p.path, docs), "time": p.time, "score": p.score} for p in passages
+        ],
         "evidence_found": len(wanted & found),
         "evidence_wanted": len(wanted),
         "seconds": round(seconds, 3),
@@ -175,6 +194,19 @@ def _ask(rt: Session, q: dict[str, str], method: str) -> dict[str, Any]:
         "error": verdict.error and not error,  # a failure claims nothing
         "scored_by": verdict.how,
         "failure": error,
+    }
+
+
+def rescore(item: dict[str, Any]) -> dict[str, Any]:
+    """The item's verdict by the scorer as it is now (a stored run is scored anew)."""
+    verdict = score(item["reply"], item["gold"], item["type"])
+    failed = bool(item.get("failure"))
+    return {
+        **item,
+        "right": verdict.right,
+        "abstained": verdict.abstained,
+        "error": verdict.error and not failed,
+        "scored_by": verdict.how,
     }
 
 

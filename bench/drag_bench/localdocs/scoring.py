@@ -8,8 +8,9 @@ do not tell").
 - **Yes/no** golds: right when the reply's first yes or no agrees.
 - **Others**: right when the reply holds enough of the gold's content words
   (:func:`needed`: all of one or two, else 60 %), compared after case, punctuation, a
-  plural or past-tense ending, and number words ("two" = "2") are set aside.  The
-  user's own name (LiHua, in every chat of the set) is not a content word.
+  plural or past-tense ending, number words ("two" = "2") and names written joined
+  ("YurikoYamamoto") are set aside.  The user's own name (LiHua, in every chat of
+  the set) is not a content word.
 
 A reply that abstains on a question with an answer is wrong but not an *error*: the
 error rate counts wrong answers that claim something (MiniRAG's "err").
@@ -31,6 +32,7 @@ ABSTAIN = re.compile(
 )
 _YES_NO = re.compile(r"(?i)\b(yes|no)\b")
 _WORD = re.compile(r"[a-z0-9]+")
+_JOINED = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _STOP_WORDS = """a an the of to in on at by for with from and or but if then than that this
 these those is are was were be been being do does did has have had it its which what who
 whom whose when where why how there their they them he she his her him we you your i my
@@ -67,6 +69,7 @@ def _stem(word: str) -> str:
 
 
 def content_words(text: str) -> list[str]:
+    text = _JOINED.sub(" ", text)  # "YurikoYamamoto" is "Yuriko Yamamoto"
     words = _WORD.findall(text.casefold().replace("’", "'").replace("'s", ""))
     return list(dict.fromkeys(_stem(w) for w in words if w not in STOP))
 
