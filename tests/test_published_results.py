@@ -352,7 +352,7 @@ LOCAL_DOCS = sorted(p.parent for p in RESULTS.glob("*/local-docs-summary.json"))
 
 
 def test_there_are_published_local_docs_results() -> None:
-    assert "local-docs-report-n50" in {f.name for f in LOCAL_DOCS}
+    assert "local-docs-report" in {f.name for f in LOCAL_DOCS}
 
 
 @pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
@@ -394,7 +394,7 @@ def test_the_local_docs_verdicts_are_the_scorers(folder: Path) -> None:
 
 
 def test_the_local_docs_hand_check_agrees_as_the_docs_say() -> None:
-    folder = RESULTS / "local-docs-report-n50"
+    folder = RESULTS / "local-docs-report"
     items = [
         json.loads(ln) for ln in (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines()
     ]
@@ -405,3 +405,21 @@ def test_the_local_docs_hand_check_agrees_as_the_docs_say() -> None:
     docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
     assert (agree, hand, scorer) == (40, 32, 26)
     assert "They agree\n  on 40 of 50; the reader found 32 right, the scorer 26" in docs
+
+
+def test_the_local_docs_paired_comparison_is_as_the_docs_say() -> None:
+    folder = RESULTS / "local-docs-report"
+    items = [
+        json.loads(ln) for ln in (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines()
+    ]
+    graph = {r["question"]: r["right"] for r in items if r["method"] == "minirag"}
+    vector = {r["question"]: r["right"] for r in items if r["method"] == "vector"}
+    only_graph = sum(graph[q] and not vector[q] for q in graph)
+    only_vector = sum(vector[q] and not graph[q] for q in graph)
+    p = _mcnemar(only_vector, only_graph)
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    assert (only_graph, only_vector) == (15, 6)
+    assert (
+        f"it alone was right {only_graph} times, vector alone {only_vector}: "
+        f"exact McNemar p = {p:.3f}" in docs
+    )
