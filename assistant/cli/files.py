@@ -117,11 +117,7 @@ def _index(rt: Any, paths: tuple[Path, ...], *, quiet: bool) -> Any:
     if not quiet:
         for skipped in report.skipped:
             secho(f"drag: {skipped.line()}", err=True, fg="yellow")
-        echo(
-            f"indexed {len(report.added)} new and {len(report.replaced)} changed file(s), "
-            f"{report.chunks} chunks; {len(report.unchanged)} unchanged; "
-            f"{len(report.skipped)} skipped ({report.seconds:.1f} s)"
-        )
+        echo(report.line())
     return report
 
 

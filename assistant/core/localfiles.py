@@ -8,14 +8,13 @@ the names it learns make the detector stricter (:meth:`Session.personal_names`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from assistant.base.config import FilesMethod
 from assistant.base.errors import ConfigError, InputError
-from assistant.core.pipeline import remember_answer, validate_question
-from assistant.core.results import AskResult, ScoredPassage
+from assistant.core.pipeline import remember_answer, timed, validate_question
+from assistant.core.results import AskResult, ScoredPassage, student_record
 from assistant.core.session import Session
 from assistant.drag import answer, filesindex
 from assistant.privacy.entities import lower_words, personal
@@ -37,7 +36,7 @@ def index(
             runtime.embedder,
             runtime.entity_reader,
             paths,
-            progress=progress or filesindex._quiet,
+            progress=progress,
         )
         if report.added or report.replaced or report.removed:
             _relearn(runtime)
@@ -122,9 +121,8 @@ def ask_files(
     result = AskResult(question=question, mode="evidence", n=0, k=k or f.k, source="files")
     result.prompt_versions = {"answer": answer.FILES_PROMPT_VERSION}
     runtime.status("looking in your files…")
-    started = time.perf_counter()
-    result.passages = search(runtime, question, k=result.k, method=method)
-    result.timings["files_search"] = round(time.perf_counter() - started, 4)
+    with timed(result.timings, "files_search"):
+        result.passages = search(runtime, question, k=result.k, method=method)
     result.provenance = {"uploads": [], "method": method or f.method}
     runtime.status("the student is answering…")
     s = runtime.settings.student
@@ -138,25 +136,11 @@ def ask_files(
         if used <= budget or not result.passages:
             break
         result.passages.pop()
-    started = time.perf_counter()
-    gen = runtime.student.chat(
-        messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
-    )
-    result.timings["answer"] = round(time.perf_counter() - started, 4)
+    with timed(result.timings, "answer"):
+        gen = runtime.student.chat(
+            messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
+        )
     result.answer = gen.text.strip()
-    result.student = {
-        "model": runtime.student.path.name,
-        "gpu_offload": runtime.student.on_gpu,
-        "prompt_tokens": gen.prompt_tokens,
-        "completion_tokens": gen.completion_tokens,
-        "prompt_seconds": round(gen.prompt_seconds, 4),
-        "decode_seconds": round(gen.decode_seconds, 4),
-        "tokens_per_second": round(gen.tokens_per_second, 2),
-    }
+    result.student = student_record(runtime.student, gen)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result
-
-
-def not_in_files(reply: str) -> bool:
-    """Whether the student said the files hold no answer (its fixed sentence)."""
-    return answer.NOT_IN_FILES.casefold().rstrip(".") in reply.casefold()

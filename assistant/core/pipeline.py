@@ -27,7 +27,7 @@ import numpy as np
 
 from assistant.base.config import Gate, Mode
 from assistant.base.errors import DragError, GuardBlocked, InputError, NotCovered
-from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple
+from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple, student_record
 from assistant.core.session import TEACHER_PROMPTS, Session
 from assistant.drag import answer, evidence, gate, graph, recall
 from assistant.drag.ranking import rank_texts
@@ -62,7 +62,8 @@ def validate_question(text: str, max_chars: int) -> str:
 
 
 @contextlib.contextmanager
-def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """``timings[stage]``: the seconds the block took."""
     started = time.perf_counter()
     try:
         yield
@@ -74,7 +75,7 @@ def _recall(runtime: Session, result: AskResult, sent: str) -> recall.Recalled:
     if not runtime.settings.store.cache:
         return recall.Recalled("none", 0.0)
     runtime.status("looking in the local cache…")
-    with _timed(result.timings, "recall"):
+    with timed(result.timings, "recall"):
         q_vec = runtime.embedder.embed([sent])[0]
         found = recall.recall(
             runtime.store.db,
@@ -137,7 +138,7 @@ def _evidence_stage(
     runtime: Session, teacher: Teacher, result: AskResult, sent: str
 ) -> list[evidence.Evidence]:
     runtime.status("asking the teacher for evidence…")
-    with _timed(result.timings, "evidence"):
+    with timed(result.timings, "evidence"):
         items = evidence.generate(teacher, sent, result.n)
     # Ranked against the question the teacher saw, in the same placeholder form.
     with runtime.local:
@@ -154,7 +155,7 @@ def _set_evidence(
     teacher_order: bool = True,
 ) -> None:
     """Rank (text, teacher_rank) items against the question as sent; restore placeholders."""
-    with _timed(result.timings, "rank_evidence"):
+    with timed(result.timings, "rank_evidence"):
         ranked = rank_texts(
             sent,
             [text for text, _ in items],
@@ -181,7 +182,7 @@ def _graph_stage(
 ) -> list[graph.Triple]:
     kept = [e.raw for e in result.evidence[: result.k]]
     runtime.status("asking the teacher for the knowledge graph…")
-    with _timed(result.timings, "graph"):
+    with timed(result.timings, "graph"):
         triples = graph.merge(teacher, graph.extract(teacher, kept))
     with runtime.local:
         _set_triples(runtime, result, sent, triples)
@@ -191,7 +192,7 @@ def _graph_stage(
 def _set_triples(
     runtime: Session, result: AskResult, sent: str, triples: list[graph.Triple]
 ) -> None:
-    with _timed(result.timings, "rank_triples"):
+    with timed(result.timings, "rank_triples"):
         ranked = rank_texts(
             sent,
             [tr.text for tr in triples],
@@ -339,12 +340,12 @@ def _gather(
             # answered: an exact repeat of a cached question that had nothing to replace
             # (its cache key is its own text) is answered without loading the detector.
             runtime.status("looking in the local cache…")
-            with _timed(result.timings, "recall"):
+            with timed(result.timings, "recall"):
                 repeat = recall.exact(runtime.store.db, runtime.cache_space, question, result.n)
             if repeat is not None:
                 _from_cache(runtime, result, question, repeat)
                 return result, None
-        with _timed(result.timings, "sanitize"):
+        with timed(result.timings, "sanitize"):
             sanitized = runtime.sanitize(question)
         result.privacy = {"sent_question": sanitized.text, **sanitized.summary()}
         found = _answer_from_cache(runtime, result, sanitized.text, reuse)
@@ -365,7 +366,7 @@ def _gather(
     # outside the local lock (seconds of llama.cpp); its values join the detector's.
     reading = None
     if runtime.settings.privacy.reader == "on":
-        with _timed(result.timings, "read"):
+        with timed(result.timings, "read"):
             reading = runtime.read(question)
     if reading is not None:
         with runtime.local:
@@ -477,7 +478,7 @@ def respond(
     if evidences or relationships:
         alone = answer.build_messages(prompt or result.question, [], [], "none", order=p.order)
         runtime.status("the student weighs the context…")
-        with _timed(result.timings, "gate"):
+        with timed(result.timings, "gate"):
             decision = gate.choose(student, gate_setting or p.gate, alone, messages, choices)
         result.gate = decision.to_dict()
         if decision.error:
@@ -498,7 +499,7 @@ def respond(
         return bool(judge is not None and judge(word))
 
     held = LinkHold(on_text, runtime.vault.values, distinctive) if on_text else None
-    with _timed(result.timings, "answer"):
+    with timed(result.timings, "answer"):
         gen = read or student.chat(
             messages,
             max_tokens=s.max_tokens,
@@ -512,15 +513,7 @@ def respond(
         held.flush()
     restored = runtime.vault.restore(gen.text)
     result.answer = withhold_links(restored, runtime.vault.values(), distinctive)
-    result.student = {
-        "model": student.path.name,
-        "gpu_offload": student.on_gpu,
-        "prompt_tokens": gen.prompt_tokens,
-        "completion_tokens": gen.completion_tokens,
-        "prompt_seconds": round(gen.prompt_seconds, 4),
-        "decode_seconds": round(gen.decode_seconds, 4),
-        "tokens_per_second": round(gen.tokens_per_second, 2),
-    }
+    result.student = student_record(student, gen)
     result.timings.pop("total", None)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return result

@@ -7,10 +7,13 @@ benchmarks) and into the history as ``AskResult.to_dict()``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assistant.base.config import Mode
 from assistant.drag import answer
+
+if TYPE_CHECKING:
+    from assistant.models.student import Generation, Student
 
 
 @dataclass(frozen=True)
@@ -108,3 +111,17 @@ class AskResult:
         data["used"] = {"evidence": len(self.used_evidence), "triples": len(self.used_triples)}
         data["context_used"] = self.context_used
         return data
+
+
+def student_record(student: Student, gen: Generation) -> dict[str, Any]:
+    """What ``AskResult.student`` says of an answer: the model, where it ran, its tokens
+    and times."""
+    return {
+        "model": student.path.name,
+        "gpu_offload": student.on_gpu,
+        "prompt_tokens": gen.prompt_tokens,
+        "completion_tokens": gen.completion_tokens,
+        "prompt_seconds": round(gen.prompt_seconds, 4),
+        "decode_seconds": round(gen.decode_seconds, 4),
+        "tokens_per_second": round(gen.tokens_per_second, 2),
+    }

@@ -49,6 +49,14 @@ class Report:
     text_bytes: int = 0
     seconds: float = 0.0
 
+    def line(self) -> str:
+        """What was done, in one line (the CLI prints it, the app shows it)."""
+        return (
+            f"indexed {len(self.added)} new and {len(self.replaced)} changed file(s), "
+            f"{self.chunks} chunks; {len(self.unchanged)} unchanged; "
+            f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
+        )
+
 
 @dataclass
 class _Pending:
@@ -92,10 +100,11 @@ def index(
     reader: EntityReader,
     paths: Iterable[Path],
     *,
-    progress: Progress = _quiet,
+    progress: Progress | None = None,
 ) -> Report:
     """Add ``paths`` (files and folders) to the index; see the module's docstring."""
     started = time.perf_counter()
+    progress = progress or _quiet
     report = Report()
     sealer = store.sealer
     walked = list(readers.walk(paths))
@@ -105,16 +114,12 @@ def index(
     size = 0
     for number, item in enumerate(found, start=1):
         progress(number - 1, len(found), str(item.path))
-        replacing = bool(
-            store.db.execute(
-                "SELECT 1 FROM file_sources WHERE path_key = ?",
-                [stored.path_key(sealer, item.path)],
-            ).fetchone()
-        )
+        before = stored.indexed_content(store.db, sealer, item.path)
+        replacing = before is not None
         try:
             data = readers.read_bytes(item.path)
             content = stored.content_key(sealer, VERSION.encode() + b"\0" + data)
-            if stored.unchanged(store.db, sealer, item.path, content):
+            if content == before:
                 report.unchanged.append(str(item.path))
                 continue
             document = readers.read(item.path, data)

@@ -268,13 +268,14 @@ class FilesIndex:
         graph = self.graph_scores(self.seeds(question, embedder, named), answer_types(question))
         for row in self.dated(question):
             graph[row] = graph.get(row, 0.0) + DATE_WEIGHT
-        fused: dict[int, float] = defaultdict(float)
-        for rank, row in enumerate(by_cosine[: max(4 * k, 50)]):
-            fused[int(row)] += 1 / (RRF_K + rank + 1)
+        depth = max(4 * k, 50)  # the head of each ranking that the fusion reads
         keywords = self.keyword_scores(question)
+        rankings = [[int(r) for r in by_cosine[:depth]]]
         for scores in (graph, keywords):
-            ranked = sorted(scores, key=lambda c: (-scores[c], -cosines[c]))
-            for rank, row in enumerate(ranked[: max(4 * k, 50)]):
+            rankings.append(sorted(scores, key=lambda c: (-scores[c], -cosines[c]))[:depth])
+        fused: dict[int, float] = defaultdict(float)
+        for ranked in rankings:
+            for rank, row in enumerate(ranked):
                 fused[row] += 1 / (RRF_K + rank + 1)
         order = sorted(fused, key=lambda c: (-fused[c], -cosines[c]))[:k]
         return [self._hit(c, fused[c], float(cosines[c]), graph.get(c, 0.0)) for c in order]

@@ -81,7 +81,6 @@ class Detector:
         ]
         self._denied = any(d.strip() for d in deny)
         self._learnt: tuple[str, ...] = ()
-        self.entities = self._entities()
         try:
             self._engine = self._build(deny)
         except (ImportError, OSError, ValueError, SystemExit) as exc:  # SystemExit: spacy.cli
@@ -159,7 +158,10 @@ class Detector:
             out.append(dataclasses.replace(f, start=start, end=end, text=text[start:end]))
         return out
 
-    def _entities(self) -> list[str]:
+    @property
+    def entities(self) -> list[str]:
+        """What Presidio's recognizers are asked for: DENY_LIST only while the user's
+        deny list or the learnt names give it terms."""
         denied = self._denied or bool(self._learnt)
         return [e for e in self._all_entities if e != "DENY_LIST" or denied]
 
@@ -182,11 +184,6 @@ class Detector:
                     )
                 )
             self._learnt = terms
-            self.entities = self._entities()
-
-    @property
-    def learnt(self) -> tuple[str, ...]:
-        return self._learnt
 
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""

@@ -35,7 +35,6 @@ TYPES = {
     "LANGUAGE": "thing",
     "NORP": "group",
 }
-PERSONAL_TYPES = frozenset({"person", "org", "place"})
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 _POSSESSIVE = re.compile(r"['’]s$")

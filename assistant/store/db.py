@@ -274,6 +274,22 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     db.execute("COMMIT")
 
 
+@contextlib.contextmanager
+def reading(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """BEGIN … COMMIT: a read transaction (a snapshot under WAL), no write lock taken.
+
+    Inside a transaction already, it joins that one.
+    """
+    if db.conn.in_transaction:
+        yield db
+        return
+    db.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        db.execute("COMMIT")
+
+
 def version(db: sqlite_utils.Database) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 

@@ -11,17 +11,18 @@ file's content and a name are looked up by keyed hash.  Nothing here is ever sen
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sqlite_utils
 from numpy.typing import NDArray
 
-from assistant.store.db import transaction
+from assistant.store.cache import pack, unpack_many
+from assistant.store.db import reading, transaction
 from assistant.store.ledger import now
 from assistant.store.sealing import Sealer
 
@@ -72,14 +73,6 @@ class Loaded:
     mentions: list[tuple[int, int]]  # (chunk row, entity row)
 
 
-def _pack(vector: Vector) -> bytes:
-    return np.asarray(vector, dtype=np.float16).tobytes()
-
-
-def _unpack(blob: bytes) -> Vector:
-    return np.frombuffer(blob, dtype=np.float16).astype(np.float32)
-
-
 def generation(db: sqlite_utils.Database) -> int:
     row = db.execute("SELECT value FROM meta WHERE key = 'files_generation'").fetchone()
     return int(row[0]) if row else 0
@@ -104,12 +97,19 @@ def content_key(sealer: Sealer, data: bytes) -> str:
     return sealer.keyed(data, "file-content")
 
 
-def unchanged(db: sqlite_utils.Database, sealer: Sealer, path: Path, content: str) -> bool:
-    """Whether ``path`` is indexed with this very content."""
+def indexed_content(db: sqlite_utils.Database, sealer: Sealer, path: Path) -> str | None:
+    """The content key ``path`` is indexed with (:func:`content_key`); None when it is
+    not indexed."""
     row = db.execute(
         "SELECT content_key FROM file_sources WHERE path_key = ?", [path_key(sealer, path)]
     ).fetchone()
-    return row is not None and row[0] == content
+    return None if row is None else str(row[0])
+
+
+def _opened(sealer: Sealer, blob: bytes, column: str) -> dict[str, Any]:
+    """A sealed JSON value (a chunk's body, an entity's), opened."""
+    opened: dict[str, Any] = json.loads(sealer.open(blob, column) or "{}")
+    return opened
 
 
 def known_entities(db: sqlite_utils.Database, sealer: Sealer, keys: Sequence[str]) -> set[str]:
@@ -174,7 +174,7 @@ def replace(
                     source_id,
                     number,
                     sealer.seal(body, "file_chunks.body"),
-                    sealer.seal_bytes(_pack(piece.embedding), "file_chunks.embedding"),
+                    sealer.seal_bytes(pack(piece.embedding), "file_chunks.embedding"),
                 ],
             ).lastrowid
             for entity in piece.entities:
@@ -204,7 +204,7 @@ def _entity_id(
                 hashed,
                 entity.type,
                 sealer.seal(body, "file_entities.body"),
-                sealer.seal_bytes(_pack(vectors[entity.key]), "file_entities.embedding"),
+                sealer.seal_bytes(pack(vectors[entity.key]), "file_entities.embedding"),
             ],
         ).lastrowid
         or 0
@@ -242,7 +242,7 @@ def forget(db: sqlite_utils.Database, sealer: Sealer, target: Path) -> list[str]
 
 def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Loaded:
     """The whole index, opened (one read transaction, so its parts agree)."""
-    with _reading(db):
+    with reading(db):
         paths = {
             r[0]: sealer.open(r[1], "file_sources.path") or ""
             for r in db.execute("SELECT id, path FROM file_sources").fetchall()
@@ -256,19 +256,17 @@ def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Loaded:
         mention_rows = db.execute("SELECT chunk_id, entity_id FROM file_mentions").fetchall()
     texts, where, vectors = [], [], []
     for _id, source_id, body, embedding in chunk_rows:
-        opened = json.loads(sealer.open(body, "file_chunks.body") or "{}")
+        opened = _opened(sealer, body, "file_chunks.body")
         texts.append(str(opened.get("text", "")))
         where.append(
             (paths.get(source_id, ""), str(opened.get("time", "")), int(opened.get("page", 0)))
         )
-        vectors.append(_unpack(sealer.open_bytes(embedding, "file_chunks.embedding") or b""))
+        vectors.append(sealer.open_bytes(embedding, "file_chunks.embedding") or b"")
     names, types, evectors = [], [], []
     for _id, kind, body, embedding in entity_rows:
-        names.append(
-            str(json.loads(sealer.open(body, "file_entities.body") or "{}").get("name", ""))
-        )
+        names.append(str(_opened(sealer, body, "file_entities.body").get("name", "")))
         types.append(kind)
-        evectors.append(_unpack(sealer.open_bytes(embedding, "file_entities.embedding") or b""))
+        evectors.append(sealer.open_bytes(embedding, "file_entities.embedding") or b"")
     chunk_ids = np.array([r[0] for r in chunk_rows], dtype=np.int64)
     entity_ids = np.array([r[0] for r in entity_rows], dtype=np.int64)
     chunk_row = {int(c): i for i, c in enumerate(chunk_ids)}
@@ -277,33 +275,17 @@ def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Loaded:
         (chunk_row[c], entity_row[e]) for c, e in mention_rows if c in chunk_row and e in entity_row
     ]
 
-    def matrix(rows: list[Vector]) -> Vector:
-        return np.vstack(rows).astype(np.float32) if rows else np.zeros((0, dim), np.float32)
-
     return Loaded(
         chunk_ids,
         texts,
         where,
-        matrix(vectors),
+        unpack_many(vectors, dim),
         entity_ids,
         names,
         types,
-        matrix(evectors),
+        unpack_many(evectors, dim),
         mentions,
     )
-
-
-@contextlib.contextmanager
-def _reading(db: sqlite_utils.Database) -> Iterator[None]:
-    """A read transaction (a snapshot under WAL): no write lock taken."""
-    if db.conn.in_transaction:
-        yield
-        return
-    db.execute("BEGIN")
-    try:
-        yield
-    finally:
-        db.execute("COMMIT")
 
 
 def personal_names(db: sqlite_utils.Database, sealer: Sealer) -> list[tuple[str, bool]]:
@@ -315,7 +297,7 @@ def personal_names(db: sqlite_utils.Database, sealer: Sealer) -> list[tuple[str,
     ).fetchall()
     out = []
     for (body,) in rows:
-        opened = json.loads(sealer.open(body, "file_entities.body") or "{}")
+        opened = _opened(sealer, body, "file_entities.body")
         out.append((str(opened.get("name", "")), bool(opened.get("sender", False))))
     return out
 
@@ -343,7 +325,7 @@ def learnt(db: sqlite_utils.Database, sealer: Sealer) -> list[str]:
 
 def chunk_texts(db: sqlite_utils.Database, sealer: Sealer) -> Iterator[str]:
     for (body,) in db.execute("SELECT body FROM file_chunks ORDER BY id").fetchall():
-        yield str(json.loads(sealer.open(body, "file_chunks.body") or "{}").get("text", ""))
+        yield str(_opened(sealer, body, "file_chunks.body").get("text", ""))
 
 
 def size_on_disk(db: sqlite_utils.Database) -> int:

@@ -372,10 +372,7 @@ class ChatScreen(DragScreen):
         except DragError as exc:
             app.call_from_thread(self.notify, f"not indexed: {exc}", severity="error")
             return
-        told = (
-            f"indexed {len(report.added)} new and {len(report.replaced)} changed file(s), "
-            f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped"
-        )
+        told = report.line()
         reasons = [s.line() for s in report.skipped[:3]]
         app.call_from_thread(
             self.notify,
