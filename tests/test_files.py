@@ -5,6 +5,7 @@ in tests/test_files_integration.py."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,71 @@ def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_
         "[chats/a.txt, 2026-01-05 11:00]\nWolfgang: Kings Road.\n\n"
         "Question: Where is the noodle bar?"
     )
+
+
+def test_the_judge_is_asked_after_the_answers_own_prompt_so_the_two_share_it() -> None:
+    from assistant.drag import answer, filesjudge
+
+    answering = answer.build_files_messages("Where is the noodle bar?", [("a.txt", "Kings Road.")])
+    judging = filesjudge.messages(answering)
+    assert judging[0] == answering[0]
+    assert judging[1]["content"] == answering[1]["content"] + "\n\n" + filesjudge.ASK
+    assert answering[1]["content"].endswith("Question: Where is the noodle bar?")  # untouched
+
+
+def test_no_is_read_among_yes_and_no_in_either_spelling() -> None:
+    from assistant.drag import filesjudge
+
+    # Fake readings (natural log-probabilities of each spelling's first token).
+    even = {"yes": math.log(0.25), "Yes": math.log(0.25), "no": math.log(0.3), "No": math.log(0.2)}
+    assert filesjudge.no_logprob(even) == pytest.approx(math.log(0.5))
+    # Only the four choices count, whatever else the student might have written.
+    sure = {"yes": math.log(0.01), "Yes": math.log(0.01), "no": math.log(0.02), "No": -math.inf}
+    assert filesjudge.no_logprob(sure) == pytest.approx(math.log(0.5))
+    assert filesjudge.no_logprob({"yes": 0.0, "no": 0.0}) is None  # a spelling unread
+
+
+def test_the_reply_is_not_in_your_files_from_the_threshold_up_and_unread_answers() -> None:
+    from assistant.drag import filesjudge
+
+    at = filesjudge.NO_AT_LEAST
+    assert filesjudge.judge(at).not_in_files
+    assert filesjudge.judge(at + 0.5).not_in_files
+    assert not filesjudge.judge(at - 0.01).not_in_files
+    unread = filesjudge.judge(None, error="the student's first tokens do not tell yes from no")
+    assert not unread.not_in_files
+    assert unread.to_dict() == {
+        "p_no": None,
+        "p_no_at_least": round(math.exp(at), 4),
+        "not_in_files": False,
+        "error": "the student's first tokens do not tell yes from no",
+    }
+
+
+def test_a_file_has_one_name_in_the_index_however_its_path_was_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "a.md").write_text("Lunch at noon.\n", encoding="utf-8")
+    monkeypatch.chdir(notes / "sub")
+    typed = [Path("../a.md"), Path("./../../notes/sub/../a.md"), notes / "a.md"]
+    names = {f.path for p in typed for f in readers.walk([p]) if isinstance(f, readers.Found)}
+    assert names == {notes / "a.md"}
+
+
+def test_a_path_whose_dots_follow_a_link_keeps_the_name_the_system_reads(tmp_path: Path) -> None:
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target" / "sub").mkdir()
+    (tmp_path / "a.md").write_text("the a beside the link\n", encoding="utf-8")
+    (tmp_path / "target" / "a.md").write_text("the a the system reads\n", encoding="utf-8")
+    (tmp_path / "link").symlink_to(tmp_path / "target" / "sub")
+    # link/.. is target/, not tmp_path/: the written form would name the other a.md.
+    through = tmp_path / "link" / ".." / "a.md"
+    assert readers.absolute(through) == through
+    assert (
+        readers.absolute(tmp_path / "target" / "sub" / ".." / "a.md")
+        == tmp_path / "target" / "a.md"
+    )
+    gone = tmp_path / "x" / ".." / "gone.md"  # not there: as it was indexed
+    assert readers.absolute(gone) == tmp_path / "gone.md"

@@ -5,6 +5,7 @@ privacy test, the real teacher server.  No fakes here."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -75,7 +76,8 @@ def uploads(db: Path) -> int:
 def test_a_folder_indexed_end_to_end_answers_from_it_with_sources_and_sends_nothing(
     notes: Path, socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = {"DRAG_STUDENT_MODEL": TEST_MODEL}
+    # The student's judgement of the passages has a test of its own (below).
+    env = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_FILES_ABSTAIN": "false"}
     out = run(env, "index", str(notes)).stdout
     assert "indexed 7 new and 0 changed file(s)" in out and "0 skipped" in out
     listed = run(env, "index", "--list").stdout
@@ -241,6 +243,31 @@ def test_a_name_known_only_from_an_indexed_file_is_kept_from_the_teacher(
         assert "Sage" in rt.sanitize(question).text
 
 
+def test_the_privacy_benchmark_runs_a_detector_taught_by_an_indexed_store(
+    tmp_path: Path, runtime: Session
+) -> None:
+    from drag_bench.privacy import learnt_detector
+
+    from assistant.privacy.detector import Detector
+
+    question = "What does Sage think of the new map?"
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    (chats / "20260301.txt").write_text(
+        "Time: 20260301_18:00\nSage: The new map is great.\nLiHua: See you at the match.\n",
+        encoding="utf-8",
+    )
+    db = Path(os.environ["DRAG_STORE_DATABASE"])
+    with pytest.raises(ValueError, match="no such drag store"):
+        learnt_detector({}, db)
+    assert runtime.store.db  # the store now exists, with no file indexed
+    with pytest.raises(ValueError, match="taught no names"):
+        learnt_detector({}, db)
+    localfiles.index(runtime, [chats])
+    assert "Sage" in [f.text for f in learnt_detector({}, db).find(question)]
+    assert "Sage" not in [f.text for f in Detector(categories={}).find(question)]
+
+
 async def test_the_app_answers_from_your_files_and_shows_the_sources(
     notes: Path, socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,11 +278,14 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
     from tests.test_tui import wait_for
 
     monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
+    monkeypatch.setenv("DRAG_FILES_ABSTAIN", "false")  # the judge's badge: tested below
     settings = config.load()
     app = DragApp(settings, warm=False)  # warming up would start the local teacher
     async with app.run_test(size=(140, 40)) as pilot:
         chat = app.screen
         assert isinstance(chat, ChatScreen)
+        statuses: list[str] = []
+        app.watch(app, "status", lambda value: statuses.append(value))
         chat.index_files()  # the palette's "Index files or folders"
         await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         prompt = app.screen.query_one("#prompt-input", Input)
@@ -266,6 +296,9 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
             lambda: any("indexed 2 new" in str(n.message) for n in app._notifications),
             120,
         )
+        # The status line followed the files as they were read, then said ready again.
+        assert "indexing 1/2: 20260105.txt" in statuses and "indexing 2/2: mia.md" in statuses
+        await wait_for(pilot, lambda: app.status == app.ready_line())
         await pilot.press("ctrl+l")
         assert chat.from_files
         await pilot.click("#question")
@@ -279,3 +312,49 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
     assert f" 1. {notes / 'chats' / '20260105.txt'}, 2026-01-05 11:00" in shown
     assert "Kings Road" in shown
     assert socket_guard.seen == []
+
+
+def test_the_student_judges_whether_the_passages_answer_before_it_answers(
+    notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.drag import answer, filesjudge
+    from assistant.tui.chat import badge
+
+    localfiles.index(runtime, [notes])
+    question = "Where is the noodle bar?"
+    read = localfiles.ask_files(runtime, question, k=2, remember=False)
+    judged = read.provenance["judged"]
+    assert 0.0 < judged["p_no"] < 1.0 and "error" not in judged  # the real model's reading
+    assert judged["p_no"] >= 0.01  # so that its rounding (4 places) is well inside 0.1
+    assert read.prompt_versions["judge"] == filesjudge.PROMPT_VERSION
+    assert read.timings["judge"] > 0
+
+    # From the threshold up, the reply is "Your files do not say." and nothing is written.
+    monkeypatch.setattr(filesjudge, "NO_AT_LEAST", math.log(judged["p_no"]) - 0.1)
+    said: list[str] = []
+    held = localfiles.ask_files(runtime, question, k=2, remember=False, on_text=said.append)
+    assert held.answer == answer.NOT_IN_FILES and said == [answer.NOT_IN_FILES]
+    assert held.provenance["judged"]["not_in_files"] and held.student == {}
+    assert "answer" not in held.timings and len(held.passages) == 2  # the user can look
+    assert badge(held) == "■ from your files · 2 passages, judged not to answer · nothing sent"
+    env = {"DRAG_STUDENT_MODEL": TEST_MODEL}
+    plain = run(env, "ask", "--files", "--k", "2", question).stdout
+    assert plain.startswith(answer.NOT_IN_FILES)
+    assert "Context: from your files (minirag; judged not to answer); nothing sent" in plain
+
+    # Below it, the student answers; with files.abstain off, it is not asked at all.
+    monkeypatch.setattr(filesjudge, "NO_AT_LEAST", math.log(judged["p_no"]) + 0.1)
+    answered = localfiles.ask_files(runtime, question, k=2, remember=False)
+    assert answered.student["completion_tokens"] > 0
+    assert not answered.provenance["judged"]["not_in_files"]
+    with Session(runtime.settings.with_flags({"files.abstain": False})) as off:
+        unasked = localfiles.ask_files(off, question, k=2, remember=False)
+    assert "judged" not in unasked.provenance and "judge" not in unasked.timings
+    assert unasked.student["completion_tokens"] > 0
+
+    # A window too small for one passage with the reply: one line, not an answer from nothing.
+    small = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_STUDENT_N_CTX": "512"}
+    line = one_line_error(
+        drag("ask", "--files", question, env=small | {"DRAG_STUDENT_MAX_TOKENS": "440"})
+    )
+    assert "not one passage of your files fits the student's window" in line

@@ -228,3 +228,42 @@ def test_cached_readings_are_taken_from_the_file_by_the_same_reader_only(
         fh.write('{"key": "a line a stopped run cut sh')  # read past, not fatal
     leakage.cached_reads(fake_read, path, "0.5b fallback")("Tell Ada")
     assert len(calls) == 3
+
+
+def test_the_lihua_privacy_set_is_what_its_generator_makes() -> None:
+    from drag_bench import make_lihua_privacy
+
+    need_data(make_lihua_privacy.DEFAULT_LIHUA / "lihua_dev.csv")
+    fresh = "".join(
+        json.dumps(r, ensure_ascii=False) + "\n"
+        for r in make_lihua_privacy.generate(make_lihua_privacy.DEFAULT_LIHUA)
+    )
+    assert make_lihua_privacy.DEFAULT_OUT.read_text("utf-8") == fresh
+
+
+def test_a_lihua_question_names_its_people_however_they_are_written() -> None:
+    from drag_bench.make_lihua_privacy import spellings, units
+
+    names = spellings("WolfgangSchulz") | spellings("LiHua") | spellings("Sage")
+    assert names == {"WolfgangSchulz", "Wolfgang Schulz", "Wolfgang", "Schulz", "LiHua",
+                     "Li Hua", "Hua", "Sage"}  # fmt: skip
+    assert units("Did Wolfgang Schulz call LiHua?", names) == ["Wolfgang Schulz", "LiHua"]
+    assert units("What did Wolfgang and Sage eat?", names) == ["Wolfgang", "Sage"]
+    assert units("Is sage a herb? Do Wolfgangs exist?", names) == []  # as words, capitalised
+
+
+def test_learnt_from_refuses_a_file_that_is_not_a_drag_store_and_leaves_it_as_it_was(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.close()
+    before = other.read_bytes()
+    with pytest.raises(ValueError, match="not a drag store"):
+        leakage.learnt_detector({}, other)
+    assert other.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "other.db"
+    ]

@@ -407,19 +407,84 @@ def test_the_local_docs_hand_check_agrees_as_the_docs_say() -> None:
     assert "They agree\n  on 40 of 50; the reader found 32 right, the scorer 26" in docs
 
 
-def test_the_local_docs_paired_comparison_is_as_the_docs_say() -> None:
-    folder = RESULTS / "local-docs-report"
-    items = [
-        json.loads(ln) for ln in (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines()
-    ]
+def _local_docs(folder: str) -> list[dict[str, Any]]:
+    path = RESULTS / folder / "local-docs-items.jsonl"
+    return [json.loads(ln) for ln in path.read_text("utf-8").splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("folder", "counts"), [("local-docs-report", (15, 6)), ("local-docs-report-judged", (16, 6))]
+)
+def test_the_local_docs_paired_comparison_is_as_the_docs_say(
+    folder: str, counts: tuple[int, int]
+) -> None:
+    items = _local_docs(folder)
     graph = {r["question"]: r["right"] for r in items if r["method"] == "minirag"}
     vector = {r["question"]: r["right"] for r in items if r["method"] == "vector"}
     only_graph = sum(graph[q] and not vector[q] for q in graph)
     only_vector = sum(vector[q] and not graph[q] for q in graph)
     p = _mcnemar(only_vector, only_graph)
     docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
-    assert (only_graph, only_vector) == (15, 6)
+    assert (only_graph, only_vector) == counts
     assert (
         f"it alone was right {only_graph} times, vector alone {only_vector}: "
         f"exact McNemar p = {p:.3f}" in docs
     )
+
+
+def test_what_the_files_judge_held_back_is_as_the_docs_say() -> None:
+    """Replies held back ("Your files do not say.") on the report half, by kind, and how
+    many of the answerable ones the run without the judge had answered right."""
+    before = {(r["question"], r["method"]): r["right"] for r in _local_docs("local-docs-report")}
+    judged = _local_docs("local-docs-report-judged")
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    found = {}
+    for method in ("minirag", "vector"):
+        held = [r for r in judged if r["method"] == method and r["judged_not_in_files"]]
+        answerable = [r for r in held if r["type"] != "Null"]
+        right = sum(before[(r["question"], method)] for r in answerable)
+        found[method] = (len(held), len(held) - len(answerable), len(answerable), right)
+        assert all(r["reply"] == "Your files do not say." for r in held)
+    assert found == {"minirag": (13, 4, 9, 8), "vector": (15, 5, 10, 5)}
+    assert "it held back 13 replies, 4 of them unanswerable and 9 answerable, and 8" in docs
+    assert "With vector RAG it held back 15 (5 unanswerable; 5 of the 10 answerable" in docs
+
+
+def test_the_files_judge_threshold_is_the_one_the_tune_half_chose() -> None:
+    """The stored choice is what its script makes of the stored readings, and the product's
+    constant is that choice."""
+    import subprocess
+    import sys
+
+    from assistant.drag import filesjudge
+
+    folder = RESULTS / "local-docs-judge-tune"
+    made = subprocess.run(
+        [sys.executable, str(folder / "choose.py"), str(folder / "tune.jsonl")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert made == (folder / "choose.txt").read_text("utf-8")
+    chosen = re.search(
+        r"chosen: ln P\(no\) >= (-[\d.]+) .* right: 63 of 105 \(without the judge: 54\)", made
+    )
+    assert chosen is not None and float(chosen.group(1)) == filesjudge.NO_AT_LEAST
+    assert "  0.830  the judge's ln P(no)" in made
+    assert "| 63 | 10/14 | 11/91 | 1  <- chosen" in made
+
+
+def test_the_lihua_privacy_table_is_the_stored_summary() -> None:
+    summary = json.loads(
+        (RESULTS / "privacy-lihua" / "learnt-192" / "privacy-summary.json").read_text("utf-8")
+    )
+    docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
+    for label, method in (("as shipped", "full"), ("taught by the indexed files", "full+learnt")):
+        s = summary[method]
+        n = s["unit_leaked"]
+        leaked = f"{n} ({100 * n / s['units']:.1f} %)" if n else "**0**"
+        row = (
+            f"| {label} | {s['units']} | {leaked} | {s['blocked']} | "
+            f"{100 * s['kept_words']:.1f} % | {s['control_changed']} of {s['control_items']} |"
+        )
+        assert row in docs, row

@@ -261,6 +261,13 @@ class FilesSettings:
         default=True,
         metadata={"help": "names of people, firms and places in your files are personal"},
     )
+    abstain: bool = field(
+        default=True,
+        metadata={
+            "help": 'reply "Your files do not say." when the student judges the passages do '
+            "not answer"
+        },
+    )
 
 
 @dataclass(frozen=True)

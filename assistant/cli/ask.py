@@ -44,7 +44,9 @@ def _source_line(result: Any) -> str:
     if result.source == "teacher":
         return f"Context: from the teacher now (ledger uploads {uploads})"
     if result.source == "files":
-        return f"Context: from your files ({p.get('method', '')}); nothing sent"
+        judged = p.get("judged") or {}
+        unread = "; judged not to answer" if judged.get("not_in_files") else ""
+        return f"Context: from your files ({p.get('method', '')}{unread}); nothing sent"
     return "Context: none (the student alone); nothing sent"
 
 
@@ -92,10 +94,11 @@ def _format_result(result: Any, streamed: bool) -> str:
             f"teacher: {len(te['calls'])} calls, "
             f"{te['prompt_tokens']}+{te['completion_tokens']} tokens"
         )
-    summary.append(
-        f"student: {s['completion_tokens']} tokens at {s['tokens_per_second']:.1f} tok/s"
-        f" ({'GPU' if s['gpu_offload'] else 'CPU'})"
-    )
+    if s:  # nothing when the student judged the files not to answer
+        summary.append(
+            f"student: {s['completion_tokens']} tokens at {s['tokens_per_second']:.1f} tok/s"
+            f" ({'GPU' if s['gpu_offload'] else 'CPU'})"
+        )
     summary.append(f"{tm.get('total', 0):.1f} s")
     lines += ["", " · ".join(summary)]
     return "\n".join(lines)

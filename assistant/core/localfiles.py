@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from assistant.base.config import FilesMethod
-from assistant.base.errors import ConfigError, InputError
+from assistant.base.errors import ConfigError, InputError, ModelError
 from assistant.core.pipeline import remember_answer, timed, validate_question
 from assistant.core.results import AskResult, ScoredPassage, student_record
 from assistant.core.session import Session
-from assistant.drag import answer, filesindex
+from assistant.drag import answer, filesindex, filesjudge
+from assistant.files import readers
 from assistant.privacy.entities import lower_words, personal
 from assistant.store import files as stored
 
@@ -60,7 +61,7 @@ def sources(runtime: Session) -> list[stored.Source]:
 
 def forget(runtime: Session, path: Path) -> list[str]:
     """Remove ``path`` (a file, or every file under a folder) from the index."""
-    target = path.expanduser().absolute()
+    target = readers.absolute(path)
     with runtime.local:
         if not stored.count(runtime.store.db):
             return []
@@ -136,11 +137,47 @@ def ask_files(
         if used <= budget or not result.passages:
             break
         result.passages.pop()
-    with timed(result.timings, "answer"):
-        gen = runtime.student.chat(
-            messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
+    if not result.passages:
+        raise ConfigError(
+            f"not one passage of your files fits the student's window (student.n_ctx "
+            f"{s.n_ctx}, of which student.max_tokens {s.max_tokens} for the reply): "
+            "raise student.n_ctx or lower student.max_tokens"
         )
-    result.answer = gen.text.strip()
-    result.student = student_record(runtime.student, gen)
+    judged = _judge(runtime, messages, result) if f.abstain else None
+    if judged is not None and judged.not_in_files:
+        result.answer = answer.NOT_IN_FILES  # and the student writes nothing else
+        if on_text is not None:
+            on_text(result.answer)
+    else:
+        with timed(result.timings, "answer"):
+            gen = runtime.student.chat(
+                messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
+            )
+        result.answer = gen.text.strip()
+        result.student = student_record(runtime.student, gen)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result
+
+
+def _judge(
+    runtime: Session, messages: list[dict[str, str]], result: AskResult
+) -> filesjudge.Judgement:
+    """Whether the student reads the passages as answering (:mod:`filesjudge`), kept in
+    ``result``.  A model that cannot be read this way answers as it would, and the
+    record says why."""
+    result.prompt_versions["judge"] = filesjudge.PROMPT_VERSION
+    with timed(result.timings, "judge"):
+        try:
+            probe = runtime.student.probe(
+                filesjudge.messages(messages), max_tokens=1, choices=filesjudge.CHOICES
+            )
+        except ModelError as exc:
+            judged = filesjudge.judge(None, error=str(exc))
+        else:
+            no = filesjudge.no_logprob(probe.choice_logprobs)
+            why = "" if no is not None else "the student's first tokens do not tell yes from no"
+            judged = filesjudge.judge(no, error=why)
+    result.provenance["judged"] = judged.to_dict()
+    if judged.error:
+        result.warnings.append(f"the student could not judge the passages ({judged.error})")
+    return judged

@@ -134,7 +134,21 @@ def _walk_one(
     if info.st_size > MAX_FILE_BYTES:
         yield Skipped(path, too_large())
         return
-    yield Found(path.absolute(), info.st_size, info.st_mtime)
+    yield Found(absolute(path), info.st_size, info.st_mtime)
+
+
+def absolute(path: Path) -> Path:
+    """``path`` from the root with ``..`` and ``.`` worked out as written, links kept (the
+    one name a file is indexed under, wherever ``drag index`` ran from); as it is when
+    ``..`` follows a link, where the written form would name another file."""
+    path = path.expanduser().absolute()
+    plain = Path(os.path.normpath(path))
+    if plain == path:
+        return path
+    try:
+        return plain if path.samefile(plain) else path
+    except OSError:  # not there (a file to forget): the form it was indexed under
+        return plain
 
 
 def too_large() -> str:

@@ -45,7 +45,8 @@ def badge(result: AskResult) -> str:
         calls = len(result.teacher.get("calls", []))
         return f"▲ teacher · {calls} calls · uploads {uploads}{used}"
     if result.source == "files":
-        return f"■ from your files · {len(result.passages)} passages · nothing sent"
+        unread = ", judged not to answer" if p.get("judged", {}).get("not_in_files") else ""
+        return f"■ from your files · {len(result.passages)} passages{unread} · nothing sent"
     return "● student only · nothing sent"
 
 
@@ -366,9 +367,21 @@ class ChatScreen(DragScreen):
     @work(thread=True, group="runtime")
     def _index(self, paths: list[Path]) -> None:
         app = self.drag
+        shown = [0.0]  # when the status line last changed
+
+        def progress(done: int, total: int, path: str) -> None:
+            # The first file, the last and at most four a second between.
+            now = time.monotonic()
+            if path and (done in (0, total - 1) or now - shown[0] >= 0.25):
+                shown[0] = now
+                app.report(f"indexing {done + 1}/{total}: {Path(path).name}")
+
         try:
             with app.runtime_lock:
-                report = localfiles.index(app.runtime, paths)
+                try:
+                    report = localfiles.index(app.runtime, paths, progress=progress)
+                finally:  # before a question waiting for the runtime says what it does
+                    app.report(app.ready_line())
         except DragError as exc:
             app.call_from_thread(self.notify, f"not indexed: {exc}", severity="error")
             return

@@ -266,7 +266,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
     if run_file.exists():
         before = json.loads(run_file.read_text("utf-8"))
         if before != scope:
-            changed = sorted(k for k in scope if before.get(k) != scope[k])
+            keys = scope.keys() | before.keys()  # a setting only one of them has differs too
+            changed = sorted(k for k in keys if before.get(k) != scope.get(k))
             raise InputError(
                 f"{out} holds a run with other settings ({', '.join(changed)}): "
                 "use another --out, or --fresh to start it again"

@@ -10,7 +10,8 @@ CSV (``Question, Gold Answer, Evidence, Type``) once per method through the prod
 own path (:func:`assistant.core.localfiles.ask_files`; nothing is sent).  It writes
 
 - ``local-docs-items.jsonl``: question, type, gold, method, reply, sources, whether the
-  gold's evidence chats were among them, seconds, the verdict;
+  gold's evidence chats were among them, the student's judgement of the passages
+  (:mod:`assistant.drag.filesjudge`), seconds, the verdict;
 - ``local-docs-summary.json`` and ``summary.md``: accuracy and error rate per type and
   method, retrieval recall of the evidence chats, index time and size against the raw
   text and the embeddings, answer latency p50/p90.
@@ -170,8 +171,9 @@ def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, A
     try:
         result = localfiles.ask_files(rt, q["Question"], method=method, remember=False)  # type: ignore[arg-type]
         reply, passages, error = result.answer, result.passages, ""
+        judged = result.provenance.get("judged") or {}
     except DragError as exc:
-        reply, passages, error = "", [], str(exc)
+        reply, passages, error, judged = "", [], str(exc), {}
     seconds = time.perf_counter() - started
     verdict = score(reply, q["Gold Answer"], q["Type"])
     wanted = evidence_times(q["Evidence"])
@@ -186,6 +188,10 @@ def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, A
         "sources": [
             {"path": _relative(p.path, docs), "time": p.time, "score": p.score} for p in passages
         ],
+        # How likely the student read "no, they do not answer" (None: not asked), and
+        # whether that made the reply "Your files do not say.".
+        "p_no": judged.get("p_no"),
+        "judged_not_in_files": bool(judged.get("not_in_files")),
         "evidence_found": len(wanted & found),
         "evidence_wanted": len(wanted),
         "seconds": round(seconds, 3),

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -266,6 +267,14 @@ def main(argv: list[str] | None = None) -> int:
         "PII (the whole pipeline, teacher included)",
     )
     parser.add_argument("--utility-mode", default="evidence", choices=("evidence", "combined"))
+    parser.add_argument(
+        "--learnt-from",
+        type=Path,
+        default=None,
+        metavar="DB",
+        help="also run the full stack taught the names that the files indexed into this "
+        "drag store name (files.learn_names), side by side",
+    )
     args = parser.parse_args(argv)
     if args.utility:
         try:
@@ -312,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
                 methods[label + tail] = make_full(
                     Detector(categories=modes), rewriter if args.rewrite else None, send
                 )
+                if args.learnt_from is not None:
+                    methods[label + "+learnt" + tail] = make_full(
+                        learnt_detector(modes, args.learnt_from),
+                        rewriter if args.rewrite else None,
+                        send,
+                    )
             elif name == "reader":  # the reader as drag ask runs it: Session.read
                 for model, grammar in itertools.product(readers, grammars):
                     flags: dict[str, Any] = {"privacy.reader": "on", "store.offline": False}
@@ -355,6 +370,33 @@ def main(argv: list[str] | None = None) -> int:
     png = plot(summaries, title, args.out / "privacy-leakage.png")
     print(f"\nplot: {png}", file=sys.stderr)
     return 0
+
+
+def learnt_detector(modes: Any, database: Path) -> Detector:
+    """The full stack's detector taught the names the files indexed into ``database``
+    named, as a user's own detector is (``files.learn_names``; sealed with this
+    machine's key)."""
+    from assistant.store import Store
+    from assistant.store import files as stored_files
+
+    if not database.is_file():
+        raise ValueError(f"--learnt-from {database}: no such drag store")
+    try:  # read-only first: opening another SQLite file as a store would change it
+        with contextlib.closing(
+            sqlite3.connect(f"{database.absolute().as_uri()}?mode=ro", uri=True)
+        ) as peek:
+            known = peek.execute("SELECT 1 FROM meta WHERE key = 'key_check'").fetchone()
+    except sqlite3.Error:
+        known = None
+    if known is None:
+        raise ValueError(f"--learnt-from {database}: not a drag store")
+    with Store.configured(str(database)) as own:
+        names = stored_files.learnt(own.db, own.sealer) if stored_files.count(own.db) else []
+    if not names:
+        raise ValueError(f"--learnt-from {database}: its indexed files taught no names")
+    detector = Detector(categories=modes)
+    detector.learn(names)
+    return detector
 
 
 if __name__ == "__main__":
