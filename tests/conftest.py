@@ -9,6 +9,7 @@ teacher, and the real all-MiniLM-L6-v2 embedder.  The tiny SmolLM2-135M GGUF
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -35,9 +36,13 @@ def need_data(path: Path) -> Path:
     return path
 
 
+_HOME: list[str] = []  # the test session's throw-away DRAG_HOME
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Everything the app writes during the tests goes to one throw-away folder.
-    os.environ["DRAG_HOME"] = tempfile.mkdtemp(prefix="drag-tests-")
+    _HOME.append(tempfile.mkdtemp(prefix="drag-tests-"))
+    os.environ["DRAG_HOME"] = _HOME[-1]
     for key in list(os.environ):
         if key.startswith("DRAG_") and key != "DRAG_HOME":
             del os.environ[key]
@@ -52,6 +57,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # on its own in test_reader.py, with the real models; elsewhere the detector alone
     # decides, so that what a test expects to be sent does not depend on a model's guess.
     os.environ["DRAG_PRIVACY_READER"] = "off"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # It holds the models the tests joined from their parts (1.6 GB): gone with the session.
+    while _HOME:
+        shutil.rmtree(_HOME.pop(), ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

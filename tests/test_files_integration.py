@@ -340,6 +340,7 @@ def test_the_student_judges_whether_the_passages_answer_before_it_answers(
     env = {"DRAG_STUDENT_MODEL": TEST_MODEL}
     plain = run(env, "ask", "--files", "--k", "2", question).stdout
     assert plain.startswith(answer.NOT_IN_FILES)
+    assert "Sources (your files, best first):" in plain  # what it read, for the user to check
     assert "Context: from your files (minirag; judged not to answer); nothing sent" in plain
 
     # Below it, the student answers; with files.abstain off, it is not asked at all.

@@ -385,10 +385,12 @@ def learnt_detector(modes: Any, database: Path) -> Detector:
         with contextlib.closing(
             sqlite3.connect(f"{database.absolute().as_uri()}?mode=ro", uri=True)
         ) as peek:
-            known = peek.execute("SELECT 1 FROM meta WHERE key = 'key_check'").fetchone()
+            version = int(peek.execute("PRAGMA user_version").fetchone()[0])
+            meta = peek.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
+        known = version > 0 and meta is not None  # drag's migrations have run on it
     except sqlite3.Error:
-        known = None
-    if known is None:
+        known = False
+    if not known:
         raise ValueError(f"--learnt-from {database}: not a drag store")
     with Store.configured(str(database)) as own:
         names = stored_files.learnt(own.db, own.sealer) if stored_files.count(own.db) else []
