@@ -291,10 +291,10 @@ def test_the_reply_is_not_in_your_files_from_the_threshold_up_and_unread_answers
     from assistant.drag import filesjudge
 
     at = filesjudge.NO_AT_LEAST
-    assert filesjudge.judge(at).not_in_files
-    assert filesjudge.judge(at + 0.5).not_in_files
-    assert not filesjudge.judge(at - 0.01).not_in_files
-    unread = filesjudge.judge(None, error="the student's first tokens do not tell yes from no")
+    assert filesjudge.Judgement(at).not_in_files
+    assert filesjudge.Judgement(at + 0.5).not_in_files
+    assert not filesjudge.Judgement(at - 0.01).not_in_files
+    unread = filesjudge.Judgement(None, error="the student's first tokens do not tell yes from no")
     assert not unread.not_in_files
     assert unread.to_dict() == {
         "p_no": None,

@@ -44,8 +44,7 @@ def _source_line(result: Any) -> str:
     if result.source == "teacher":
         return f"Context: from the teacher now (ledger uploads {uploads})"
     if result.source == "files":
-        judged = p.get("judged") or {}
-        unread = "; judged not to answer" if judged.get("not_in_files") else ""
+        unread = "; judged not to answer" if result.held_back else ""
         return f"Context: from your files ({p.get('method', '')}{unread}); nothing sent"
     return "Context: none (the student alone); nothing sent"
 

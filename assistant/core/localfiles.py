@@ -172,11 +172,11 @@ def _judge(
                 filesjudge.messages(messages), max_tokens=1, choices=filesjudge.CHOICES
             )
         except ModelError as exc:
-            judged = filesjudge.judge(None, error=str(exc))
+            judged = filesjudge.Judgement(None, error=str(exc))
         else:
             no = filesjudge.no_logprob(probe.choice_logprobs)
             why = "" if no is not None else "the student's first tokens do not tell yes from no"
-            judged = filesjudge.judge(no, error=why)
+            judged = filesjudge.Judgement(no, error=why)
     result.provenance["judged"] = judged.to_dict()
     if judged.error:
         result.warnings.append(f"the student could not judge the passages ({judged.error})")

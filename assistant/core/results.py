@@ -93,6 +93,12 @@ class AskResult:
         return bool(self.gate.get("went", "evidence") == "evidence")
 
     @property
+    def held_back(self) -> bool:
+        """Whether the student judged the passages of the user's files not to answer
+        (:mod:`assistant.drag.filesjudge`): the reply is then "Your files do not say."."""
+        return bool((self.provenance.get("judged") or {}).get("not_in_files"))
+
+    @property
     def used_evidence(self) -> list[ScoredEvidence]:
         """The evidence offered to the student: the top K, or fewer where the token budget
         ended (``context_used`` says whether the gate let the answer read it)."""

@@ -61,8 +61,13 @@ class Judgement:
     """What the student read, and what came of it: ``AskResult.provenance["judged"]``."""
 
     no: float | None  # ln P(no); None: not read (``error`` says why)
-    not_in_files: bool
     error: str = ""
+
+    @property
+    def not_in_files(self) -> bool:
+        """ "Not in your files" when ln P(no) reaches :data:`NO_AT_LEAST`.  Unread (a model
+        whose tokens cannot tell the choices apart), the student answers as it would."""
+        return self.no is not None and self.no >= NO_AT_LEAST
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,9 +76,3 @@ class Judgement:
             "not_in_files": self.not_in_files,
             **({"error": self.error} if self.error else {}),
         }
-
-
-def judge(no: float | None, *, error: str = "") -> Judgement:
-    """ "Not in your files" when ln P(no) reaches :data:`NO_AT_LEAST`.  Unread (a model
-    whose tokens cannot tell the choices apart), the student answers as it would."""
-    return Judgement(no, no is not None and no >= NO_AT_LEAST, error)

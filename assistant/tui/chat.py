@@ -45,7 +45,7 @@ def badge(result: AskResult) -> str:
         calls = len(result.teacher.get("calls", []))
         return f"▲ teacher · {calls} calls · uploads {uploads}{used}"
     if result.source == "files":
-        unread = ", judged not to answer" if p.get("judged", {}).get("not_in_files") else ""
+        unread = ", judged not to answer" if result.held_back else ""
         return f"■ from your files · {len(result.passages)} passages{unread} · nothing sent"
     return "● student only · nothing sent"
 

@@ -171,9 +171,9 @@ def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, A
     try:
         result = localfiles.ask_files(rt, q["Question"], method=method, remember=False)  # type: ignore[arg-type]
         reply, passages, error = result.answer, result.passages, ""
-        judged = result.provenance.get("judged") or {}
+        p_no, held = (result.provenance.get("judged") or {}).get("p_no"), result.held_back
     except DragError as exc:
-        reply, passages, error, judged = "", [], str(exc), {}
+        reply, passages, error, p_no, held = "", [], str(exc), None, False
     seconds = time.perf_counter() - started
     verdict = score(reply, q["Gold Answer"], q["Type"])
     wanted = evidence_times(q["Evidence"])
@@ -190,8 +190,8 @@ def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, A
         ],
         # How likely the student read "no, they do not answer" (None: not asked), and
         # whether that made the reply "Your files do not say.".
-        "p_no": judged.get("p_no"),
-        "judged_not_in_files": bool(judged.get("not_in_files")),
+        "p_no": p_no,
+        "judged_not_in_files": held,
         "evidence_found": len(wanted & found),
         "evidence_wanted": len(wanted),
         "seconds": round(seconds, 3),

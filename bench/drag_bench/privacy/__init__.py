@@ -376,9 +376,6 @@ def learnt_detector(modes: Any, database: Path) -> Detector:
     """The full stack's detector taught the names the files indexed into ``database``
     named, as a user's own detector is (``files.learn_names``; sealed with this
     machine's key)."""
-    from assistant.store import Store
-    from assistant.store import files as stored_files
-
     if not database.is_file():
         raise ValueError(f"--learnt-from {database}: no such drag store")
     try:  # read-only first: opening another SQLite file as a store would change it
@@ -392,8 +389,9 @@ def learnt_detector(modes: Any, database: Path) -> Detector:
         known = False
     if not known:
         raise ValueError(f"--learnt-from {database}: not a drag store")
-    with Store.configured(str(database)) as own:
-        names = stored_files.learnt(own.db, own.sealer) if stored_files.count(own.db) else []
+    # The names as a user's session reads them (Session.personal_names).
+    with Session(config.load({"store.database": str(database), "files.learn_names": True})) as rt:
+        names = rt.personal_names()
     if not names:
         raise ValueError(f"--learnt-from {database}: its indexed files taught no names")
     detector = Detector(categories=modes)
