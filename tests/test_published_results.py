@@ -82,8 +82,8 @@ def test_the_summary_is_recounted_from_the_answers(folder: Path) -> None:
                 sum(gated[q]["correct"] for q in both),
             )
             assert (g["correct_alone"], g["correct_ungated"], g["correct_gated"]) == right
-            lift = right[1] - right[0]
-            want = None if lift == 0 else (right[2] - right[0]) / lift
+            lift = right[1] - right[0]  # kept of a lift: none where the context lowers it
+            want = None if lift <= 0 else (right[2] - right[0]) / lift
             assert g["lift_kept"] == (None if want is None else pytest.approx(want, abs=1e-4))
 
 
@@ -322,10 +322,23 @@ GATE_TABLES = {
 }
 
 
+GATE_TABLES["gate-medmcqa-dev-n100"] = GATE_TABLES["gate-arc-dev-n60"]
+GATE_TABLES["gate-medmcqa-test-n100"] = GATE_TABLES["gate-arc-dev-n60"]
+# Test-split tables also show McNemar's p against the student alone, ungated and gated.
+WITH_P = {"gate-medmcqa-test-n100"}
+
+
+def _p_cell(pair: dict[str, Any]) -> str:
+    p = pair["mcnemar_p"]
+    shown = "<0.001" if p < 0.001 else f"{p:.3f}"
+    return f"{shown} ({pair['wrong_to_right']}↑ {pair['right_to_wrong']}↓)"
+
+
 @pytest.mark.parametrize("folder", sorted(GATE_TABLES))
 def test_the_docs_gate_tables_are_their_folders_summaries(folder: str) -> None:
     """docs/benchmarks.md: the table after the folder's link shows, per row, the
-    accuracies, how often the context was used, the lift kept and the seconds."""
+    accuracies (and, on a test split, p against the student alone), how often the
+    context was used, the lift kept and the seconds."""
     text = DOCS.read_text("utf-8")
     after = text[text.index(f"](results/{folder})") :].splitlines()
     summary = json.loads((RESULTS / folder / "summary.json").read_text("utf-8"))
@@ -339,8 +352,10 @@ def test_the_docs_gate_tables_are_their_folders_summaries(folder: str) -> None:
         cells = row["cells"]
         (g,) = row["gate"].values()
         kept = "–" if g["lift_kept"] is None else f"{100 * g['lift_kept']:.0f} %"
+        p_cells = [_p_cell(row["against_none"][c]) for c in summary["columns"][1:]]
         want = [
             *(f"{100 * cells[c]['correct'] / cells[c]['total']:.1f}" for c in summary["columns"]),
+            *(p_cells if folder in WITH_P else []),
             f"{g['used_context']}/{g['questions']}",
             kept,
             f"{g['seconds_ungated']:.2f} → {g['seconds_gated']:.2f}",
@@ -488,3 +503,67 @@ def test_the_lihua_privacy_table_is_the_stored_summary() -> None:
             f"{100 * s['kept_words']:.1f} % | {s['control_changed']} of {s['control_items']} |"
         )
         assert row in docs, row
+
+
+STORE = RESULTS / "store-one-retriever"
+
+
+def test_the_store_figures_are_recounted_from_their_records() -> None:
+    """docs/benchmarks.md's local-store section: the hits and their kinds, the answers
+    right online and offline, and the coverage table of both recalls, counted again from
+    the per-question records and the per-paraphrase scores (the covers rule written
+    here: the same or a near-duplicate question always, the graph from the threshold)."""
+    text = DOCS.read_text("utf-8")
+    section = text[text.index("](results/store-one-retriever)") :]
+    records = [
+        json.loads(line)
+        for line in (STORE / "questions.jsonl").read_text("utf-8").splitlines()
+        if line.strip()
+    ]
+    ran = [r for r in records if "paraphrase" in r]
+    hits = [r for r in ran if r["offline"]["hit"]]
+    kinds = {k: sum(r["offline"]["how"] == k for r in hits) for k in ("graph", "near-duplicate")}
+    assert (
+        f"{len(hits)} of the {len(ran)} paraphrases were answered from\nthe cache: "
+        f"{kinds['graph']} by graph recall, {kinds['near-duplicate']} as near-duplicates, "
+        f"{len(hits) - sum(kinds.values())} as the same question" in section
+    )
+    online = sum(r["online"]["correct"] for r in hits)
+    offline = sum(r["offline"]["correct"] for r in hits)
+    assert f"accuracy was {online}/{len(hits)} online and {offline}/{len(hits)} offline" in section
+    calibration = json.loads((STORE / "calibration.json").read_text("utf-8"))["calibration"]
+    para, ctrl = calibration["paraphrases"], calibration["unrelated"]
+
+    def share(found: list[dict[str, Any]], method: str, t: float) -> str:
+        covered = sum(
+            f[method]["how"] in ("exact", "near-duplicate")
+            or (f[method]["how"] == "graph" and f[method]["score"] >= t)
+            for f in found
+        )
+        return f"{round(100 * covered / len(found))} %"
+
+    for t in (0.5, 0.55, 0.6):
+        line = next(ln for ln in section.splitlines() if ln.startswith(f"| {t:.2f} "))
+        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        assert cells == [
+            share(para, "one retriever", t),
+            share(ctrl, "one retriever", t),
+            share(para, "before", t),
+            share(ctrl, "before", t),
+        ]
+    for method, shown in (("one retriever", "79 %"), ("before", "80 %")):
+        shares = [
+            p[method]["own_share"]
+            for p in para
+            if p[method]["how"] == "graph" and p[method]["own_share"] is not None
+        ]
+        assert len(shares) == 12 and f"{round(100 * sum(shares) / len(shares))} %" == shown
+    scale = json.loads((STORE / "scale.json").read_text("utf-8"))["scale"]
+    for row, label in zip(scale, ("10⁴", "10⁵"), strict=True):
+        want = (
+            f"| {label} | {row['query_ms']['p50']:.1f} ms | {row['query_ms']['p95']:.1f} ms | "
+            f"{row['query_ms_before']['p50']:.1f} ms | {row['index_load_s']:.2f} s | "
+            f"{row['grow_s']:.2f} s | {row['index_memory_mb']:.0f} MB | "
+            f"{row['database_mb']:.0f} MB |"
+        )
+        assert want in section, want

@@ -85,7 +85,7 @@ def search(
     q_vec = embedder.embed([question])[0]
     how = method or f.method
     named = next(iter(runtime.entity_reader.read([question]))) if how == "minirag" else []
-    hits = found.search(question, q_vec, embedder, k or f.k, method=how, named=named)
+    hits, _on_paths = found.search(question, q_vec, embedder, k or f.k, method=how, named=named)
     return [
         ScoredPassage(
             i,

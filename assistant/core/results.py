@@ -41,7 +41,7 @@ class ScoredTriple:
 
 @dataclass(frozen=True)
 class ScoredPassage:
-    """A chunk of the user's own files (assistant.drag.filesrecall), with its source."""
+    """A chunk of the user's own files (assistant.drag.graphsearch), with its source."""
 
     rank: int
     text: str

@@ -21,7 +21,7 @@ from assistant.base.config import Settings
 from assistant.base.errors import ConfigError, DragError, PrivacyError, StoreError
 from assistant.core import drafts
 from assistant.drag import answer, evidence, graph
-from assistant.drag.filesrecall import FilesIndex
+from assistant.drag.graphsearch import GraphIndex
 from assistant.drag.ranking import Embedder
 from assistant.models import localserver, modelfiles
 from assistant.models.embedder import load as load_embedder
@@ -256,15 +256,15 @@ class Session:
         self.status("loading the entity reader…")
         return EntityReader()
 
-    def files_index(self) -> FilesIndex:
+    def files_index(self) -> GraphIndex:
         """The user's files' index in memory, loaded again when the store changed it."""
         with self.local:
             db = self.store.db
             now = stored_files.generation(db)
-            held: tuple[int, FilesIndex] | None = self.__dict__.get("_files_index")
+            held: tuple[int, GraphIndex] | None = self.__dict__.get("_files_index")
             if held is None or held[0] != now:
                 loaded = stored_files.load(db, self.store.sealer, DIM)
-                held = self.__dict__["_files_index"] = (now, FilesIndex(loaded))
+                held = self.__dict__["_files_index"] = (now, GraphIndex(loaded))
             return held[1]
 
     @property

@@ -5,7 +5,7 @@ names and every embedding are sealed (:mod:`assistant.store.sealing`); a path, a
 file's content and a name are looked up by keyed hash.  Nothing here is ever sent.
 
 ``meta.files_generation`` counts changes, so that an index held in memory
-(:mod:`assistant.drag.filesrecall`) knows when to load again.
+(:mod:`assistant.drag.graphsearch`) knows when to load again.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sqlite_utils
 from numpy.typing import NDArray
 
 from assistant.store.cache import pack, unpack_many
+from assistant.store.corpus import Corpus
 from assistant.store.db import reading, transaction
 from assistant.store.ledger import now
 from assistant.store.sealing import Sealer
@@ -56,21 +57,6 @@ class Source:
     mtime: float
     indexed: str
     chunks: int
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """Everything the retriever holds in memory, opened."""
-
-    chunk_ids: NDArray[np.int64]
-    chunk_texts: list[str]
-    chunk_where: list[tuple[str, str, int]]  # (path, time, page)
-    chunk_vectors: Vector
-    entity_ids: NDArray[np.int64]
-    entity_names: list[str]
-    entity_types: list[str]
-    entity_vectors: Vector
-    mentions: list[tuple[int, int]]  # (chunk row, entity row)
 
 
 def generation(db: sqlite_utils.Database) -> int:
@@ -240,7 +226,7 @@ def forget(db: sqlite_utils.Database, sealer: Sealer, target: Path) -> list[str]
     return [s.path for s in gone]
 
 
-def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Loaded:
+def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Corpus:
     """The whole index, opened (one read transaction, so its parts agree)."""
     with reading(db):
         paths = {
@@ -275,7 +261,7 @@ def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Loaded:
         (chunk_row[c], entity_row[e]) for c, e in mention_rows if c in chunk_row and e in entity_row
     ]
 
-    return Loaded(
+    return Corpus(
         chunk_ids,
         texts,
         where,

@@ -1,11 +1,10 @@
-"""In-memory vector index over one cache space: questions, entities and evidence.
+"""In-memory vector index over one cache space's questions (for near-duplicates).
 
-The embeddings live in SQLite (float16); this keeps them as float32 matrices
+The embeddings live in SQLite (float16); this keeps them as a float32 matrix
 for exact cosine search by one matrix product (the vectors are unit length).
-Measured by ``drag bench store``: at 10^6 triples (about 5·10^5 entities) one
-query is a few tens of milliseconds on two cores, so no approximate index or
-SQLite extension is needed.  Triple embeddings are not held in memory: only
-the few hundred triples touching matched entities are read back, by id.
+The statements and entities are the retriever's corpus instead
+(:mod:`assistant.store.cachecorpus`); triple embeddings are not held in memory:
+only the triples touching the entities on the retriever's paths are read back, by id.
 
 :meth:`SpaceIndex.refresh` loads rows added since the last look (another
 process may be writing) and reloads from scratch when rows were deleted.
@@ -76,20 +75,9 @@ class SpaceIndex:
             "SELECT id, embedding FROM cache_entries WHERE space = ? AND id > ? ORDER BY id",
             "SELECT count(*) FROM cache_entries WHERE space = ?",
         )
-        self.entities = _Table(
-            "SELECT id, embedding FROM cache_entities WHERE space = ? AND id > ? ORDER BY id",
-            "SELECT count(*) FROM cache_entities WHERE space = ?",
-        )
-        self.evidence = _Table(
-            "SELECT v.id, v.embedding FROM cache_evidence v JOIN cache_entries e "
-            "ON e.id = v.entry_id WHERE e.space = ? AND v.id > ? ORDER BY v.id",
-            "SELECT count(*) FROM cache_evidence v JOIN cache_entries e ON e.id = v.entry_id "
-            "WHERE e.space = ?",
-        )
 
     def refresh(self, db: sqlite_utils.Database) -> SpaceIndex:
-        for table in (self.entries, self.entities, self.evidence):
-            table.refresh(db, self.space)
+        self.entries.refresh(db, self.space)
         return self
 
     @property

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from assistant.base.errors import DragError
-from assistant.drag import recall
+from assistant.drag import querywords
 from assistant.drag.ranking import rank_texts
 from assistant.models.embedder import OnnxEmbedder, SentenceEmbedder, load
 from drag_bench import arguments
@@ -71,7 +71,7 @@ def measure(
 ) -> dict[str, Any]:
     embedder.embed(["warm up"])
     stems = iter(q.question for q in items)
-    grams = iter(recall.ngrams(q.text()) for q in items)
+    grams = iter(querywords.ngrams(q.text()) for q in items)
     per_query = median_ms(lambda: embedder.embed([next(stems)]), len(items))
     per_ngrams = median_ms(lambda: embedder.embed(next(grams)), len(items))
     started = time.perf_counter()

@@ -13,9 +13,11 @@ Two parts, both printed as Markdown and written as JSON (per-question JSONL too)
   bytes per cached question.  It uses its own database under ``--out``.
 
 ``--scale 10000,100000,1000000``: fills a database with that many synthetic
-  triples (unit vectors; entities = triples / 2), then times the index load and
-  the VectorGraphRAG search per query (entity match over all entities, triples
-  touching them read back by id, ranking).  Embedding the question's n-grams is
+  triples (unit vectors; entities = triples / 2; each triple drawn from one of its
+  question's five statements), then times loading the retriever's corpus and the
+  graph recall per query (the retriever's seeds, paths and fusion over all cached
+  statements, triples touching the entities on the paths read back by id, ranking;
+  the names are random, so seeds come by embedding).  Embedding the question's n-grams is
   timed separately on real questions with the real embedder, since random
   vectors stand in for entity names here.
 
@@ -33,8 +35,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from assistant.base import config
 from assistant.base.errors import DragError, NotCovered
 from assistant.core import pipeline
@@ -42,9 +42,10 @@ from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.drag import recall
 from assistant.drag.parsing import parse_objects
-from assistant.store import Store, cache
-from drag_bench import arguments
+from assistant.store import cache
+from drag_bench import arguments, storescale
 from drag_bench.mc import MCQuestion, bundled_arc, extract_choice, load_arc
+from drag_bench.recall_before import recall_before
 from drag_bench.stats import percentile, spread
 
 PARAPHRASE_VERSION = "paraphrase-v1"
@@ -195,29 +196,47 @@ def render_questions(s: dict[str, Any], header: str) -> str:
 # -- calibration --------------------------------------------------------------------------
 
 
-def probe(rt: Session, text: str) -> tuple[str, float]:
-    """How the cache would recall ``text`` and with what score (no threshold applied)."""
+METHODS = ("one retriever", "before")  # the product's recall; the cache's own, kept
+
+
+def probe(rt: Session, text: str, own: int | None = None) -> dict[str, dict[str, Any]]:
+    """How each method would recall ``text`` (no threshold applied): how, score, and the
+    share of the recalled statements and triples that come from the cache entry ``own``
+    (the question that ``text`` rewords)."""
     sent = rt.sanitize(text).text
     q = rt.embedder.embed([sent])[0]
     p = rt.settings.pipeline
-    found = recall.recall(
-        rt.store.db,
-        rt.store.index(rt.cache_space),
-        sent,
-        q,
-        rt.embedder,
-        n=p.n,
-        k=p.k,
-        near_duplicate=rt.settings.store.near_duplicate,
-    )
-    return found.how, found.score
+    out = {}
+    for method, way in zip(METHODS, (recall.recall, recall_before), strict=True):
+        found = way(
+            rt.store.db,
+            rt.store.index(rt.cache_space),
+            sent,
+            q,
+            rt.embedder,
+            n=p.n,
+            k=p.k,
+            near_duplicate=rt.settings.store.near_duplicate,
+        )
+        entries = [e.entry_id for e in found.evidence] + [t.entry_id for t in found.triples]
+        share = sum(e == own for e in entries) / len(entries) if entries and own else None
+        out[method] = {"how": found.how, "score": round(found.score, 4), "own_share": share}
+    return out
+
+
+def _entry_of(rt: Session, text: str) -> int | None:
+    entry = cache.find(rt.store.db, cache.key_of(rt.cache_space, rt.sanitize(text).text))
+    return entry.id if entry is not None else None
 
 
 def calibrate(jsonl: Path, controls: int) -> dict[str, Any]:
-    """Scores of the run's paraphrases vs unrelated questions, against its database.
+    """Scores of the run's paraphrases vs unrelated questions, against its database, for
+    the product's recall and the one it had before, side by side.
 
     Paraphrases should be covered, unrelated questions (ARC questions the run
-    never asked) should not: the table shows both rates per coverage threshold.
+    never asked) should not: the table shows both rates per coverage threshold.  Of a
+    covered paraphrase, the statements recalled should be its original question's
+    (``own_share``).
     """
     lines = jsonl.read_text("utf-8").splitlines()
     records = [r for r in (json.loads(ln) for ln in lines if ln.strip()) if "paraphrase" in r]
@@ -227,213 +246,60 @@ def calibrate(jsonl: Path, controls: int) -> dict[str, Any]:
     unrelated = [q for q in questions if q.id not in asked][-controls:]
     settings = config.load({"store.database": str(jsonl.with_suffix(".db"))})
     with Session(settings) as rt:
-        para = [
-            probe(rt, dataclasses.replace(by_id[r["id"]], question=r["paraphrase"]).text())
-            for r in records
-        ]
+        para = []
+        for r in records:
+            original = by_id[r["id"]]
+            reworded = dataclasses.replace(original, question=r["paraphrase"])
+            para.append(probe(rt, reworded.text(), _entry_of(rt, original.text())))
         ctrl = [probe(rt, q.text()) for q in unrelated]
+    out: dict[str, Any] = {"methods": list(METHODS), "paraphrases": para, "unrelated": ctrl}
     rows = []
     for t in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8):
+        row: dict[str, Any] = {"coverage": t}
+        for m in METHODS:
 
-        def covered(found: tuple[str, float], t: float = t) -> bool:
-            return recall.Recalled(found[0], found[1]).covers(t)  # type: ignore[arg-type]
+            def covered(found: dict[str, Any], t: float = t) -> bool:
+                return recall.Recalled(found["how"], found["score"]).covers(t)
 
-        rows.append(
-            {
-                "coverage": t,
-                "paraphrases_covered": sum(covered(f) for f in para) / max(1, len(para)),
-                "unrelated_covered": sum(covered(f) for f in ctrl) / max(1, len(ctrl)),
+            row[m] = {
+                "paraphrases_covered": sum(covered(f[m]) for f in para) / max(1, len(para)),
+                "unrelated_covered": sum(covered(f[m]) for f in ctrl) / max(1, len(ctrl)),
             }
-        )
-    return {
-        "paraphrases": [{"how": h, "score": round(sc, 4)} for h, sc in para],
-        "unrelated": [{"how": h, "score": round(sc, 4)} for h, sc in ctrl],
-        "thresholds": rows,
-    }
+        rows.append(row)
+    out["thresholds"] = rows
+    return out
 
 
 def render_calibration(c: dict[str, Any]) -> str:
+    methods = c["methods"]
     lines = [
         f"## Coverage threshold: {len(c['paraphrases'])} paraphrases of cached questions vs "
         f"{len(c['unrelated'])} unrelated questions",
         "",
-        "| store.coverage | paraphrases answered offline | unrelated answered offline |",
-        "|---:|---:|---:|",
+        "| store.coverage | "
+        + " | ".join(f"{m}: paraphrases answered offline | {m}: unrelated" for m in methods)
+        + " |",
+        "|---:|" + "---:|---:|" * len(methods),
     ]
     for r in c["thresholds"]:
+        cells = [
+            f"{r[m]['paraphrases_covered']:.0%} | {r[m]['unrelated_covered']:.0%}" for m in methods
+        ]
+        lines.append(f"| {r['coverage']:.2f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for m in methods:
+        kinds: dict[str, int] = {}
+        shares = []
+        for p in c["paraphrases"]:
+            kinds[p[m]["how"]] = kinds.get(p[m]["how"], 0) + 1
+            if p[m]["how"] == "graph" and p[m]["own_share"] is not None:
+                shares.append(p[m]["own_share"])
+        mean = f"{statistics.fmean(shares):.0%}" if shares else "n/a"
         lines.append(
-            f"| {r['coverage']:.2f} | {r['paraphrases_covered']:.0%} | "
-            f"{r['unrelated_covered']:.0%} |"
+            f"- {m}: paraphrases recalled as {kinds}; of a graph recall, the share of "
+            f"statements and triples from the reworded question's own entry: {mean} "
+            f"(mean of {len(shares)})"
         )
-    kinds: dict[str, int] = {}
-    for p in c["paraphrases"]:
-        kinds[p["how"]] = kinds.get(p["how"], 0) + 1
-    lines += ["", f"Paraphrases recalled as: {kinds}"]
-    return "\n".join(lines)
-
-
-# -- scale -------------------------------------------------------------------------------
-
-
-def _unit_rows(rng: np.random.Generator, count: int, dim: int = 384) -> np.ndarray:
-    m = rng.standard_normal((count, dim)).astype(np.float32)
-    m /= np.linalg.norm(m, axis=1, keepdims=True)
-    return m
-
-
-def fill_synthetic(store: Store, triples: int, space: str, seed: int = 0) -> None:
-    """Bulk-load ``triples`` triples over triples/2 entities, 10 per cached question, and
-    5 evidence statements per question.  A triple's vector is near its two entities'
-    (as a real "A — B: relation" sentence is), the rest random unit vectors."""
-    rng = np.random.default_rng(seed)
-    entities = max(2, triples // 2)
-    per_entry = 10
-    conn = store.db.conn
-    conn.execute("BEGIN")
-    entity_vecs = _unit_rows(rng, entities)
-    conn.executemany(
-        "INSERT INTO cache_entities (id, space, key, name, embedding) VALUES (?, ?, ?, ?, ?)",
-        ((i + 1, space, f"e{i}", f"entity {i}", cache.pack(v)) for i, v in enumerate(entity_vecs)),
-    )
-    batch = 50_000
-    for start in range(0, triples, batch):
-        count = min(batch, triples - start)
-        entry_ids = list(range(start // per_entry + 1, (start + count - 1) // per_entry + 2))
-        conn.executemany(
-            "INSERT OR IGNORE INTO cache_entries (id, key, space, question, teacher_model, "
-            "prompt_versions, n, created, embedding, has_graph) "
-            "VALUES (?, ?, ?, ?, 'synthetic', '{}', 15, '', ?, 1)",
-            (
-                (e, f"k{e}", space, f"question {e}", cache.pack(v))
-                for e, v in zip(entry_ids, _unit_rows(rng, len(entry_ids)), strict=True)
-            ),
-        )
-        conn.executemany(
-            "INSERT INTO cache_evidence (entry_id, teacher_rank, text, embedding) "
-            "VALUES (?, ?, ?, ?)",
-            (
-                (entry_ids[i // 5], i % 5 + 1, f"statement {i}", cache.pack(v))
-                for i, v in enumerate(_unit_rows(rng, len(entry_ids) * 5))
-            ),
-        )
-        ends = rng.integers(0, entities, size=(count, 2))
-        vecs = entity_vecs[ends[:, 0]] + entity_vecs[ends[:, 1]] + 0.5 * _unit_rows(rng, count)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        conn.executemany(
-            "INSERT INTO cache_triples (entry_id, entity1_id, entity2_id, relation, text, "
-            "sources, embedding) VALUES (?, ?, ?, ?, ?, '[]', ?)",
-            (
-                (
-                    (start + i) // per_entry + 1,
-                    int(a) + 1,
-                    int(b) + 1,
-                    "relates to",
-                    f"entity {a} relates to entity {b}",
-                    cache.pack(v),
-                )
-                for i, (v, (a, b)) in enumerate(zip(vecs, ends, strict=True))
-            ),
-        )
-    conn.execute("COMMIT")
-
-
-class _Replay:
-    """Gives back fixed vectors for n-grams: random entities have no names to embed."""
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors = vectors
-
-    def embed(self, texts: Any) -> Any:
-        return self.vectors[: len(list(texts))]
-
-
-def run_scale(sizes: list[int], out: Path, queries: int = 50) -> list[dict[str, Any]]:
-    rows = []
-    for size in sizes:
-        path = out / f"scale-{size}.db"
-        for extra in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            extra.unlink(missing_ok=True)
-        store = Store(path, key="file")
-        space = "synthetic"
-        started = time.perf_counter()
-        fill_synthetic(store, size, space)
-        fill_s = time.perf_counter() - started
-        index = store.index(space)
-        started = time.perf_counter()
-        index.refresh(store.db)
-        load_s = time.perf_counter() - started
-        rng = np.random.default_rng(1)
-        times = []
-        found = []
-        for _ in range(queries):
-            # Five "n-grams" that each sit next to a cached entity, and a question vector.
-            picks = rng.integers(0, len(index.entities.ids), size=5)
-            near = index.entities.matrix[picks] + 0.05 * _unit_rows(rng, 5)
-            near /= np.linalg.norm(near, axis=1, keepdims=True)
-            q = index.entities.matrix[picks].mean(axis=0)
-            q /= np.linalg.norm(q)
-            question = "alpha beta gamma delta epsilon"  # five 1-grams
-            started = time.perf_counter()
-            result = recall.recall(
-                store.db, index, question, q, _Replay(near), n=15, k=15, near_duplicate=0.999
-            )
-            times.append(time.perf_counter() - started)
-            found.append(len(result.triples))
-        memory = (
-            index.entities.matrix.nbytes
-            + index.entries.matrix.nbytes
-            + index.evidence.matrix.nbytes
-        )
-        rows.append(
-            {
-                "triples": size,
-                "entities": len(index.entities.ids),
-                "fill_s": round(fill_s, 2),
-                "index_load_s": round(load_s, 3),
-                "index_memory_mb": round(memory / 1e6, 1),
-                "database_mb": round(path.stat().st_size / 1e6, 1),
-                "query_ms": {k: round(v * 1000, 2) for k, v in spread(times).items()},
-                "triples_found_mean": statistics.fmean(found),
-            }
-        )
-        store.close()
-        path.unlink(missing_ok=True)
-        print(f"scale {size:,}: {rows[-1]}", file=sys.stderr, flush=True)
-    return rows
-
-
-def ngram_embed_ms(questions: list[MCQuestion], count: int = 30) -> dict[str, float]:
-    from assistant.models.embedder import OnnxEmbedder
-
-    embedder = OnnxEmbedder()
-    embedder.embed(["warm up"])
-    times = []
-    for q in questions[:count]:
-        grams = recall.ngrams(q.text())
-        started = time.perf_counter()
-        embedder.embed(grams)
-        times.append((time.perf_counter() - started) * 1000)
-    return {k: round(v, 2) for k, v in spread(times).items()}
-
-
-def render_scale(rows: list[dict[str, Any]], embed_ms: dict[str, float]) -> str:
-    lines = [
-        "## Retrieval over the cached graph (VectorGraphRAG search, synthetic vectors)",
-        "",
-        "| triples | entities | DB MB | index load s | index MB | query p50 ms | p95 ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['triples']:,} | {r['entities']:,} | {r['database_mb']} | "
-            f"{r['index_load_s']} | {r['index_memory_mb']} | {r['query_ms']['p50']} | "
-            f"{r['query_ms']['p95']} |"
-        )
-    lines += [
-        "",
-        f"Embedding a question's n-grams (real embedder, ARC questions): "
-        f"p50 {embed_ms['p50']} ms, p95 {embed_ms['p95']} ms; add it to the query time.",
-    ]
     return "\n".join(lines)
 
 
@@ -471,9 +337,9 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         print(render_calibration(report["calibration"]))
     if sizes:
-        report["scale"] = run_scale(sizes, args.out)
-        report["ngram_embed_ms"] = ngram_embed_ms(questions)
-        print(render_scale(report["scale"], report["ngram_embed_ms"]))
+        report["scale"] = storescale.run_scale(sizes, args.out)
+        report["ngram_embed_ms"] = storescale.ngram_embed_ms(questions)
+        print(storescale.render_scale(report["scale"], report["ngram_embed_ms"]))
     if args.questions > 0:
         db_path = args.out / f"store-{stamp}.db"
         try:

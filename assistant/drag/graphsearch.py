@@ -1,8 +1,13 @@
-"""Find the chunks of the user's files that answer a question: MiniRAG's query-guided
-graph path, fused with plain vector search.
+"""The one retriever: find the passages that answer a question, by MiniRAG's
+query-guided graph path fused with keyword and plain vector search.
 
-The graph (:mod:`assistant.drag.filesindex`): chunk nodes, entity nodes, chunk-entity
-edges, entity-entity edges weighted by co-occurrence.  For a question:
+It reads a :class:`~assistant.store.corpus.Corpus` (chunk nodes, entity nodes,
+chunk-entity edges; entity-entity edges are co-occurrence within a chunk) from
+either source: the user's indexed files (:mod:`assistant.drag.filesindex`; the
+entities typed by spaCy) or the teacher's cached evidence
+(:mod:`assistant.store.cachecorpus`; the entities of its triples, untyped), which
+is how the cache's offline recall finds statements (:mod:`assistant.drag.recall`).
+For a question:
 
 1. **Seeds**: the index's entities the question names -- by name (``Li Hua`` finds
    ``LiHua``; a first name finds the full name), by spaCy's entities of the question,
@@ -15,10 +20,13 @@ edges, entity-entity edges weighted by co-occurrence.  For a question:
    further, the entities that co-occur most with the seeds (*bridges*, best
    :data:`BRIDGES`) lead to chunks that hold them, weighed down by :data:`HOP`, and up
    where the bridge or the chunk's entities are of the answer type.
-4. **Fusion**: the graph's ranking and the vector ranking (cosine of chunk and question)
-   are fused by reciprocal rank (:data:`RRF_K`); the top K are the context.
+4. **Fusion**: the graph's ranking, the keyword ranking (BM25) and the vector ranking
+   (cosine of chunk and question) are fused by reciprocal rank (:data:`RRF_K`); the
+   top K are the context.
 
 ``method="vector"`` is plain vector RAG over the same chunks (the benchmark's baseline).
+:meth:`GraphIndex.search` also names the entities on the paths (the seeds and the
+bridges), so that the cache can bring the triples between them.
 Everything is linear in the index's size per question (one matrix product and one pass
 over the seeds' mentions).
 """
@@ -36,10 +44,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from assistant.base.textform import Date, dates_in
+from assistant.drag.querywords import STOPWORDS, ngrams
 from assistant.drag.ranking import Embedder
-from assistant.drag.recall import STOPWORDS, ngrams
 from assistant.privacy.entities import Named, lower_words, name_key
-from assistant.store.files import Loaded
+from assistant.store import corpus
+from assistant.store.corpus import Corpus
 
 Vector = NDArray[np.float32]
 Method = Literal["minirag", "vector"]
@@ -108,15 +117,38 @@ class Hit:
     graph: float  # the graph path's score (0: found by vector search alone)
 
 
-class FilesIndex:
-    """The index in memory: chunk and entity matrices, mentions both ways."""
+class GraphIndex:
+    """A corpus in memory: chunk and entity matrices, mentions both ways.
 
-    def __init__(self, loaded: Loaded) -> None:
-        self.loaded = loaded
+    Built from a whole corpus, then grown by :meth:`extend` (the cache adds what each
+    teacher answer brought, instead of reading everything again)."""
+
+    def __init__(self, loaded: Corpus) -> None:
+        self.loaded = corpus.empty(loaded.chunk_vectors.shape[1])
+        self.chunk_entities: list[list[int]] = []
+        self.entity_chunks: list[list[int]] = []
+        self.idf = np.zeros(0, dtype=np.float32)
+        self.common: set[str] = set()
+        self.by_key: dict[str, int] = {}
+        self.by_word: dict[str, list[int]] = defaultdict(list)
+        # Words -> (chunk row, count): the keyword ranking (BM25) fused with the others.
+        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.lengths = np.zeros(0, dtype=np.float32)
+        self.mean_length = 0.0
+        self.chunk_dates: dict[Date, list[int]] = defaultdict(list)
+        self.extend(loaded)
+
+    def extend(self, more: Corpus) -> None:
+        """Add ``more``'s chunks and entities after those held.  Its mentions name rows
+        of the whole index after the addition (a new chunk may name an entity held
+        before, and a new triple may tie a chunk held before to an entity)."""
+        first_chunk, first_entity = len(self.loaded.chunk_ids), len(self.loaded.entity_ids)
+        self.loaded = corpus.joined(self.loaded, more)
+        loaded = self.loaded
         n_chunks = len(loaded.chunk_ids)
-        self.chunk_entities: list[list[int]] = [[] for _ in range(n_chunks)]
-        self.entity_chunks: list[list[int]] = [[] for _ in loaded.entity_ids]
-        for c, e in loaded.mentions:
+        self.chunk_entities.extend([] for _ in more.chunk_ids)
+        self.entity_chunks.extend([] for _ in more.entity_ids)
+        for c, e in more.mentions:
             self.chunk_entities[c].append(e)
             self.entity_chunks[e].append(c)
         self.idf = np.array(
@@ -124,32 +156,30 @@ class FilesIndex:
             dtype=np.float32,
         )
         # A one-word name the files also write in lower case is a common word that the
-        # recognizer took for a name ("Dinner"): not a seed.
-        common = lower_words(loaded.chunk_texts)
-        self.by_key: dict[str, int] = {}
-        self.by_word: dict[str, list[int]] = defaultdict(list)
-        for row, name in enumerate(loaded.entity_names):
-            key = name_key(name)
+        # recognizer took for a name ("Dinner"): not a seed.  Untyped entities (the
+        # teacher's triples: "oxygen", "photosynthesis") are concepts, not names read by
+        # a recognizer, and keep their lower-case words.
+        if any(more.entity_types):
+            self.common |= lower_words(more.chunk_texts)
+        for row in range(first_entity, len(loaded.entity_ids)):
+            key = name_key(loaded.entity_names[row])
             words = key.split()
-            if len(words) == 1 and key in common:
+            if len(words) == 1 and key in self.common and loaded.entity_types[row]:
                 continue
             self.by_key.setdefault(key, row)
             if len(words) > 1 and loaded.entity_types[row] == "person":
                 for word in words:
                     self.by_word[word].append(row)
-        # Words -> (chunk row, count): the keyword ranking (BM25) fused with the others.
-        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        self.lengths = np.zeros(n_chunks, dtype=np.float32)
-        for row, text in enumerate(loaded.chunk_texts):
-            counts = Counter(_words(text))
-            self.lengths[row] = sum(counts.values())
+        lengths = np.zeros(n_chunks - first_chunk, dtype=np.float32)
+        for row in range(first_chunk, n_chunks):
+            counts = Counter(_words(loaded.chunk_texts[row]))
+            lengths[row - first_chunk] = sum(counts.values())
             for word, times in counts.items():
                 self.postings[word].append((row, times))
-        self.mean_length = float(self.lengths.mean()) if n_chunks else 0.0
-        self.chunk_dates: dict[Date, list[int]] = defaultdict(list)
-        for row, (_path, when, _page) in enumerate(loaded.chunk_where):
-            for day in dates(when):
+            for day in dates(loaded.chunk_where[row][1]):
                 self.chunk_dates[day].append(row)
+        self.lengths = np.concatenate([self.lengths, lengths])
+        self.mean_length = float(self.lengths.mean()) if n_chunks else 0.0
 
     @property
     def empty(self) -> bool:
@@ -216,8 +246,11 @@ class FilesIndex:
         ``April 5, 2026``)."""
         return [row for day in dates(question) for row in self.chunk_dates.get(day, [])]
 
-    def graph_scores(self, seeds: dict[int, float], types: Sequence[str]) -> dict[int, float]:
-        """Chunk row -> the score of the best paths through it from the seeds."""
+    def graph_scores(
+        self, seeds: dict[int, float], types: Sequence[str]
+    ) -> tuple[dict[int, float], list[int]]:
+        """Chunk row -> the score of the best paths through it from the seeds; and the
+        bridges (entity rows one hop from the seeds) those paths go through."""
         kinds = self.loaded.entity_types
         weight = {e: w * float(self.idf[e]) for e, w in seeds.items()}
         scores: dict[int, float] = defaultdict(float)
@@ -244,7 +277,7 @@ class FilesIndex:
                     continue
                 typed = any(kinds[e] in types for e in self.chunk_entities[c])
                 scores[c] += strength * (TYPE_BOOST if typed else 1.0)
-        return dict(scores)
+        return dict(scores), best
 
     def search(
         self,
@@ -255,17 +288,20 @@ class FilesIndex:
         *,
         method: Method = "minirag",
         named: Sequence[Named] = (),
-    ) -> list[Hit]:
-        """The best ``k`` chunks for ``question`` (its embedding ``q_vec``), best first."""
+    ) -> tuple[list[Hit], list[int]]:
+        """The best ``k`` chunks for ``question`` (its embedding ``q_vec``), best first, and
+        the entity rows on the graph's paths (seeds, then bridges; none for "vector")."""
         if self.empty or k <= 0:
-            return []
+            return [], []
         cosines = self.loaded.chunk_vectors @ np.asarray(q_vec, dtype=np.float32).ravel()
         by_cosine = np.argsort(-cosines, kind="stable")
         if method == "vector":
-            return [
+            hits = [
                 self._hit(int(r), float(cosines[r]), float(cosines[r]), 0.0) for r in by_cosine[:k]
             ]
-        graph = self.graph_scores(self.seeds(question, embedder, named), answer_types(question))
+            return hits, []
+        seeds = self.seeds(question, embedder, named)
+        graph, bridges = self.graph_scores(seeds, answer_types(question))
         for row in self.dated(question):
             graph[row] = graph.get(row, 0.0) + DATE_WEIGHT
         depth = max(4 * k, 50)  # the head of each ranking that the fusion reads
@@ -278,4 +314,6 @@ class FilesIndex:
             for rank, row in enumerate(ranked):
                 fused[row] += 1 / (RRF_K + rank + 1)
         order = sorted(fused, key=lambda c: (-fused[c], -cosines[c]))[:k]
-        return [self._hit(c, fused[c], float(cosines[c]), graph.get(c, 0.0)) for c in order]
+        hits = [self._hit(c, fused[c], float(cosines[c]), graph.get(c, 0.0)) for c in order]
+        on_paths = sorted(seeds, key=lambda e: -seeds[e]) + [b for b in bridges if b not in seeds]
+        return hits, on_paths
