@@ -134,7 +134,12 @@ def test_a_question_the_teacher_failed_on_is_tried_again(tmp_path: Path) -> None
 def test_the_generator_rebuilds_the_bundled_subsets_byte_for_byte(tmp_path: Path) -> None:
     need_data(SHARED)  # the verbatim copies
     make_mc_sets.main(["--shared", str(SHARED), "--out", str(tmp_path)])
-    for name in ("mmlu_sample.jsonl", "medmcqa_sample.jsonl", "arc_challenge_dev200.jsonl"):
+    for name in (
+        "mmlu_sample.jsonl",
+        "medmcqa_sample.jsonl",
+        "arc_challenge_dev200.jsonl",
+        "mmlu_dev285.jsonl",
+    ):
         assert (tmp_path / name).read_bytes() == (make_mc_sets.DATA / name).read_bytes()
 
 

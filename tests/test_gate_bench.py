@@ -69,6 +69,13 @@ def test_the_simulated_teacher_is_not_reachable_from_the_products_settings() -> 
     assert "Teacher" not in source.replace("teacher", "")  # no Teacher class to configure
 
 
+def test_the_mmlu_dev_split_shares_no_question_with_the_mmlu_sample() -> None:
+    dev = load_questions("mmlu-dev", None, 285, 0)
+    test = load_questions("mmlu", None, 342, 0)
+    assert len(dev) == 285 and len({q.subject for q in dev}) == 57
+    assert not {q.question for q in dev} & {q.question for q in test}
+
+
 def test_the_medmcqa_dev_part_is_what_the_test_sample_leaves_out() -> None:
     test = load_questions("medmcqa", None, 200, 0)
     dev = load_questions("medmcqa-dev", None, 100, 0)

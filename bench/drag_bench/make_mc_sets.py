@@ -1,5 +1,6 @@
-"""Regenerate the bundled MMLU and MedMCQA subsets and the ARC-Challenge dev split
-from the verbatim copies in ``../shared/data`` (seeded: the same files every time).
+"""Regenerate the bundled MMLU and MedMCQA subsets and the ARC-Challenge and MMLU dev
+splits from the verbatim copies in ``../shared/data`` (seeded: the same files every
+time).
 
     python -m drag_bench.make_mc_sets --shared ../shared/data
 
@@ -40,20 +41,25 @@ def _item(
     }
 
 
-def mmlu(shared: Path) -> list[dict[str, Any]]:
+def mmlu(shared: Path, split: str = "test", per_subject: int | None = MMLU_PER_SUBJECT) -> Any:
+    """A seeded sample of ``per_subject`` items of each subject's ``split`` (all of them
+    for None)."""
     out = []
-    for path in sorted((shared / "mmlu" / "test").glob("*_test.csv")):
-        subject = path.name.removesuffix("_test.csv")
+    for path in sorted((shared / "mmlu" / split).glob(f"*_{split}.csv")):
+        subject = path.name.removesuffix(f"_{split}.csv")
         with path.open(encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
-        chosen = sorted(
-            random.Random(f"{SEED}-{subject}").sample(range(len(rows)), MMLU_PER_SUBJECT)
+        chosen = (
+            range(len(rows))
+            if per_subject is None
+            else sorted(random.Random(f"{SEED}-{subject}").sample(range(len(rows)), per_subject))
         )
+        prefix = "mmlu" if split == "test" else f"mmlu-{split}"
         for i in chosen:
             r = rows[i]
             options = [r[f"choice{j}"] for j in range(4)]
             out.append(
-                _item(f"mmlu-{subject}-{i}", r["question"], options, int(r["answer"]), subject)
+                _item(f"{prefix}-{subject}-{i}", r["question"], options, int(r["answer"]), subject)
             )
     return out
 
@@ -94,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     write(args.out / "mmlu_sample.jsonl", mmlu(args.shared))
     write(args.out / "medmcqa_sample.jsonl", medmcqa(args.shared))
     write(args.out / "arc_challenge_dev200.jsonl", arc_dev(args.shared))
+    # MMLU's own dev split (its 5 few-shot items per subject, never in its test split):
+    # where the confidence gate's rule is tried for MMLU, never reported.
+    write(args.out / "mmlu_dev285.jsonl", mmlu(args.shared, "dev", None))
     return 0
 
 

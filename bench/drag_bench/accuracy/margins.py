@@ -5,7 +5,7 @@
 A gated answer's record keeps both readings (the choice and how sure the student was,
 with the context and alone), so every margin can be scored from one run without the
 model.  This is how ``assistant.drag.gate.MARGIN`` is chosen: on development splits
-only (``--dataset arc-c-dev``, ``medmcqa-dev``); the folder's run.json says which.
+only (``--dataset arc-c-dev``, ``medmcqa-dev``, ``mmlu-dev``); the folder's run.json says which.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from drag_bench.accuracy.report import gate_triples
 
-DEV_SETS = ("arc-c-dev", "medmcqa-dev")
+DEV_SETS = ("arc-c-dev", "medmcqa-dev", "mmlu-dev")
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ DATASETS = {
     # ARC-Challenge test items 201-400: where student-side choices are tried, never reported.
     "arc-c-dev": "arc_challenge_dev200.jsonl",
     "mmlu": "mmlu_sample.jsonl",
+    # MMLU's dev split (5 items per subject, none in its test split): tried on, never reported.
+    "mmlu-dev": "mmlu_dev285.jsonl",
     "medmcqa": "medmcqa_sample.jsonl",
     "medmcqa-dev": "medmcqa_sample.jsonl",
     "medmcqa-test": "medmcqa_sample.jsonl",
@@ -26,6 +28,7 @@ DATASET_NAMES = {
     "arc-c": "ARC-Challenge",
     "arc-c-dev": "ARC-Challenge dev (items 201-400)",
     "mmlu": "MMLU",
+    "mmlu-dev": "MMLU dev (the 285 few-shot items of its dev split)",
     "medmcqa": "MedMCQA",
     "medmcqa-dev": "MedMCQA dev (the 100 items the n=200 seed-0 test sample leaves out)",
     "medmcqa-test": "MedMCQA test (the n=200 seed-0 sample of the published table)",
