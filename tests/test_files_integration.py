@@ -20,6 +20,7 @@ from assistant.base import config
 from assistant.cli import cli
 from assistant.core import localfiles, pipeline
 from assistant.core.session import Session
+from assistant.store import files as stored
 from tests.conftest import TEST_MODEL, SocketLog
 from tests.test_cli_errors import drag, one_line_error
 
@@ -182,6 +183,36 @@ def test_forget_leaves_no_chunk_entity_or_embedding_of_the_file(
         int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
         for t in ("file_sources", "file_chunks", "file_entities", "file_mentions")
     ] == [0, 0, 0, 0]
+
+
+def test_a_forgotten_file_leaves_no_bytes_in_the_database_files(
+    notes: Path, runtime: Session
+) -> None:
+    """Its sealed chunks are overwritten, not left in freed pages or the write-ahead log
+    (which would keep them readable to the key until a VACUUM)."""
+    localfiles.index(runtime, [notes])
+    db = runtime.store.db
+    (source,) = [
+        s for s in stored.sources(db, runtime.store.sealer) if s.path.endswith("haddad.txt")
+    ]
+    sealed = [
+        bytes(r[0]) if isinstance(r[0], bytes) else str(r[0]).encode()
+        for r in db.execute(
+            "SELECT body FROM file_chunks WHERE source_id = ? UNION ALL "
+            "SELECT path FROM file_sources WHERE id = ?",
+            [source.id, source.id],
+        ).fetchall()
+    ]
+    path = Path(os.environ["DRAG_STORE_DATABASE"])
+
+    def raw() -> bytes:
+        return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert sealed and all(s[8:40] in raw() for s in sealed)  # there before
+    assert localfiles.forget(runtime, notes / "haddad.txt")
+    left = raw()
+    assert not [s[8:40] for s in sealed if s[8:40] in left]
 
 
 def test_the_index_is_sealed_at_rest(notes: Path, runtime: Session) -> None:

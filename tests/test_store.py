@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -390,3 +391,20 @@ def test_conversations_list_search_rename_delete(store: Store) -> None:
     store.delete_conversation(first)
     assert [c["id"] for c in store.conversations()] == [second]
     assert [q["conversation_id"] for q in store.questions()] == [second]  # its questions went too
+
+
+def test_deleted_content_is_overwritten_even_where_sqlite_keeps_it_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This machine's SQLite overwrites deleted content by default (SECURE_DELETE); many
+    builds do not.  A connection that starts with it off gets it on."""
+    real = sqlite3.connect
+
+    def keeps_deleted_bytes(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(db.sqlite3, "connect", keeps_deleted_bytes)
+    opened = db.connect(tmp_path / "drag.db")
+    assert opened.execute("PRAGMA secure_delete").fetchone()[0] == 1

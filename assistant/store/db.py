@@ -248,6 +248,9 @@ def connect(path: Path) -> sqlite_utils.Database:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        # What is deleted (a forgotten file, a purged cache, a removed payload) is
+        # overwritten with zeros, not left readable in freed pages until a VACUUM.
+        conn.execute("PRAGMA secure_delete = ON")
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the database {path}: {exc}") from None
     for side in ("-wal", "-shm"):  # created by SQLite with the umask

@@ -223,6 +223,9 @@ def forget(db: sqlite_utils.Database, sealer: Sealer, target: Path) -> list[str]
                 db.execute("DELETE FROM file_sources WHERE id = ?", [s.id])
             _drop_orphans(db)
             _bump(db)
+        # The log still holds the pages as they were: copied back, then emptied (best
+        # effort: a reader in another process may hold it; the next checkpoint does it).
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return [s.path for s in gone]
 
 
