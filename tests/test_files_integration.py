@@ -9,6 +9,7 @@ import math
 import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -343,6 +344,56 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
     assert f" 1. {notes / 'chats' / '20260105.txt'}, 2026-01-05 11:00" in shown
     assert "Kings Road" in shown
     assert socket_guard.seen == []
+
+
+async def test_the_app_answers_a_question_while_it_is_indexing_files(
+    notes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Indexing runs on a connection of its own: a question asked meanwhile is answered,
+    while a file of the folder being indexed is held back until the answer is shown."""
+    from textual.widgets import Input
+
+    from assistant.files import readers
+    from assistant.tui.app import DragApp
+    from assistant.tui.chat import ChatScreen, Turn
+    from tests.test_tui import wait_for
+
+    monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
+    monkeypatch.setenv("DRAG_FILES_ABSTAIN", "false")
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "ana.md").write_text("Ana Lima moved to Porto in March.\n", encoding="utf-8")
+    reached, release = threading.Event(), threading.Event()
+    real = readers.read_bytes
+
+    def held_back(path: Path) -> bytes:
+        if more in path.parents:
+            reached.set()
+            release.wait(300)
+        return real(path)
+
+    app = DragApp(config.load(), warm=False)
+    localfiles.index(app.runtime, [notes])
+    monkeypatch.setattr(readers, "read_bytes", held_back)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        chat._index([more])
+        await wait_for(pilot, reached.is_set)
+        await pilot.press("ctrl+l")
+        await pilot.click("#question")
+        chat.query_one("#question", Input).value = "Where is the noodle bar?"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.query(Turn).last().result is not None, 180)
+        assert not release.is_set() and not any(
+            "indexed" in str(n.message) for n in app._notifications
+        )
+        answered = chat.query(Turn).last().result
+        assert answered is not None and any("Kings Road" in p.text for p in answered.passages)
+        release.set()
+        await wait_for(
+            pilot, lambda: any("indexed 1 new" in str(n.message) for n in app._notifications)
+        )
 
 
 def test_the_student_judges_whether_the_passages_answer_before_it_answers(

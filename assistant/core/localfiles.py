@@ -19,6 +19,7 @@ from assistant.core.session import Session
 from assistant.drag import answer, filesindex, filesjudge
 from assistant.files import readers
 from assistant.privacy.entities import lower_words, personal
+from assistant.store import Store
 from assistant.store import files as stored
 
 __all__ = ["ask_files", "forget", "index", "search", "sources"]
@@ -30,24 +31,23 @@ def index(
     runtime: Session, paths: Iterable[Path], progress: filesindex.Progress | None = None
 ) -> filesindex.Report:
     """Add files and folders to the index (a changed file is indexed anew, an unchanged
-    one is not read twice)."""
-    with runtime.local:
+    one is not read twice).  The work runs on a connection of its own to the store, so
+    that a question asked meanwhile (the app) is answered: SQLite lets one write at a
+    time, and each file is one short write."""
+    s = runtime.settings.store
+    with Store.configured(s.database, s.key) as own:
         report = filesindex.index(
-            runtime.store,
-            runtime.embedder,
-            runtime.entity_reader,
-            paths,
-            progress=progress,
+            own, runtime.embedder, runtime.entity_reader, paths, progress=progress
         )
         if report.added or report.replaced or report.removed:
-            _relearn(runtime)
+            _relearn(own)
     return report
 
 
-def _relearn(runtime: Session) -> None:
+def _relearn(store: Store) -> None:
     """The names the detector learns from the files, worked out again and kept sealed
     (the next question's detector picks them up: :meth:`Session.refresh_learnt`)."""
-    db, sealer = runtime.store.db, runtime.store.sealer
+    db, sealer = store.db, store.sealer
     common = lower_words(stored.chunk_texts(db, sealer))
     stored.save_learnt(db, sealer, personal(stored.personal_names(db, sealer), common))
 
@@ -69,7 +69,7 @@ def forget(runtime: Session, path: Path) -> list[str]:
         if not gone and target.resolve() != target:
             gone = stored.forget(runtime.store.db, runtime.store.sealer, target.resolve())
         if gone:
-            _relearn(runtime)
+            _relearn(runtime.store)
     return gone
 
 

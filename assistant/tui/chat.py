@@ -376,11 +376,13 @@ class ChatScreen(DragScreen):
                 shown[0] = now
                 app.report(f"indexing {done + 1}/{total}: {Path(path).name}")
 
+        # Not under the app's runtime lock: a question asked while the files are read is
+        # answered meanwhile (the index holds the session's lock step by step).
         try:
-            with app.runtime_lock:
-                try:
-                    report = localfiles.index(app.runtime, paths, progress=progress)
-                finally:  # before a question waiting for the runtime says what it does
+            try:
+                report = localfiles.index(app.runtime, paths, progress=progress)
+            finally:  # a question under way says what it does, and "ready" when it ends
+                if not self.questions.busy:
                     app.report(app.ready_line())
         except DragError as exc:
             app.call_from_thread(self.notify, f"not indexed: {exc}", severity="error")
