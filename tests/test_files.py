@@ -68,6 +68,26 @@ def test_an_email_reads_its_sender_subject_and_body(tmp_path: Path) -> None:
     assert doc.units[1].time == "2026-03-03 10:00"
 
 
+@pytest.mark.parametrize(
+    ("markup", "text"),
+    [
+        ("<div>a &amp; b</div>c<br/>d", "\n\na & b\n\nc\nd"),
+        ("x<!-- hidden -->y<!-- never closed <p>z", "xy"),
+        ("<SCRIPT type=x>bad()</script >ok<style>p {}</STYLE>!", "ok!"),
+        ("<script>never closed", ""),
+        ("1 < 2 and 3 > 2", "1 < 2 and 3 > 2"),  # a "<" that opens no tag is text
+        ("a <b and no end", "a <b and no end"),
+        ('<a title="x">link</a> &#233;t&eacute;', "link été"),
+        # Inputs on which Python's html.parser takes quadratic time: read in one pass.
+        ("<a " * 20000, "<a " * 20000),
+        ("t" + "<!--" * 20000, "t"),
+        ('<a b="' * 20000, '<a b="' * 20000),
+    ],
+)
+def test_an_html_body_is_read_as_text_in_one_pass(markup: str, text: str) -> None:
+    assert readers._html_text(markup) == text
+
+
 def test_a_mailbox_reads_every_message(tmp_path: Path) -> None:
     path = tmp_path / "box.mbox"
     path.write_text(

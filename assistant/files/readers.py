@@ -16,7 +16,7 @@ from __future__ import annotations
 import email
 import email.policy
 import email.utils
-import html.parser
+import html
 import io
 import mailbox
 import os
@@ -241,32 +241,51 @@ def paragraphs(text: str, *, speaker: str = "", time: str = "", page: int = 0) -
     ]
 
 
-class _Text(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag in ("script", "style"):
-            self._skip += 1
-        elif tag in ("p", "br", "div", "li", "tr", "h1", "h2", "h3"):
-            self.parts.append("\n\n" if tag != "br" else "\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
+_BREAKS = {"p": "\n\n", "div": "\n\n", "li": "\n\n", "tr": "\n\n", "br": "\n"}
+_BREAKS.update({f"h{n}": "\n\n" for n in range(1, 7)})
+_TAG_NAME = re.compile(r"/?\s*([A-Za-z][A-Za-z0-9]*)")
+_SKIPPED_END = {
+    name: re.compile(rf"</\s*{name}\s*>", re.IGNORECASE) for name in ("script", "style")
+}
 
 
 def _html_text(markup: str) -> str:
-    parser = _Text()
-    parser.feed(markup)
-    parser.close()
-    return "".join(parser.parts)
+    """The text of an HTML body, in one pass: tags dropped (a line break for a block),
+    comments, scripts and styles left out, character references decoded.  Python's
+    ``html.parser`` takes quadratic time on some malformed input (60 KB of ``<a `` took
+    30 s), so it is not used: every search here moves forward, and one that finds
+    nothing ends the text."""
+    out: list[str] = []
+    i, n = 0, len(markup)
+    while i < n:
+        start = markup.find("<", i)
+        if start < 0:
+            out.append(markup[i:])
+            break
+        out.append(markup[i:start])
+        after = markup[start + 1 : start + 2]
+        if not (after.isalpha() or after in ("/", "!", "?")):  # "1 < 2": not a tag
+            out.append("<")
+            i = start + 1
+            continue
+        if markup.startswith("<!--", start):  # an unclosed comment runs to the end
+            close = markup.find("-->", start + 4)
+            i = n if close < 0 else close + 3
+            continue
+        close = markup.find(">", start + 1)
+        if close < 0:  # a "<" that opens no tag: text
+            out.append(markup[start:])
+            break
+        inside = markup[start + 1 : close]
+        named = _TAG_NAME.match(inside)
+        name = named.group(1).lower() if named else ""
+        i = close + 1
+        if name in _SKIPPED_END and not inside.startswith("/"):
+            ended = _SKIPPED_END[name].search(markup, i)
+            i = n if ended is None else ended.end()
+        elif name in _BREAKS and not (inside.startswith("/") and name == "br"):
+            out.append(_BREAKS[name])
+    return html.unescape("".join(out))
 
 
 def _mail_time(raw: str) -> str:
