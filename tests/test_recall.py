@@ -299,7 +299,7 @@ def test_the_cache_corpus_grows_by_what_was_added_and_is_read_again_after_a_remo
             store, space, embedder, question, statements, triples, [(1,), (2,)][: len(triples)]
         )
         graphs.append(recall.graph_of(store.db, index))
-        whole = GraphIndex(cachecorpus.Reader(space, DIM).read(store.db)[1])  # type: ignore[index]
+        whole = GraphIndex(cachecorpus.Reader(space, DIM).read_all(store.db))
         _same_index(graphs[-1], whole)
     assert graphs[0] is graphs[1] is graphs[2]  # grown in place, not built again
     # "marie curie" came with the first answer; the second answer's statements name it.

@@ -40,7 +40,6 @@ from assistant.drag.querywords import CONTRASTS, NEGATIONS, words
 from assistant.drag.ranking import Embedder
 from assistant.privacy.placeholders import ANY_PLACEHOLDER, PLACEHOLDER
 from assistant.store import cache, cachecorpus
-from assistant.store.corpus import empty
 from assistant.store.index import DIM, SpaceIndex
 
 Vector = NDArray[np.float32]
@@ -203,18 +202,46 @@ def graph_of(db: sqlite_utils.Database, index: SpaceIndex) -> GraphIndex:
     the index: what the cache gained since is added, and after a removal it is read
     again."""
     held = _graphs.get(index)
-    reader = held[0] if held else cachecorpus.Reader(index.space, DIM, keep=_unbound)
+    if held is None:
+        reader = cachecorpus.Reader(index.space, DIM, keep=_unbound)
+        graph = GraphIndex(reader.read_all(db))
+        _graphs[index] = (reader, graph)
+        return graph
+    reader, graph = held
     change = reader.read(db)
-    if change is None and held is not None:
-        return held[1]
-    fresh, corpus = change if change is not None else (True, empty(DIM))  # a new reader reads
-    if held is None or fresh:
-        graph = GraphIndex(corpus)
-    else:
-        graph = held[1]
-        graph.extend(corpus)
-    _graphs[index] = (reader, graph)
+    if change is not None:
+        fresh, corpus = change
+        if fresh:
+            graph = GraphIndex(corpus)
+            _graphs[index] = (reader, graph)
+        else:
+            graph.extend(corpus)
     return graph
+
+
+def ranked_triples(
+    db: sqlite_utils.Database, entity_ids: Sequence[int], q: Vector, k: int
+) -> tuple[list[cache.CachedTriple], list[float]]:
+    """The best ``k`` cached triples touching ``entity_ids`` by cosine with the question
+    (above :data:`TRIPLE_FLOOR`), none that names a placeholder; and their cosines."""
+    found, matrix = triples_touching(db, entity_ids)
+    if not found:
+        return [], []
+    sims = matrix @ q
+    order = [i for i in np.argsort(-sims) if sims[i] > TRIPLE_FLOOR and not bound_triple(found[i])][
+        :k
+    ]
+    return [found[i] for i in order], [float(sims[i]) for i in order]
+
+
+def graph_score(triple_sims: Sequence[float], evidence_sims: Sequence[float]) -> float:
+    """What decides whether a graph recall covers the question: the mean cosine of the
+    best three triples or of the best three statements, whichever is higher."""
+
+    def top3(values: Sequence[float]) -> float:
+        return float(np.mean(sorted(values, reverse=True)[:3])) if values else 0.0
+
+    return max(top3(triple_sims), top3(evidence_sims))
 
 
 def _graph_recall(
@@ -231,26 +258,12 @@ def _graph_recall(
     evidence = evidence_by_id(db, [h.chunk_id for h in hits])
     cosine_of = {h.chunk_id: h.cosine for h in hits}
     evidence_sims = [cosine_of[e.id] for e in evidence]
-    triples: list[cache.CachedTriple] = []
-    triple_sims: list[float] = []
-    found_triples, matrix = triples_touching(
-        db, [int(graph.loaded.entity_ids[e]) for e in on_paths]
+    triples, triple_sims = ranked_triples(
+        db, [int(graph.loaded.entity_ids[e]) for e in on_paths], q, k
     )
-    if found_triples:
-        sims = matrix @ q
-        order = [
-            i
-            for i in np.argsort(-sims)
-            if sims[i] > TRIPLE_FLOOR and not bound_triple(found_triples[i])
-        ][:k]
-        triples = [found_triples[i] for i in order]
-        triple_sims = [float(sims[i]) for i in order]
-
-    def top3(values: list[float]) -> float:
-        return float(np.mean(sorted(values, reverse=True)[:3])) if values else 0.0
-
     if not triples and not evidence:
         return Recalled("none", 0.0)
-    score = max(top3(triple_sims), top3(evidence_sims))
     names = [graph.loaded.entity_names[e] for e in on_paths]
-    return Recalled("graph", score, None, evidence, triples, entities=names)
+    return Recalled(
+        "graph", graph_score(triple_sims, evidence_sims), None, evidence, triples, entities=names
+    )

@@ -27,24 +27,18 @@ from assistant.store.db import reading
 Mark = tuple[int, ...]  # (rows, highest id) of the space's statements, entities, triples
 
 _EVIDENCE = "FROM cache_evidence v JOIN cache_entries e ON e.id = v.entry_id WHERE e.space = ?"
+_ENTITIES = "FROM cache_entities WHERE space = ?"
 _TRIPLES = "FROM cache_triples t JOIN cache_entries e ON e.id = t.entry_id WHERE e.space = ?"
-_MARK_SQL = (
-    f"SELECT count(*), coalesce(max(v.id), 0) {_EVIDENCE}",
-    "SELECT count(*), coalesce(max(id), 0) FROM cache_entities WHERE space = ?",
-    f"SELECT count(*), coalesce(max(t.id), 0) {_TRIPLES}",
-)
-
-_ADDED_SQL = (
-    f"SELECT count(*) {_EVIDENCE} AND v.id > ?",
-    "SELECT count(*) FROM cache_entities WHERE space = ? AND id > ?",
-    f"SELECT count(*) {_TRIPLES} AND t.id > ?",
-)
+# Each table of a space, and the column of its ids: the mark and the rows added are
+# counted the same way for all three.
+_TABLES = ((_EVIDENCE, "v.id"), (_ENTITIES, "id"), (_TRIPLES, "t.id"))
 
 
 def mark(db: sqlite_utils.Database, space: str) -> Mark:
     """Changes whenever a statement, entity or triple of ``space`` is added or removed."""
     out: list[int] = []
-    for sql in _MARK_SQL:
+    for rows, id_ in _TABLES:
+        sql = f"SELECT count(*), coalesce(max({id_}), 0) {rows}"
         out.extend(int(x) for x in db.execute(sql, [space]).fetchone())
     return tuple(out)
 
@@ -68,24 +62,30 @@ class Reader:
         self.entity_row: dict[int, int] = {}
         self.names: list[str] = []  # casefolded
 
+    def read_all(self, db: sqlite_utils.Database) -> Corpus:
+        """The whole space, read anew."""
+        with reading(db):
+            self.mark = mark(db, self.space)
+            self._start()
+            return self._read_after(db, 0, 0, 0)
+
     def read(self, db: sqlite_utils.Database) -> tuple[bool, Corpus] | None:
         """None when nothing changed since the last read; else (whether to start again,
         the corpus to start from or to add: :meth:`GraphIndex.extend`'s form)."""
         with reading(db):
-            now = mark(db, self.space)
-            if now == self.mark:
+            before, now = self.mark, mark(db, self.space)
+            if now == before:
                 return None
-            grown = self.mark is not None and self._only_added(db, self.mark, now)
-            if not grown:
-                self._start()
-            after = self.mark[1::2] if grown and self.mark else (0, 0, 0)
-            corpus = self._read_after(db, *after)
+            if before is None or not self._only_added(db, before, now):
+                return True, self.read_all(db)
+            corpus = self._read_after(db, *before[1::2])
         self.mark = now
-        return (not grown), corpus
+        return False, corpus
 
     def _only_added(self, db: sqlite_utils.Database, before: Mark, now: Mark) -> bool:
         """Whether rows were only added since ``before`` (none removed or replaced)."""
-        for i, sql in enumerate(_ADDED_SQL):
+        for i, (rows, id_) in enumerate(_TABLES):
+            sql = f"SELECT count(*) {rows} AND {id_} > ?"
             added = int(db.execute(sql, [self.space, before[2 * i + 1]]).fetchone()[0])
             if before[2 * i] + added != now[2 * i]:
                 return False
@@ -100,7 +100,7 @@ class Reader:
             [self.space, evidence_after],
         ).fetchall()
         entities = db.execute(
-            "SELECT id, name, embedding FROM cache_entities WHERE space = ? AND id > ? ORDER BY id",
+            f"SELECT id, name, embedding {_ENTITIES} AND id > ? ORDER BY id",
             [self.space, entity_after],
         ).fetchall()
         triples = db.execute(

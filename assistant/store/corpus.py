@@ -3,8 +3,8 @@ names which entity (MiniRAG's heterogeneous graph), opened in memory.
 
 Two stores make one: the user's indexed files (:func:`assistant.store.files.load`:
 chunks and the entities found in them) and the teacher's cached statements
-(:func:`assistant.store.cachecorpus.load`: evidence and the entities of the triples
-drawn from it).  One retriever (:mod:`assistant.drag.graphsearch`) reads either.
+(:class:`assistant.store.cachecorpus.Reader`: evidence and the entities of the
+triples drawn from it).  One retriever (:mod:`assistant.drag.graphsearch`) reads either.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ DIM = 384
 
 
 @dataclass
-class _Table:
+class Table:
     """ids and a matrix of one table's rows in the space."""
 
     sql: str  # SELECT id, embedding ... WHERE space = ? AND id > ? ORDER BY id
@@ -71,7 +71,7 @@ class _Table:
 class SpaceIndex:
     def __init__(self, space: str) -> None:
         self.space = space
-        self.entries = _Table(
+        self.entries = Table(
             "SELECT id, embedding FROM cache_entries WHERE space = ? AND id > ? ORDER BY id",
             "SELECT count(*) FROM cache_entries WHERE space = ?",
         )
