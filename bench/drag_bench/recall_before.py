@@ -12,6 +12,7 @@ finds them (:func:`assistant.drag.recall.same_question`).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,8 @@ from numpy.typing import NDArray
 
 from assistant.drag import recall
 from assistant.drag.querywords import ngrams
-from assistant.store import cache, cachecorpus
-from assistant.store.index import DIM, SpaceIndex
+from assistant.store import cache
+from assistant.store.index import SpaceIndex, Table
 
 Vector = NDArray[np.float32]
 ENTITY_MATCH = 0.9
@@ -45,72 +46,47 @@ def consistent(vectors: Vector, question: Vector) -> NDArray[np.bool_]:
     return np.asarray((1 - lam) * to_q + lam * mean_other >= CONSISTENCY_TAU)
 
 
-def _matrix(db: sqlite_utils.Database, sql: str, space: str) -> tuple[list[int], Vector]:
-    rows = db.execute(sql, [space]).fetchall()
-    return [int(r[0]) for r in rows], cache.unpack_many([r[1] for r in rows], DIM)
+# Held with the space's index, as the product holds its corpus (one per store).
+_TABLES: weakref.WeakKeyDictionary[SpaceIndex, tuple[Table, Table]] = weakref.WeakKeyDictionary()
 
 
-def _nearest(ids: list[int], matrix: Vector, queries: Vector, k: int, floor: float) -> Any:
-    if not ids:
-        return [[] for _ in range(len(queries))]
-    sims = np.asarray(queries, dtype=np.float32) @ matrix.T
-    out = []
-    for row in sims:
-        top = np.argsort(-row)[:k]
-        out.append([(ids[i], float(row[i])) for i in top if row[i] >= floor])
-    return out
-
-
-_held: dict[tuple[str, cachecorpus.Mark], tuple[list[int], Vector, list[int], Vector]] = {}
-
-
-def matrices(db: sqlite_utils.Database, space: str) -> tuple[list[int], Vector, list[int], Vector]:
-    """Entity and statement matrices of ``space``, held until the cache changes (as the
-    old in-memory index held them)."""
-    key = (space, cachecorpus.mark(db, space))
-    if key not in _held:
-        _held.clear()
-        _held[key] = (
-            *_matrix(
-                db, "SELECT id, embedding FROM cache_entities WHERE space = ? ORDER BY id", space
+def tables(db: sqlite_utils.Database, index: SpaceIndex) -> tuple[Table, Table]:
+    """The space's entities and statements as the old in-memory index held them (loaded
+    once, then by the rows added)."""
+    if index not in _TABLES:
+        _TABLES[index] = (
+            Table(
+                "SELECT id, embedding FROM cache_entities WHERE space = ? AND id > ? ORDER BY id",
+                "SELECT count(*) FROM cache_entities WHERE space = ?",
             ),
-            *_matrix(
-                db,
+            Table(
                 "SELECT v.id, v.embedding FROM cache_evidence v JOIN cache_entries e "
-                "ON e.id = v.entry_id WHERE e.space = ? ORDER BY v.id",
-                space,
+                "ON e.id = v.entry_id WHERE e.space = ? AND v.id > ? ORDER BY v.id",
+                "SELECT count(*) FROM cache_evidence v JOIN cache_entries e "
+                "ON e.id = v.entry_id WHERE e.space = ?",
             ),
         )
-    return _held[key]
+    for table in _TABLES[index]:
+        table.refresh(db, index.space)
+    return _TABLES[index]
 
 
 def graph_recall(
-    db: sqlite_utils.Database, space: str, question: str, q: Vector, embedder: Any, k: int
+    db: sqlite_utils.Database, index: SpaceIndex, question: str, q: Vector, embedder: Any, k: int
 ) -> recall.Recalled:
-    entity_ids, entities, evidence_ids, evidence_matrix = matrices(db, space)
+    entities, statements = tables(db, index)
     grams = ngrams(question)
     triples: list[cache.CachedTriple] = []
     triple_sims: list[float] = []
     names: list[str] = []
-    if grams and entity_ids:
-        matches = _nearest(
-            entity_ids, entities, embedder.embed(grams), ENTITIES_PER_NGRAM, ENTITY_MATCH
-        )
+    if grams and len(entities.ids):
+        matches = entities.nearest(embedder.embed(grams), ENTITIES_PER_NGRAM, ENTITY_MATCH)
         candidates = sorted({eid for found in matches for eid, _ in found})
         if candidates:
-            rows = np.searchsorted(np.asarray(entity_ids), np.asarray(candidates))
-            keep = consistent(entities[rows], q)
+            rows = np.searchsorted(entities.ids, np.asarray(candidates, dtype=np.int64))
+            keep = consistent(entities.matrix[rows], q)
             chosen = [c for c, ok in zip(candidates, keep, strict=True) if ok]
-            found_triples, matrix = recall.triples_touching(db, chosen)
-            if found_triples:
-                sims = matrix @ q
-                order = [
-                    i
-                    for i in np.argsort(-sims)
-                    if sims[i] > recall.TRIPLE_FLOOR and not recall.bound_triple(found_triples[i])
-                ][:k]
-                triples = [found_triples[i] for i in order]
-                triple_sims = [float(sims[i]) for i in order]
+            triples, triple_sims = recall.ranked_triples(db, chosen, q, k)
             if chosen:
                 marks = ",".join("?" for _ in chosen)
                 names = [
@@ -120,19 +96,15 @@ def graph_recall(
                     ).fetchall()
                     if not recall.bound(r[0])
                 ]
-    found = _nearest(evidence_ids, evidence_matrix, q[None, :], 4 * k, EVIDENCE_FLOOR)[0]
+    # More than k nearest, so that statements bound to their question leave k others.
+    found = statements.nearest(q[None, :], 4 * k, EVIDENCE_FLOOR)[0]
     sims_of = dict(found)
     evidence = [
         e for e in recall.evidence_by_id(db, [i for i, _ in found]) if not recall.bound(e.text)
     ][:k]
-    evidence_sims = [sims_of[e.id] for e in evidence]
-
-    def top3(values: list[float]) -> float:
-        return float(np.mean(sorted(values, reverse=True)[:3])) if values else 0.0
-
     if not triples and not evidence:
         return recall.Recalled("none", 0.0)
-    score = max(top3(triple_sims), top3(evidence_sims))
+    score = recall.graph_score(triple_sims, [sims_of[e.id] for e in evidence])
     return recall.Recalled("graph", score, None, evidence, triples, entities=names)
 
 
@@ -154,4 +126,4 @@ def recall_before(
         return found
     if index.empty:
         return recall.Recalled("none", 0.0)
-    return graph_recall(db, index.space, question, q, embedder, k)
+    return graph_recall(db, index, question, q, embedder, k)

@@ -22,8 +22,8 @@ import numpy as np
 from assistant.drag import querywords, recall
 from assistant.store import Store, cache
 from drag_bench.mc import MCQuestion
-from drag_bench.recall_before import matrices as before_matrices
 from drag_bench.recall_before import recall_before
+from drag_bench.recall_before import tables as before_tables
 from drag_bench.stats import spread
 
 
@@ -117,7 +117,7 @@ def run_scale(sizes: list[int], out: Path, queries: int = 50) -> list[dict[str, 
         graph = recall.graph_of(store.db, index)
         load_s = time.perf_counter() - started
         started = time.perf_counter()
-        before_matrices(store.db, space)
+        before_tables(store.db, index)
         load_before_s = time.perf_counter() - started
         entity_vectors = graph.loaded.entity_vectors
         rng = np.random.default_rng(1)
