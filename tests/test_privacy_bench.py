@@ -252,6 +252,53 @@ def test_a_lihua_question_names_its_people_however_they_are_written() -> None:
     assert units("Is sage a herb? Do Wolfgangs exist?", names) == []  # as words, capitalised
 
 
+def test_the_lihua_text_names_set_is_what_its_generator_makes_from_the_labels() -> None:
+    from drag_bench import make_lihua_privacy as make
+
+    need_data(make.DEFAULT_LIHUA / "lihua_dev.csv")
+    fresh = "".join(
+        json.dumps(r, ensure_ascii=False) + "\n"
+        for r in make.generate_text(make.DEFAULT_LIHUA, make.labels())
+    )
+    assert make.DEFAULT_TEXT_OUT.read_text("utf-8") == fresh
+    # Every labelled name was one of the candidates read by hand, and none is a sender's.
+    chats = make.DEFAULT_LIHUA / "LiHua-World"
+    candidates, senders = make.candidates(chats), make.all_spellings(chats)
+    for name in make.labels():
+        words = max(make.CAPITALISED.findall(name), key=len)  # "123 Sunny Street": the street
+        assert any(words in c for c in candidates), name
+        assert not set(name.split()) & senders, name
+
+
+def test_a_chat_line_gets_its_labelled_names_and_its_senders_names_as_units(
+    tmp_path: Path,
+) -> None:
+    from drag_bench import make_lihua_privacy as make
+
+    week = tmp_path / "LiHua-World" / "week1"
+    week.mkdir(parents=True)
+    (week / "20260101_0900.txt").write_text(
+        "Time: 20260101_0900\n"
+        "WolfgangSchulz: Meet me at The Java Spot, Li Hua? It is on Main St.\n"
+        "LiHua: Sure, Wolfgang!\n"
+        "LiHua: See you at the java spot.\n",
+        encoding="utf-8",
+    )
+    items = make.generate_text(tmp_path, {"Java Spot": "ORG", "Main St": "LOCATION"})
+    assert items == [
+        {
+            "id": "lihua-text-week1-20260101_0900-0",
+            "text": "Meet me at The Java Spot, Li Hua? It is on Main St.",
+            "pii": [
+                {"type": "ORG", "value": "Java Spot"},
+                {"type": "LOCATION", "value": "Main St"},
+                {"type": "PERSON", "value": "Li Hua"},
+            ],  # longest first
+        }
+    ]  # the line with only a sender's name, and the name written in lower case, are not in
+    assert make.candidates(tmp_path / "LiHua-World") == {"The Java Spot": 1, "Main St": 1}
+
+
 def test_learnt_from_refuses_a_file_that_is_not_a_drag_store_and_leaves_it_as_it_was(
     tmp_path: Path,
 ) -> None:

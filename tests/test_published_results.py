@@ -505,6 +505,36 @@ def test_the_lihua_privacy_table_is_the_stored_summary() -> None:
         assert row in docs, row
 
 
+def test_the_lihua_text_names_table_is_recounted_from_its_items() -> None:
+    """Names written only in the files' text: leaks counted again per unit from the
+    stored items and the set's own types (a sender's name is PERSON), and the words kept
+    from the stored summary."""
+    folder = RESULTS / "privacy-lihua" / "text-28"
+    summary = json.loads((folder / "privacy-summary.json").read_text("utf-8"))
+    dataset = RESULTS.parents[1] / "bench" / "drag_bench" / "data" / "privacy_lihua_text.jsonl"
+    units = {
+        (item := json.loads(line))["id"]: [u["type"] for u in item["pii"]]
+        for line in dataset.read_text("utf-8").splitlines()
+    }
+    docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
+    for label, method in (("as shipped", "full"), ("taught by the indexed files", "full+learnt")):
+        counts = {True: [0, 0], False: [0, 0]}  # sender's name? -> [units, leaked]
+        for line in (folder / "privacy-items.jsonl").read_text("utf-8").splitlines():
+            row = json.loads(line)
+            if row["method"] != method:
+                continue
+            assert len(row["values"]) == len(units[row["id"]])
+            for kind, value in zip(units[row["id"]], row["values"], strict=True):
+                counts[kind == "PERSON"][0] += 1
+                counts[kind == "PERSON"][1] += bool(value["unit"])
+        text, senders = counts[False], counts[True]
+        table = (
+            f"| {label} | {text[0]} | {text[1]} | {senders[0]} | {senders[1]} | "
+            f"{100 * summary[method]['kept_words']:.1f} % |"
+        )
+        assert table in docs, table
+
+
 STORE = RESULTS / "store-one-retriever"
 
 
