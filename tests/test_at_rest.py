@@ -364,7 +364,40 @@ def test_item_15_audit_head_and_verify_head_on_the_cli() -> None:
     assert runner.invoke(cli, ["audit", "verify", "--head", wrong]).exit_code == 1
 
 
-def test_item_15_rows_from_before_macs_are_adopted(tmp_path: Path) -> None:
+def test_item_15_blanked_macs_are_not_signed_again_when_the_store_opens(tmp_path: Path) -> None:
+    """Without the key, an attacker edits a row, fixes the chain, and blanks the MACs
+    and the head record so that the rows look written before MACs existed: the store
+    must not sign them on its next opening."""
+    path = tmp_path / "drag.db"
+    with Store(path, key="file") as s:
+        for i in range(3):
+            s.record_upload(upload(i))
+        s.db.execute("UPDATE uploads SET model = 'other' WHERE id = 2")
+        _rechain(s, 2)
+        s.db.execute("UPDATE uploads SET mac = NULL WHERE id >= 2")
+        s.db.execute("DELETE FROM meta WHERE key = 'ledger_head'")
+        assert ledger.verify(s.db).ok  # the keyless chain is fooled
+    with Store(path, key="file") as s:
+        verdict = s.verify_ledger()
+        assert (verdict.ok, verdict.bad_id) == (False, 2) and "no MAC" in verdict.reason
+        assert s.db.execute("SELECT count(*) FROM uploads WHERE mac IS NULL").fetchone()[0] == 2
+
+
+def test_item_15_a_row_inserted_without_the_key_is_caught(store: Store) -> None:
+    for i in range(2):
+        store.record_upload(upload(i))
+    ledger.append(store.db, upload(7))  # chained as the product would, but with no key
+    assert ledger.verify(store.db).ok  # the keyless chain is fooled
+    verdict = store.verify_ledger()
+    assert (verdict.ok, verdict.bad_id) == (False, 3) and "no MAC" in verdict.reason
+    store.db.execute("UPDATE uploads SET mac = ? WHERE id = 3", ["0" * 64])
+    verdict = store.verify_ledger()
+    assert (verdict.ok, verdict.bad_id) == (False, 3) and "does not match" in verdict.reason
+
+
+def test_item_15_rows_from_before_macs_are_signed_when_the_user_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from assistant.store import db
 
     path = tmp_path / "old.db"
@@ -373,11 +406,23 @@ def test_item_15_rows_from_before_macs_are_adopted(tmp_path: Path) -> None:
     for i in range(3):
         ledger.append(old, upload(i))
     old.close()
-    with Store(path, key="file") as s:
-        assert s.verify_ledger().ok
+    monkeypatch.setenv("DRAG_STORE_DATABASE", str(path))
+    runner = CliRunner()
+    before = runner.invoke(cli, ["audit", "verify"])
+    assert before.exit_code == 1 and "#1" in before.output and "--adopt" in before.output
+    adopted = runner.invoke(cli, ["audit", "verify", "--adopt"])
+    assert adopted.exit_code == 0, adopted.output
+    assert "signed 3 uploads" in adopted.output and "ledger ok: 3 uploads" in adopted.output
+    with Store(path) as s:
         assert s.db.execute("SELECT count(*) FROM uploads WHERE mac IS NULL").fetchone()[0] == 0
         s.record_upload(upload(9))
         assert s.verify_ledger().ok
+    # A chain that does not verify is not signed: the row that breaks it is named.
+    with Store(path) as s:
+        s.db.execute("UPDATE uploads SET mac = NULL")
+        s.db.execute("UPDATE uploads SET model = 'other' WHERE id = 2")
+    refused = runner.invoke(cli, ["audit", "verify", "--adopt"])
+    assert refused.exit_code == 1 and "#2" in refused.output and "signed" not in refused.output
 
 
 # -- item 16: search with Unicode case folding --------------------------------------------

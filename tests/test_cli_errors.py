@@ -170,3 +170,19 @@ def test_drag_bench_without_the_benchmarks_installed_says_how(
     assert exited.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install -e ./bench" in err[0], err
+
+
+def test_a_model_privacy_or_database_error_exits_with_its_own_code(tmp_path: Path) -> None:
+    """The README's exit codes 4 (model), 5 (privacy: nothing was sent) and 6 (the local
+    database), each with one line and the question kept where there is one."""
+    model = drag("ask", "--mode", "none", "--student", str(tmp_path / "absent.gguf"), "Name one.")
+    assert "model file" in one_line_error(model) and model.returncode == 4
+    assert kept(one_line_error(model))["question"] == "Name one."
+    question = "My SSN is 536-22-8471, which tax form do I need?"
+    privacy = drag("ask", question)  # a review is needed and there is no terminal to ask on
+    assert "needs your review" in one_line_error(privacy) and privacy.returncode == 5
+    assert kept(one_line_error(privacy))["question"] == question
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database, only text long enough to fill a header" * 4)
+    store = drag("audit", "list", env={"DRAG_STORE_DATABASE": str(bad)})
+    assert "file is not a database" in one_line_error(store) and store.returncode == 6

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,29 @@ def write(path: Path, text: str) -> Path:
 def test_defaults(tmp_path: Path) -> None:
     s = config.load(env={}, config_file=tmp_path / "absent.toml")
     assert s.pipeline.n == 15 and s.pipeline.k == 15 and s.teacher.endpoint == "local"
+    assert s.privacy.reader == "on"  # the README: the local model reads each question
     assert set(s.sources.values()) == {"default"}
+
+
+def test_importing_the_app_sets_the_offline_switches_over_what_the_shell_set() -> None:
+    """The README: Hugging Face and onnxruntime are told not to phone home, whatever
+    the environment said (assistant/__init__.py applies them before anything else)."""
+    import subprocess
+    import sys
+
+    from assistant.base._env import OFFLINE_ENV
+
+    shell = {k: v for k, v in os.environ.items() if k not in OFFLINE_ENV}
+    shell |= {"HF_HUB_OFFLINE": "0", "ORT_DISABLE_TELEMETRY": "0", "DO_NOT_TRACK": "0"}
+    names = sorted(OFFLINE_ENV)
+    code = (
+        "import json, os; import assistant.cli.root; "
+        f"print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=shell, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert json.loads(out[0]) == OFFLINE_ENV
 
 
 def test_precedence_flag_env_file_default(tmp_path: Path) -> None:

@@ -221,9 +221,15 @@ def test_the_index_is_sealed_at_rest(notes: Path, runtime: Session) -> None:
     runtime.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     path = Path(os.environ["DRAG_STORE_DATABASE"])
     raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
-    assert runtime.files_index().loaded.chunk_texts  # something was indexed
+    loaded = runtime.files_index().loaded
+    assert loaded.chunk_texts  # something was indexed
     for plain in ("Linden Lane", "Okonkwo", "Farouk", "noodle bar", str(notes)):
         assert plain.encode() not in raw, plain
+    # The embeddings too: no stored vector's bytes (float16, as the store packs them).
+    from assistant.store.cache import pack
+
+    for vector in [*loaded.chunk_vectors, *loaded.entity_vectors]:
+        assert pack(vector)[:48] not in raw
 
 
 def test_unreadable_and_binary_files_are_skipped_with_their_reason_and_the_rest_indexed(
@@ -273,6 +279,24 @@ def test_a_name_known_only_from_an_indexed_file_is_kept_from_the_teacher(
     with Session(settings.with_flags({"files.learn_names": False})) as rt:
         assert rt.personal_names() == []
         assert "Sage" in rt.sanitize(question).text
+
+
+def test_the_files_teach_people_firms_and_places_but_not_a_name_read_as_a_title(
+    tmp_path: Path, runtime: Session
+) -> None:
+    """The README's limit: spaCy reads a café's name in quotes as a title, and titles
+    (mostly public: games, songs) are not learnt; a firm and a person are."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "cafe.md").write_text(
+        'I just discovered "The Lighthouse Cafe"! Such a chill place to work, says '
+        "Yuriko Yamamoto of Acme Corporation.\n",
+        encoding="utf-8",
+    )
+    localfiles.index(runtime, [notes])
+    learnt = runtime.personal_names()
+    assert "Yuriko Yamamoto" in learnt and "Acme Corporation" in learnt
+    assert not [n for n in learnt if "Lighthouse" in n]
 
 
 def test_the_privacy_benchmark_runs_a_detector_taught_by_an_indexed_store(

@@ -366,6 +366,37 @@ def test_allow_and_deny_lists() -> None:
     found = kinds(custom.find(AMELIA + " It is for Project Bluebird."))
     assert "Amelia Thompson" not in found
     assert found["Project Bluebird"] == "DENY_LIST"
+    # In any case, as docs/benchmarks.md tells a user whose band's name was not learnt.
+    band = Detector(deny=["Jolly Band"]).find('"The Jolly Band" and the jolly band vibe')
+    assert [(f.text, f.entity) for f in band] == [
+        ("Jolly Band", "DENY_LIST"),
+        ("jolly band", "DENY_LIST"),
+    ]
+
+
+def test_a_users_term_is_found_whatever_space_or_line_break_splits_it() -> None:
+    """The deny list and the learnt names are read over the whole text: a name wrapped
+    onto the next line of a pasted e-mail, or typed with two spaces, is the name."""
+    custom = Detector(deny=["Jolly Band"])
+    custom.learn(["Wolfgang Schulz", "Sage"])
+    text = "Dear Wolfgang\nSchulz, the JOLLY  band plays.\nSage:\tthanks, Wolfgang\r\n Schulz"
+    found = [(f.text, f.recognizer) for f in custom.find(text) if f.entity == "DENY_LIST"]
+    assert found == [
+        ("Wolfgang\nSchulz", "LearntNames"),
+        ("JOLLY  band", "UserDenyList"),
+        ("Sage", "LearntNames"),
+        ("Wolfgang\r\n Schulz", "LearntNames"),
+    ]
+    assert not [f for f in custom.find("Sagebrush and jolly bandits") if f.entity == "DENY_LIST"]
+    # As the policy's rule for them says: three letters at least.
+    custom.learn(["AI", "I'm", "Sage"])
+    assert [f.text for f in custom.find("I'm AI, Sage.") if f.entity == "DENY_LIST"] == ["Sage"]
+    # Learning again replaces what was learnt; an allowed term, as written, is left.
+    custom.learn(["Ada Byron"])
+    allowed = Detector(allow=["Sage"], deny=["Sage"])
+    assert not [f for f in custom.find("Sage wrote") if f.entity == "DENY_LIST"]
+    assert not [f for f in allowed.find("Sage wrote") if f.entity == "DENY_LIST"]
+    assert [f.text for f in allowed.find("SAGE wrote") if f.entity == "DENY_LIST"] == ["SAGE"]
 
 
 def test_resolve_overlaps_prefers_the_longer_span() -> None:

@@ -189,4 +189,9 @@ def test_a_value_kept_at_review_is_the_only_one_that_leaves(
     assert result.privacy["kept_by_user"] == {"US_SSN": 1}
     row = ledger.select(runtime.store.db)[-1]
     assert ssn.encode() in bytes(row["request"])  # the ledger shows exactly what left
+    # The cache holds what was sent: the value kept at review, and no other.
+    db = runtime.store.db
+    cached = [str(r[0]) for r in db.execute("SELECT question FROM cache_entries")]
+    cached += [str(r[0]) for r in db.execute("SELECT text FROM cache_evidence")]
+    assert ssn in cached[0] and all(v not in " ".join(cached) for v in VALUES if v != ssn)
     runtime.close()

