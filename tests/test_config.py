@@ -114,3 +114,31 @@ def test_save_validates_writes_owner_only_and_reads_back(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="unknown setting"):
         config.save({"teacher.api_key": "sk-secret"}, target)  # secrets are never settings
     assert "sk-secret" not in target.read_text() and "k = 7" in target.read_text()
+
+
+def test_the_readmes_configuration_block_shows_the_real_defaults(tmp_path: Path) -> None:
+    """Every key the README's configuration block writes holds its real default, and
+    `drag config show` lists every key with its source, environment variable and help."""
+    import tomllib
+
+    from click.testing import CliRunner
+
+    from assistant.cli.root import cli
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
+    block = readme[readme.index("## Configuration") :]
+    block = block[block.index("```toml\n") + 8 :]
+    shown = tomllib.loads(block[: block.index("```")])
+    defaults = config.load(env={}, config_file=tmp_path / "absent.toml")
+    keys = [f"{section}.{name}" for section, names in shown.items() for name in names]
+    assert len(keys) > 30
+    for key in keys:
+        section, name = key.split(".")
+        value = defaults.get(key)
+        assert (list(value) if isinstance(value, tuple) else value) == shown[section][name], key
+    listed = CliRunner().invoke(cli, ["--config", str(tmp_path / "absent.toml"), "config", "show"])
+    assert listed.exit_code == 0, listed.output
+    lines = {ln.split(" ", 1)[0]: ln for ln in listed.output.splitlines()[1:]}
+    for row in config.effective(defaults):
+        line = lines[row["key"]]
+        assert row["env"] in line and line.endswith(f": {row['help']}") and row["help"], line

@@ -231,9 +231,52 @@ def test_parsers_read_a_2_mb_crafted_reply_in_a_second(shape: str) -> None:
     assert float(done.stdout) <= 1.0, (shape, done.stdout)
 
 
+def test_reading_a_reply_gets_teacher_timeout_from_when_it_arrived(
+    socket_guard: SocketLog, guard: EgressGuard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README: the parsers stop once teacher.timeout has passed since the reply
+    arrived (not since the request left: a slow teacher leaves the parsers their time)."""
+    import http.server
+    import threading
+    from types import SimpleNamespace
+
+    from tests.fakes import completion
+
+    clock = [1000.0]
+    monkeypatch.setattr(
+        egress, "time", SimpleNamespace(monotonic=lambda: clock[0], perf_counter=time.perf_counter)
+    )
+    body = completion('{"evidence": ["a"]}')
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            clock[0] += 40.0  # the teacher took 40 s to answer
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    socket_guard.allowed.add(("127.0.0.1", server.server_address[1]))
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        reply = egress.send(endpoint(url, timeout=100.0), chat(), guard)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert isinstance(reply, egress.ChatReply)
+    assert reply.deadline == 1140.0  # arrival (1040) + timeout, not start (1000) + timeout
+
+
 def test_teacher_timeout_bounds_reading_a_reply_as_well_as_receiving_it() -> None:
-    """Issue 30, item 2: the readers stop at the request's deadline (its start plus
-    teacher.timeout) with a one-line error that keeps the reply, instead of reading on."""
+    """Issue 30, item 2: the readers stop at the reply's deadline (teacher.timeout from
+    when it arrived) with a one-line error that keeps the reply, instead of reading on."""
     from assistant.drag.evidence import parse
     from assistant.drag.graph import parse_summaries, parse_triples
     from assistant.drag.parsing import parse_objects

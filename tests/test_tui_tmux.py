@@ -157,3 +157,38 @@ def test_the_offline_start_bench_needs_a_cached_question(
     assert startup.main(["--ask-offline", "--runs", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds no question" in err[0]
+
+
+def test_drag_ask_review_shows_both_sides_and_sends_nothing_on_no(
+    tmux_bin: str, teacher_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The README's `drag ask --review`: in a real terminal, the question and the exact
+    text to be sent side by side, and nothing goes out until you say yes."""
+    database = tmp_path / "drag.db"
+    env = {
+        **{k: v for k, v in os.environ.items() if k.startswith(("DRAG_", "HF_", "ORT_"))},
+        **teacher_env,
+        "DRAG_CONFIG": str(tmp_path / "config.toml"),
+        "DRAG_STORE_DATABASE": str(database),
+        "DRAG_PRIVACY_REWRITE": "never",
+        "TERM": "xterm-256color",
+        "PYTHONPATH": str(ROOT),
+    }
+    question = "My SSN is 536-22-8471: which tax form do I file?"
+    ask = shlex.join([sys.executable, "-m", "assistant", "ask", "--review", question])
+    tmux = Tmux("sh -c " + shlex.quote(f"{ask}; echo EXIT=$?; sleep 300"), env)
+    try:
+        shown = tmux.wait(lambda s: "[y/N]" in s, "the review's question", 120)
+        assert "YOUR QUESTION (stays here)" in shown and "SENT TO THE TEACHER" in shown
+        row = next(ln for ln in shown.splitlines() if "536-22-8471" in ln)
+        left, right = row.split("│", 1)
+        assert "536-22-8471" in left and "536-22-8471" not in right and "<" in right
+        assert "detected: US_SSN ×1" in shown
+        tmux.type("n")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "EXIT=" in s, "drag to end")
+        assert "EXIT=5" in shown and "kept in drag drafts" in shown
+    finally:
+        tmux.close()
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0

@@ -46,7 +46,8 @@ def config_show(ctx: click.Context, as_json: bool) -> None:
     )
     width = max(len(r["key"]) for r in rows)
     for r in rows:
-        echo(f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}")
+        line = f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}"
+        echo(f"{line}: {r['help']}" if r.get("help") else line)
 
 
 @config_group.command("path")

@@ -1,0 +1,67 @@
+"""The README's everyday commands that read the store or the set-up, run through the CLI
+(the store a real SQLite file): config path, models, cache stats, audit list."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from assistant.base.errors import InputError
+from assistant.cli.root import cli
+from assistant.models import modelfiles
+from assistant.net.upload import Upload
+from assistant.store import Store, ledger
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> str:
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_drag_home_puts_config_data_cache_and_state_under_one_folder(tmp_path: Path) -> None:
+    shown = run("config", "path", env={"DRAG_HOME": str(tmp_path)})
+    where = dict(line.split(None, 1) for line in shown.splitlines())
+    assert set(where) == {"config", "data", "cache", "state"}
+    assert all(Path(p).is_relative_to(tmp_path) for p in where.values()), where
+
+
+def test_drag_models_lists_the_manifest_and_whether_each_is_installed() -> None:
+    names = list(modelfiles.load_manifest())
+    rows = json.loads(run("models", "--json"))
+    assert [r["name"] for r in rows] == names and names
+    for r in rows:  # ready with its file, or the reason it is not
+        assert (r["state"] == "ready") == (r["path"] is not None and Path(r["path"]).is_file())
+    lines = run("models").splitlines()
+    assert [ln.split()[0] for ln in lines] == names
+
+
+def test_cache_stats_counts_questions_evidence_entities_triples_and_bytes() -> None:
+    shown = run("cache", "stats")
+    for label in ("questions", "evidence", "entities", "triples", "bytes per question"):
+        assert f"0 {label}" in shown, shown
+
+
+def test_audit_list_filters_by_time_and_by_text() -> None:
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        for word in ("glutamine", "photosynthesis"):
+            body = json.dumps({"messages": [{"content": f"What is {word}?"}]}).encode()
+            store.record_upload(Upload("http://t/v1", "m", "evidence", "v1", body, "ok"))
+        ledger_rows = ledger.select(store.db)
+    assert len(ledger_rows) == 2
+    both = json.loads(run("audit", "list", "--since", "7d", "--json"))
+    assert [r["id"] for r in both] == [1, 2]
+    found = json.loads(run("audit", "list", "--search", "photosynthesis", "--json"))
+    assert [r["id"] for r in found] == [2]
+    assert "no uploads recorded that match" in run("audit", "list", "--since", "2999-01-01")
+
+
+@pytest.mark.parametrize("since", ["soon", "7x"])
+def test_audit_list_refuses_a_time_it_cannot_read(since: str) -> None:
+    result = CliRunner().invoke(cli, ["audit", "list", "--since", since])
+    assert isinstance(result.exception, InputError)
+    assert f"{since!r} is not a time: use 30d, 12h" in str(result.exception)
