@@ -51,8 +51,9 @@ def dedupe(items: Iterable[str]) -> list[str]:
 
 def in_time(deadline: float | None, text: str) -> None:
     """Raise when ``deadline`` (a ``time.monotonic()``: teacher.timeout from when the
-    reply arrived, :attr:`egress.ChatReply.deadline`) has passed.  The readers ask between their steps, each linear in
-    the reply, so the timeout bounds reading a reply as well as receiving it."""
+    reply arrived, :attr:`egress.ChatReply.deadline`) has passed.  The readers ask
+    between their steps, each linear in the reply, so the timeout bounds reading a
+    reply as well as receiving it."""
     if deadline is not None and time.monotonic() > deadline:
         raise TeacherError(
             "the teacher's reply could not be read within teacher.timeout; nothing from it "
