@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, ListItem, ListView, Static
 
 from assistant.base import config, secrets
 from assistant.core import drafts
@@ -247,6 +247,31 @@ async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
         await pilot.press("down")
         await pilot.pause()
         assert '"q": 1' in str(app.screen.query_one("#detail", Static).render())
+        # "/" searches the request and reply text (the README's Audit screen).
+        await pilot.press("slash")
+        for key in '"q": 2':
+            await pilot.press("space" if key == " " else key)
+        await pilot.pause()
+        assert app.screen.query_one("#audit-search", Input).value == '"q": 2'
+        assert table.row_count == 1
+
+
+async def test_the_conversation_list_is_searchable() -> None:
+    """The README: on the left are your conversations, searchable (ctrl+f)."""
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        for title in ("Glutamine and sleep", "Photosynthesis at night", "Glutamate vs GABA"):
+            store.new_conversation(title)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        listing = app.screen.query_one("#conversations", ListView)
+        assert len(listing.children) == 3
+        await pilot.press("ctrl+f")
+        for key in "GLUTA":
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.screen.query_one("#search", Input).value == "GLUTA"
+        shown = [str(item.query_one(Static).render()) for item in listing.query(ListItem)]
+        assert sorted(shown) == ["Glutamate vs GABA", "Glutamine and sleep"]
 
 
 @pytest.fixture
