@@ -165,3 +165,16 @@ def test_a_free_replys_opening_is_not_kept_in_the_record() -> None:
     )
     assert (letters.to_dict()["reply_alone"], letters.to_dict()["reply_with_context"]) == ("B", "A")
     assert letters.reading.text == "A"
+
+
+def test_the_app_badges_an_answer_from_the_cache_and_one_from_the_student_alone() -> None:
+    """The README's badges: ◆ from cache (with how it was found, and nothing sent) and
+    ● student only."""
+    from assistant.core.results import AskResult
+    from assistant.tui.chat import badge
+
+    cached = AskResult(question="q", mode="evidence", n=3, k=2, source="cache")
+    cached.provenance = {"uploads": [3, 4], "how": "near-duplicate", "score": 0.953}
+    assert badge(cached) == "◆ from cache · near-duplicate 0.95 · uploads #3 #4 · nothing sent"
+    alone = AskResult(question="q", mode="none", n=0, k=0, source="student")
+    assert badge(alone) == "● student only · nothing sent"
