@@ -327,6 +327,7 @@ def test_the_privacy_benchmark_runs_a_detector_taught_by_an_indexed_store(
 async def test_the_app_answers_from_your_files_and_shows_the_sources(
     notes: Path, socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from textual.command import CommandList
     from textual.widgets import Input, Static
 
     from assistant.tui.app import DragApp
@@ -342,7 +343,11 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
         assert isinstance(chat, ChatScreen)
         statuses: list[str] = []
         app.watch(app, "status", lambda value: statuses.append(value))
-        chat.index_files()  # the palette's "Index files or folders"
+        await pilot.press("ctrl+p")  # the command palette's "Index files or folders"
+        for key in "Index files":
+            await pilot.press("space" if key == " " else key)
+        await wait_for(pilot, lambda: app.screen.query_one(CommandList).option_count > 0)
+        await pilot.press("enter")
         await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         prompt = app.screen.query_one("#prompt-input", Input)
         prompt.value = f"{notes / 'chats'} ; {notes / 'mia.md'}"

@@ -524,6 +524,14 @@ async def test_review_modal_keeps_a_value_only_when_the_user_says_so() -> None:
     assert len(verdicts) == 1
     verdict = verdicts[0]
     assert not isinstance(verdict, bool) and verdict.released == ("Marie Curie",)
+    # Esc declines, as n does (the README): the verdict is no, nothing to send.
+    app = Host()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        app.screen.query_one("#entities", SelectionList).focus()
+        await pilot.press("escape")
+        await pilot.pause()
+    assert verdicts[1:] == [False]
 
 
 async def test_bench_screen_runs_the_privacy_benchmark() -> None:
