@@ -65,3 +65,51 @@ def test_audit_list_refuses_a_time_it_cannot_read(since: str) -> None:
     result = CliRunner().invoke(cli, ["audit", "list", "--since", since])
     assert isinstance(result.exception, InputError)
     assert f"{since!r} is not a time: use 30d, 12h" in str(result.exception)
+
+
+def test_config_set_key_stores_the_key_in_the_keyring_and_the_env_var_comes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README: the key is read from DRAG_TEACHER_API_KEY, then from the system
+    keyring, where `drag config set-key` stores it (typed without echo)."""
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    from assistant.base import secrets
+
+    monkeypatch.delenv(secrets.ENV_VAR, raising=False)
+    backend = PlaintextKeyring()  # a keyring of its own in tmp_path, never the machine's
+    backend.file_path = str(tmp_path / "keyring.cfg")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        config_file = tmp_path / "config.toml"
+        stored = CliRunner().invoke(
+            cli, ["--config", str(config_file), "config", "set-key"], input="sk-cli-93e1\n"
+        )
+        assert stored.exit_code == 0, stored.output
+        assert "sk-cli-93e1" not in stored.output  # not echoed
+        assert backend.get_password(secrets.SERVICE, secrets.USERNAME) == "sk-cli-93e1"
+        assert not config_file.exists()
+        assert secrets.api_key() == "sk-cli-93e1"
+        monkeypatch.setenv(secrets.ENV_VAR, "sk-env-first")
+        assert secrets.api_key() == "sk-env-first"
+    finally:
+        keyring.set_keyring(previous)
+
+
+def test_config_set_key_on_a_machine_without_a_keyring_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import keyring
+    from keyring.backends.fail import Keyring as NoKeyring
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(NoKeyring())
+    try:
+        result = CliRunner().invoke(cli, ["config", "set-key"], input="sk-x\n")
+    finally:
+        keyring.set_keyring(previous)
+    assert result.exception is not None
+    assert "no usable system keyring here" in str(result.exception)
+    assert "export DRAG_TEACHER_API_KEY instead" in str(result.exception)
