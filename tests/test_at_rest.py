@@ -422,7 +422,54 @@ def test_item_15_rows_from_before_macs_are_signed_when_the_user_says_so(
         s.db.execute("UPDATE uploads SET mac = NULL")
         s.db.execute("UPDATE uploads SET model = 'other' WHERE id = 2")
     refused = runner.invoke(cli, ["audit", "verify", "--adopt"])
-    assert refused.exit_code == 1 and "#2" in refused.output and "signed" not in refused.output
+    assert refused.exit_code == 1 and "nothing was signed: upload #2" in refused.output
+    assert "signed 3" not in refused.output
+
+
+def test_item_15_adopting_never_signs_what_a_forger_could_have_made(store: Store) -> None:
+    """Rows without a MAC after signed ones, or a ledger whose newest rows were removed,
+    are not signed by --adopt: nothing is kept, and verify still names the damage."""
+    for i in range(5):
+        store.record_upload(upload(i))
+    store.db.execute("UPDATE uploads SET mac = NULL WHERE id = 3")
+    signed, why = store.adopt_ledger()
+    assert (signed, why) == (0, "rows without a MAC follow signed rows: they were not "
+                             "written before the ledger had MACs")  # fmt: skip
+    store.db.execute("UPDATE uploads SET mac = NULL WHERE id <= 3")
+    store.db.execute("DELETE FROM uploads WHERE id >= 4")  # and the newest rows removed
+    signed, why = store.adopt_ledger()
+    assert (signed, why) == (0, "the ledger's head record shows these rows were signed once")
+    store.db.execute("UPDATE uploads SET mac = 'x' WHERE id = 3")  # one signed row left
+    signed, why = store.adopt_ledger()
+    assert signed == 0 and why is not None and "#3" in why
+    store.db.execute("UPDATE uploads SET mac = NULL WHERE id = 3")
+    nulls = store.db.execute("SELECT count(*) FROM uploads WHERE mac IS NULL").fetchone()[0]
+    assert nulls == 3  # rolled back: nothing was signed
+    assert not store.verify_ledger().ok
+
+
+def test_item_15_retention_never_blanks_or_signs_a_row_changed_without_the_key(
+    store: Store,
+) -> None:
+    """A forger edits a row, chains the rest again and backdates them past the retention
+    cutoff: blanking old payloads must not sign them."""
+    for i in range(3):
+        store.record_upload(upload(i))
+    store.db.execute("UPDATE uploads SET model = 'other', created = '2020-01-01' WHERE id >= 2")
+    _rechain(store, 2)
+    assert store.apply_retention(30) == 0  # rows 2 and 3 are older, but not genuine
+    verdict = store.verify_ledger()
+    assert (verdict.ok, verdict.bad_id) == (False, 2)
+    row = store.db.execute("SELECT request, deleted FROM uploads WHERE id = 2").fetchone()
+    assert row[0] is not None and row[1] is None  # left as it is, payload and all
+
+
+def test_item_15_a_head_record_that_names_another_hash_is_caught(store: Store) -> None:
+    for i in range(3):
+        store.record_upload(upload(i))
+    ledger._set_head(store.db, 3, "0" * 64, store.sealer.mac_key)  # MAC'd, wrong hash
+    verdict = store.verify_ledger()
+    assert (verdict.ok, verdict.bad_id) == (False, 3) and "head record names" in verdict.reason
 
 
 # -- item 16: search with Unicode case folding --------------------------------------------

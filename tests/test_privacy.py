@@ -399,6 +399,26 @@ def test_a_users_term_is_found_whatever_space_or_line_break_splits_it() -> None:
     assert [f.text for f in allowed.find("SAGE wrote") if f.entity == "DENY_LIST"] == ["SAGE"]
 
 
+def test_a_users_terms_overlapping_unspaced_or_in_another_unicode_form_are_found() -> None:
+    """Overlapping terms are one finding (no tail left); a term in a script written
+    without spaces has no edge to keep; a term and a text in different Unicode forms
+    meet (NFKC); a short term the user denied is kept, a short learnt one is not."""
+    custom = Detector(deny=["Mary Ann", "Ann Lee", "Xu", "Mu\u0308ller"])
+    custom.learn(["田中", "ﬁona", "AI"])
+
+    def denied(text: str) -> list[str]:
+        return [f.text for f in custom.find(text) if f.entity == "DENY_LIST"]
+
+    assert denied("Mary Ann Lee came.") == ["Mary Ann Lee"]
+    assert denied("Translate this: 田中さんに資料を送ってください。") == ["田中"]
+    assert denied("The report by müller, and by mu\u0308ller; ask fiona.") == [
+        "müller",
+        "mu\u0308ller",
+        "fiona",
+    ]
+    assert denied("Ask Xu about AI.") == ["Xu"]
+
+
 def test_resolve_overlaps_prefers_the_longer_span() -> None:
     a = Finding("URL", 10, 20, "x.com", 0.5)
     b = Finding("EMAIL_ADDRESS", 5, 20, "me@x.com", 1.0)

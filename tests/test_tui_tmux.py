@@ -3,6 +3,7 @@ teacher server, driven by keystrokes only: ask, review, read the answer, quit.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -190,5 +191,5 @@ def test_drag_ask_review_shows_both_sides_and_sends_nothing_on_no(
         assert "EXIT=5" in shown and "kept in drag drafts" in shown
     finally:
         tmux.close()
-    with sqlite3.connect(database) as db:
+    with contextlib.closing(sqlite3.connect(database)) as db:  # the ledger: no upload
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0

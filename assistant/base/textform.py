@@ -116,6 +116,27 @@ def view(text: str, *, fold: bool = False, join_lines: bool = False) -> View:
     return View(joined, tuple(starts), tuple(ends))
 
 
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Chinese,
+# Japanese) or with particles joined to names (Korean): a value in them has no edge.
+UNSPACED = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+    (0x2E80, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0xFF00, 0xFFEF),
+)
+# A letter or digit of a spaced script, as a regex class (what word_char says).
+SPACED_WORD = "[^\\W_" + "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in UNSPACED) + "]"
+
+
+def word_char(ch: str) -> bool:
+    """A letter or digit that joins its neighbours into one word (not one of a script
+    written without spaces, where a name has no edge)."""
+    return ch.isalnum() and not any(lo <= ord(ch) <= hi for lo, hi in UNSPACED)
+
+
 def bounded(needle: str) -> str:
     """A pattern for ``needle`` that does not match inside a longer word."""
     left = r"(?<!\w)" if needle[:1].isalnum() else ""

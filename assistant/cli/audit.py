@@ -143,9 +143,10 @@ def audit_verify(ctx: click.Context, as_json: bool, noted: str | None, adopt: bo
     """Recompute the hash chain and each row's MAC (the store key); name the first row
     that does not match (exit 1)."""
     with open_store(ctx) as store:
-        signed, verdict = store.adopt_ledger() if adopt else (0, None)
-        if verdict is None or verdict.ok:  # a broken chain is named, nothing signed
-            verdict = store.verify_ledger(noted)
+        signed, refused = store.adopt_ledger() if adopt else (0, None)
+        verdict = store.verify_ledger(noted)
+    if refused and not as_json:
+        secho(f"nothing was signed: {refused}", fg="red")
     if signed and not as_json:
         echo(f"signed {signed} uploads written before the ledger had MACs")
     if as_json:

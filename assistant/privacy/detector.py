@@ -138,7 +138,8 @@ class Detector:
         )
 
     def find(self, text: str) -> list[Finding]:
-        """Findings in ``text``, line by line (no finding crosses a line), overlaps resolved.
+        """Findings in ``text``, line by line (only the user's own terms cross a line:
+        :mod:`recognizers.terms`), overlaps resolved.
 
         The detector reads the text in NFKC with invisible characters removed and a line
         break inside a number or an e-mail address joined (:func:`textform.view`); each
@@ -236,13 +237,14 @@ class Detector:
         return resolve_overlaps(self.judge(text, findings))
 
     def _terms_in(self, text: str, terms: Sequence[TermList]) -> list[Finding]:
-        """The user's terms in ``text``, as the policy's rule for them accepts them (three
-        letters at least: a learnt "AI" or "I'm" is no name)."""
+        """The user's terms in ``text``: all of the deny list (the user wrote them), the
+        learnt names as the policy's rule for them accepts them (three letters at least:
+        a learnt "AI" or "I'm" is no name)."""
         rule = self.policy.entities.get(TERMS_ENTITY)
         if rule is None or TERMS_ENTITY not in self._all_entities:
             return []
         found = [f for listed in terms for f in listed.find(text, self.allow)]
-        return [f for f in found if rule.accepts(f.text, f.score)]
+        return [f for f in found if f.recognizer != LEARNT or rule.accepts(f.text, f.score)]
 
     @property
     def _nlp(self) -> Any:

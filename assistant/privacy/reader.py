@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from assistant.base.errors import DragError, PrivacyError
+from assistant.base.textform import word_char
 from assistant.privacy.findings import Finding
 
 READER_VERSION = "reader-v1"
@@ -257,31 +258,13 @@ def worth_hiding(value: str, common: Callable[[str], bool]) -> bool:
     return any(not w.islower() or not common(w) for w in words)
 
 
-# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Chinese,
-# Japanese) or with particles joined to names (Korean): a value in them has no edge.
-_UNSPACED = (
-    (0x0E00, 0x0EFF),
-    (0x1000, 0x109F),
-    (0x1780, 0x17FF),
-    (0x2E80, 0x9FFF),
-    (0xAC00, 0xD7AF),
-    (0xF900, 0xFAFF),
-    (0xFF00, 0xFFEF),
-)
-
-
-def _word_char(ch: str) -> bool:
-    """A letter or digit that joins its neighbours into one word."""
-    return ch.isalnum() and not any(lo <= ord(ch) <= hi for lo, hi in _UNSPACED)
-
-
 def occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
     """Where ``value`` stands in ``text`` word for word (in any case: small models change
     it), not inside a longer word."""
     for m in re.finditer(re.escape(value), text, re.IGNORECASE):
         start, end = m.span()
-        inside = (start > 0 and _word_char(text[start - 1]) and _word_char(value[0])) or (
-            end < len(text) and _word_char(text[end]) and _word_char(value[-1])
+        inside = (start > 0 and word_char(text[start - 1]) and word_char(value[0])) or (
+            end < len(text) and word_char(text[end]) and word_char(value[-1])
         )
         if not inside:
             yield start, end

@@ -91,13 +91,11 @@ class Store:
     def record_upload(self, upload: Upload) -> int:
         return ledger.append(self.db, upload, self.sealer.mac_key)
 
-    def adopt_ledger(self) -> tuple[int, ledger.Verdict]:
-        """Sign the uploads written before the ledger had MACs, if the chain verifies
-        (only on the user's word: rows without a MAC may also be a forgery whose MACs
-        were removed); returns how many were signed and the chain's verdict."""
-        key = self.sealer.mac_key
-        chain = ledger.verify(self.db)
-        return (ledger.adopt(self.db, key) if chain.ok else 0), chain
+    def adopt_ledger(self) -> tuple[int, str | None]:
+        """Sign the uploads written before the ledger had MACs (only on the user's word:
+        rows without a MAC may also be a forgery whose MACs were removed); returns how
+        many were signed and, when none was, why (:func:`ledger.adopt`)."""
+        return ledger.adopt(self.db, self.sealer.mac_key)
 
     def verify_ledger(self, noted: str | None = None) -> ledger.Verdict:
         """The chain, each row's MAC and the recorded head (see assistant.store.ledger)."""

@@ -19,8 +19,9 @@ or backdated row, and the quiet removal of the newest rows, fail
 :func:`verify` when it is given the key.  ``drag audit head`` prints the head
 for the user to note elsewhere; ``drag audit verify --head ID:HASH`` checks
 that the ledger still reaches it, which catches even a database rolled back
-as a whole.  Rows written before MACs existed get theirs the first time the
-store opens its key (:func:`adopt`), if their chain verifies.
+as a whole.  Rows written before MACs existed get theirs only when the user
+says so (``drag audit verify --adopt``, :func:`adopt`), and only where nothing
+signed says otherwise: removing MACs is also what a forger would do.
 """
 
 from __future__ import annotations
@@ -170,6 +171,17 @@ def _meta(db: sqlite_utils.Database, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
+def _head(db: sqlite_utils.Database, key: bytes) -> tuple[int, str] | None:
+    """The recorded head (id, hash) when its MAC holds, else None."""
+    try:
+        h = json.loads(_meta(db, "ledger_head") or "")
+        head_id, head_hash = int(h["id"]), str(h["hash"])
+        good = h["mac"] == _head_mac(head_id, head_hash, key)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return (head_id, head_hash) if good else None
+
+
 NO_MAC = (
     "it has no MAC: written by a drag from before the ledger had MACs (then "
     "`drag audit verify --adopt` signs it, if you know the database was not changed since), "
@@ -185,6 +197,8 @@ def verify(
     ``drag audit head``) must still be a row of the chain."""
     prev, count, tombstones = GENESIS, 0, 0
     expected_id = 1
+    recorded = _head(db, key) if key is not None else None
+    hash_at_head: str | None = None
     noted_id, _, noted_hash = (noted or "").partition(":")
     if noted is not None and not (noted_id.isdigit() and noted_hash):
         return Verdict(False, 0, 0, None, f"--head {noted!r} is not ID:HASH")
@@ -197,6 +211,8 @@ def verify(
             return Verdict(False, count, tombstones, rid, "does not follow the previous row")
         if row_hash(row) != row["hash"]:
             return Verdict(False, count, tombstones, rid, "its fields were changed")
+        if recorded is not None and rid == recorded[0]:
+            hash_at_head = row["hash"]
         if key is not None and row["mac"] is None:
             return Verdict(False, count, tombstones, rid, NO_MAC)
         if key is not None and row["mac"] != mac(row, key):
@@ -217,58 +233,99 @@ def verify(
     if noted is not None and int(noted_id) > last_id:
         return Verdict(False, count, tombstones, None, f"the row you noted (#{noted_id}) is gone")
     if key is not None and last_id:
-        try:
-            h = json.loads(_meta(db, "ledger_head") or "")
-            good = h["mac"] == _head_mac(int(h["id"]), str(h["hash"]), key)
-        except (ValueError, KeyError, TypeError):
-            good = False
-        if not good:
+        if recorded is None:
             return Verdict(False, count, tombstones, None, "the ledger's head record was changed")
-        if int(h["id"]) > last_id:
+        head_id, head_hash = recorded
+        if head_id > last_id:
             return Verdict(
                 False,
                 count,
                 tombstones,
                 None,
-                f"the newest rows were removed: the ledger reached #{h['id']}, now #{last_id}",
+                f"the newest rows were removed: the ledger reached #{head_id}, now #{last_id}",
+            )
+        if hash_at_head != head_hash:
+            return Verdict(
+                False,
+                count,
+                tombstones,
+                head_id,
+                "it is not the row the head record names (the rows were chained again)",
             )
     return Verdict(True, count, tombstones)
 
 
-def adopt(db: sqlite_utils.Database, key: bytes) -> int:
-    """Give rows written without a MAC (before MACs existed) theirs, and record the head,
-    when the chain up to them verifies; returns how many rows were adopted.  Never
-    automatic: removing MACs is also what a forger without the key would do."""
-    with transaction(db):
-        if db.execute("SELECT count(*) FROM uploads WHERE mac IS NULL").fetchone()[0] == 0:
-            return 0
-        if not verify(db).ok:
-            return 0  # verify(key) will name the bad row
-        rows = list(_rows(db, "WHERE mac IS NULL"))
-        for row in rows:
-            db.execute("UPDATE uploads SET mac = ? WHERE id = ?", [mac(row, key), row["id"]])
-        last = head(db)
-        _set_head(db, last["id"], last["hash"], key)
-    return len(rows)
+class _Refused(Exception):
+    """Adoption refused: its transaction is rolled back."""
+
+
+def adopt(db: sqlite_utils.Database, key: bytes) -> tuple[int, str | None]:
+    """Sign the rows written before MACs existed, and record the head; returns how many
+    were signed and, when none was, why.  Only rows that can be those: the first rows of
+    a chain that verifies, each without a MAC, followed only by rows whose MACs hold and
+    whose head record holds (a drag that wrote a signed row recorded the head).  Never
+    automatic: removing MACs is also what a forger without the key would do.  After
+    signing, the whole ledger must verify with the key, or nothing is kept."""
+    try:
+        with transaction(db):
+            chain = verify(db)
+            if not chain.ok:
+                raise _Refused(f"upload #{chain.bad_id}: {chain.reason}")
+            rows = [(int(r[0]), r[1]) for r in db.execute("SELECT id, mac FROM uploads")]
+            unsigned = [rid for rid, m in rows if m is None]
+            if not unsigned:
+                return 0, None
+            if unsigned != [rid for rid, _m in rows[: len(unsigned)]]:
+                raise _Refused(
+                    "rows without a MAC follow signed rows: they were not written before "
+                    "the ledger had MACs"
+                )
+            signed_after = len(unsigned) < len(rows)
+            if signed_after and _head(db, key) is None:
+                raise _Refused("the ledger's head record is missing or was changed")
+            if not signed_after and _meta(db, "ledger_head") is not None:
+                # A head is recorded only with signed rows: these had MACs once.
+                raise _Refused("the ledger's head record shows these rows were signed once")
+            for row in list(_rows(db, "WHERE mac IS NULL")):
+                db.execute("UPDATE uploads SET mac = ? WHERE id = ?", [mac(row, key), row["id"]])
+            if not signed_after:
+                last = head(db)
+                _set_head(db, last["id"], last["hash"], key)
+            after = verify(db, key)
+            if not after.ok:
+                where = f"upload #{after.bad_id}: " if after.bad_id else ""
+                raise _Refused(where + after.reason)
+    except _Refused as exc:
+        return 0, str(exc)
+    return len(unsigned), None
 
 
 def tombstone_older_than(
     db: sqlite_utils.Database, cutoff: dt.datetime, key: bytes | None = None
 ) -> int:
     """Blank the payloads of rows created before ``cutoff``; the chain still verifies.
-    With ``key``, each tombstone gets its new MAC (the app always gives it)."""
+    With ``key`` (the app always gives it), only rows whose MAC holds are blanked, each
+    then MAC'd anew: a row edited or backdated without the key keeps its payload and
+    its broken MAC for :func:`verify` to name, and is never signed here."""
     with transaction(db):
         stamp = now()
-        cursor = db.execute(
-            "UPDATE uploads SET request = NULL, reply = NULL, deleted = ? "
-            "WHERE created < ? AND deleted IS NULL",
-            [stamp, cutoff.isoformat(timespec="microseconds")],
+        rows = list(
+            _rows(
+                db,
+                "WHERE created < ? AND deleted IS NULL",
+                [cutoff.isoformat(timespec="microseconds")],
+            )
         )
-        count = int(cursor.rowcount)
-        if key is not None and count:
-            for row in list(_rows(db, "WHERE deleted = ?", [stamp])):
-                db.execute("UPDATE uploads SET mac = ? WHERE id = ?", [mac(row, key), row["id"]])
-    return count
+        if key is not None:
+            rows = [r for r in rows if r["mac"] is not None and r["mac"] == mac(r, key)]
+        for row in rows:
+            row["deleted"] = stamp
+            db.execute(
+                "UPDATE uploads SET request = NULL, reply = NULL, deleted = ?, mac = ? "
+                "WHERE id = ?",
+                [stamp, mac(row, key) if key is not None else row["mac"], row["id"]],
+            )
+    return len(rows)
 
 
 def summary(row: Mapping[str, Any]) -> dict[str, Any]:
