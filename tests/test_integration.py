@@ -3,9 +3,11 @@ real HTTP on loopback, all-MiniLM-L6-v2 embeddings.  No fakes in this file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -767,3 +769,30 @@ def test_offline_answers_from_the_cache_and_touches_no_network(
     report = json.loads(capsys.readouterr().out)
     assert report["runs"] == 1
     assert 0 < report["first_answer_byte_s"]["p50"] <= report["exit_s"]["p50"]
+
+
+def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
+    """The README: input from a pipe gives the line-by-line chat (the real student, one
+    answer per line asked, blank lines skipped), and nothing is sent with mode none."""
+    env = {
+        **os.environ,
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
+        "DRAG_STUDENT_MAX_TOKENS": "16",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
+        input="Name a color.\n\nName a fruit.\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("Context: none (the student alone); nothing sent") == 2
+    assert proc.stdout.count("student: ") == 2 and "Traceback" not in proc.stderr
+    assert "drag: error" not in proc.stderr  # the blank line was not asked
+    with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
+        assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 2
+        assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0
