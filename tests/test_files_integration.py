@@ -4,6 +4,7 @@ privacy test, the real teacher server.  No fakes here."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -257,7 +258,9 @@ def test_a_name_known_only_from_an_indexed_file_is_kept_from_the_teacher(
     tmp_path: Path, on_teacher: dict[str, str], socket_guard: SocketLog
 ) -> None:
     question = "What does Sage think of the new map?"
-    settings = config.load()
+    # The placeholder version is sent (the tiny student's rewrite would drop the name
+    # as well, but say less of the question).
+    settings = config.load({"privacy.rewrite": "never"})
     chats = tmp_path / "chats"
     chats.mkdir()
     (chats / "20260301.txt").write_text(
@@ -297,6 +300,19 @@ def test_the_files_teach_people_firms_and_places_but_not_a_name_read_as_a_title(
     learnt = runtime.personal_names()
     assert "Yuriko Yamamoto" in learnt and "Acme Corporation" in learnt
     assert not [n for n in learnt if "Lighthouse" in n]
+    # The person is told apart (found as PERSON); the firm is not one.
+    people = runtime.learnt().people
+    assert "Yuriko Yamamoto" in people and "Acme Corporation" not in people
+    # A list stored before people were told apart still reads, as names alone.
+    from assistant.store import files as stored
+
+    store = runtime.store
+    old = store.sealer.seal(json.dumps(["Yuriko Yamamoto"]), "meta.files_learnt")
+    store.db.execute(
+        "UPDATE meta SET value = ? WHERE key = 'files_learnt'",
+        [base64.b64encode(old).decode("ascii")],
+    )
+    assert stored.learnt(store.db, store.sealer) == stored.Learnt(("Yuriko Yamamoto",))
 
 
 def test_the_privacy_benchmark_runs_a_detector_taught_by_an_indexed_store(

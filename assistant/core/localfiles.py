@@ -49,7 +49,10 @@ def _relearn(store: Store) -> None:
     (the next question's detector picks them up: :meth:`Session.refresh_learnt`)."""
     db, sealer = store.db, store.sealer
     common = lower_words(stored.chunk_texts(db, sealer))
-    stored.save_learnt(db, sealer, personal(stored.personal_names(db, sealer), common))
+    found = stored.personal_names(db, sealer)
+    names = personal([(name, sender) for name, sender, _person in found], common)
+    people = personal([(name, sender) for name, sender, person in found if person], common)
+    stored.save_learnt(db, sealer, stored.Learnt(tuple(names), tuple(people)))
 
 
 def sources(runtime: Session) -> list[stored.Source]:

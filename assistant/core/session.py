@@ -214,12 +214,12 @@ class Session:
         p = self.settings.privacy
         self.status("loading the personal-data detector…")
         detector = Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
-        generation, names = self._learnt()
-        detector.learn(names)
+        generation, learnt = self._learnt()
+        detector.learn(learnt.names, people=learnt.people)
         self.__dict__["_learnt_generation"] = generation
         return detector
 
-    def _learnt(self) -> tuple[int, list[str]]:
+    def _learnt(self) -> tuple[int, stored_files.Learnt]:
         """(the files index's generation, the names it taught); a connection of its own,
         since the detector may load in a thread of its own while another thread holds
         the session's store for local work."""
@@ -228,7 +228,7 @@ class Session:
             with Store.configured(s.database, s.key) as own:
                 generation = stored_files.generation(own.db)
                 if not self.settings.files.learn_names or not stored_files.count(own.db):
-                    return generation, []
+                    return generation, stored_files.Learnt()
                 return generation, stored_files.learnt(own.db, own.sealer)
         except sqlite3.Error as exc:
             raise StoreError(f"the names learnt from your files cannot be read: {exc}") from None
@@ -236,6 +236,10 @@ class Session:
     def personal_names(self) -> list[str]:
         """The names the user's own files taught (each as written and, for a CamelCase
         name, spaced); none when no file is indexed or ``files.learn_names`` is off."""
+        return list(self._learnt()[1].names)
+
+    def learnt(self) -> stored_files.Learnt:
+        """The names the user's own files taught, and which of them are people's."""
         return self._learnt()[1]
 
     def refresh_learnt(self) -> None:
@@ -247,8 +251,8 @@ class Session:
             return
         if stored_files.generation(self.store.db) == self.__dict__.get("_learnt_generation"):
             return
-        generation, names = self._learnt()
-        learn(names)
+        generation, learnt = self._learnt()
+        learn(learnt.names, people=learnt.people)
         self.__dict__["_learnt_generation"] = generation
 
     @_Part

@@ -84,6 +84,7 @@ class Detector:
         # The user's terms, read over the whole text (recognizers/terms.py), not by Presidio.
         self._denied = TermList(deny, "UserDenyList")
         self._learnt = TermList((), LEARNT)
+        self._learnt_people = TermList((), LEARNT, entity="PERSON")
         try:
             self._engine = self._build()
         except (ImportError, OSError, ValueError, SystemExit) as exc:  # SystemExit: spacy.cli
@@ -160,14 +161,21 @@ class Detector:
         """What Presidio's recognizers are asked for (the user's terms are found apart)."""
         return [e for e in self._all_entities if e != TERMS_ENTITY]
 
-    def learn(self, names: Sequence[str]) -> None:
+    def learn(self, names: Sequence[str], people: Sequence[str] = ()) -> None:
         """Treat ``names`` as personal from now on (the names the user's indexed files
-        taught), in place of those learnt before: the egress guard, which holds this
-        detector, checks them too."""
-        learnt = TermList(names, LEARNT)
+        taught), in place of those learnt before; ``people``, those of them that name a
+        person, are found as PERSON (a person's placeholder, and each part of the name
+        kept from the teacher).  The egress guard, which holds this detector, checks
+        them too."""
+        persons = set(people)
+        others = TermList((n for n in names if n not in persons), LEARNT)
+        found_as_people = TermList(people, LEARNT, entity="PERSON")
         with self._lock:
-            if learnt.terms != self._learnt.terms:
-                self._learnt = learnt
+            if (others.terms, found_as_people.terms) != (
+                self._learnt.terms,
+                self._learnt_people.terms,
+            ):
+                self._learnt, self._learnt_people = others, found_as_people
 
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""
@@ -221,7 +229,7 @@ class Detector:
             for cued in p.cued_names:
                 findings += cued.find(scan)
             findings += p.foreign_runs.find(scan)
-            terms = (self._denied, self._learnt)
+            terms = (self._denied, self._learnt, self._learnt_people)
         findings += self._terms_in(text, terms)
         common = subject_words(text, p.contextual.single_word_options)
         findings = [f for f in findings if f.recognizer != "RareWord" or f.text not in common]
@@ -244,6 +252,7 @@ class Detector:
         if rule is None or TERMS_ENTITY not in self._all_entities:
             return []
         found = [f for listed in terms for f in listed.find(text, self.allow)]
+        # The deny list's rule for every learnt name, people's too: as strict as the list.
         return [f for f in found if f.recognizer != LEARNT or rule.accepts(f.text, f.score)]
 
     @property

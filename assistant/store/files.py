@@ -277,24 +277,36 @@ def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Corpus:
     )
 
 
-def personal_names(db: sqlite_utils.Database, sealer: Sealer) -> list[tuple[str, bool]]:
-    """(name, whether a chat's sender) of the people, organisations and places the
-    user's files name."""
+def personal_names(db: sqlite_utils.Database, sealer: Sealer) -> list[tuple[str, bool, bool]]:
+    """(name, whether a chat's sender, whether a person) of the people, organisations and
+    places the user's files name."""
     marks = ",".join("?" for _ in PERSONAL_TYPES)
     rows = db.execute(
-        f"SELECT body FROM file_entities WHERE type IN ({marks}) ORDER BY id", list(PERSONAL_TYPES)
+        f"SELECT type, body FROM file_entities WHERE type IN ({marks}) ORDER BY id",
+        list(PERSONAL_TYPES),
     ).fetchall()
     out = []
-    for (body,) in rows:
+    for kind, body in rows:
         opened = _opened(sealer, body, "file_entities.body")
-        out.append((str(opened.get("name", "")), bool(opened.get("sender", False))))
+        sender = bool(opened.get("sender", False))
+        out.append((str(opened.get("name", "")), sender, sender or kind == "person"))
     return out
 
 
-def save_learnt(db: sqlite_utils.Database, sealer: Sealer, names: Sequence[str]) -> None:
+@dataclass(frozen=True)
+class Learnt:
+    """The names the detector learns from the files; ``people``: those of persons (a
+    person's placeholder, and each part of the name kept from the teacher)."""
+
+    names: tuple[str, ...] = ()
+    people: tuple[str, ...] = ()
+
+
+def save_learnt(db: sqlite_utils.Database, sealer: Sealer, learnt: Learnt) -> None:
     """The names the detector learns from the files (assistant.privacy.entities.personal),
     sealed in one value, so that a question's detector need not open every chunk."""
-    sealed = sealer.seal(json.dumps(list(names), ensure_ascii=False), "meta.files_learnt")
+    value = json.dumps({"names": learnt.names, "people": learnt.people}, ensure_ascii=False)
+    sealed = sealer.seal(value, "meta.files_learnt")
     with transaction(db):
         db.execute(
             "INSERT INTO meta (key, value) VALUES ('files_learnt', ?) "
@@ -304,12 +316,15 @@ def save_learnt(db: sqlite_utils.Database, sealer: Sealer, names: Sequence[str])
         _bump(db)
 
 
-def learnt(db: sqlite_utils.Database, sealer: Sealer) -> list[str]:
+def learnt(db: sqlite_utils.Database, sealer: Sealer) -> Learnt:
     row = db.execute("SELECT value FROM meta WHERE key = 'files_learnt'").fetchone()
     if row is None:
-        return []
-    opened = sealer.open(base64.b64decode(row[0]), "meta.files_learnt")
-    return [str(n) for n in json.loads(opened or "[]")]
+        return Learnt()
+    opened = json.loads(sealer.open(base64.b64decode(row[0]), "meta.files_learnt") or "[]")
+    if isinstance(opened, list):  # written before people were told apart: names only
+        return Learnt(tuple(str(n) for n in opened))
+    names = tuple(str(n) for n in opened.get("names", []))
+    return Learnt(names, tuple(str(n) for n in opened.get("people", []) if n in names))
 
 
 def chunk_texts(db: sqlite_utils.Database, sealer: Sealer) -> Iterator[str]:

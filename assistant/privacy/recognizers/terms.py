@@ -32,8 +32,8 @@ class TermList:
     """Finds any of ``terms`` (reported as ``recognizer``); one compiled pattern, tried
     at every position (so that overlapping terms are all seen), the longest first."""
 
-    def __init__(self, terms: Iterable[str], recognizer: str) -> None:
-        self.recognizer = recognizer
+    def __init__(self, terms: Iterable[str], recognizer: str, entity: str = ENTITY) -> None:
+        self.recognizer, self.entity = recognizer, entity
         words = {tuple(view(t).text.split()) for t in terms}
         words.discard(())
         self.terms = tuple(sorted(" ".join(w) for w in words))
@@ -61,4 +61,4 @@ class TermList:
                 spans[-1][1] = max(spans[-1][1], end)
             else:
                 spans.append([start, end])
-        return [Finding(ENTITY, a, b, text[a:b], 1.0, self.recognizer) for a, b in spans]
+        return [Finding(self.entity, a, b, text[a:b], 1.0, self.recognizer) for a, b in spans]

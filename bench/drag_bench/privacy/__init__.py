@@ -391,11 +391,11 @@ def learnt_detector(modes: Any, database: Path) -> Detector:
         raise ValueError(f"--learnt-from {database}: not a drag store")
     # The names as a user's session reads them (Session.personal_names).
     with Session(config.load({"store.database": str(database), "files.learn_names": True})) as rt:
-        names = rt.personal_names()
-    if not names:
+        learnt = rt.learnt()
+    if not learnt.names:
         raise ValueError(f"--learnt-from {database}: its indexed files taught no names")
     detector = Detector(categories=modes)
-    detector.learn(names)
+    detector.learn(learnt.names, people=learnt.people)
     return detector
 
 
