@@ -397,6 +397,9 @@ def test_a_users_term_is_found_whatever_space_or_line_break_splits_it() -> None:
     assert not [f for f in custom.find("Sage wrote") if f.entity == "DENY_LIST"]
     assert not [f for f in allowed.find("Sage wrote") if f.entity == "DENY_LIST"]
     assert [f.text for f in allowed.find("SAGE wrote") if f.entity == "DENY_LIST"] == ["SAGE"]
+    # An allowed term does not hide a denied one it starts with (as Presidio's lists).
+    both = Detector(allow=["Sage Brush"], deny=["Sage Brush", "Sage"])
+    assert [f.text for f in both.find("Sage Brush wrote") if f.entity == "DENY_LIST"] == ["Sage"]
 
 
 def test_a_users_terms_overlapping_unspaced_or_in_another_unicode_form_are_found() -> None:

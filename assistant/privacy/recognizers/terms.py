@@ -38,10 +38,9 @@ class TermList:
         words.discard(())
         self.terms = tuple(sorted(" ".join(w) for w in words))
         ordered = sorted(words, key=lambda w: (-sum(map(len, w)), w))
+        self._each = [_pattern(w) for w in ordered]
         self._pattern = (
-            re.compile(f"(?=({'|'.join(map(_pattern, ordered))}))", re.IGNORECASE)
-            if ordered
-            else None
+            re.compile(f"(?=({'|'.join(self._each)}))", re.IGNORECASE) if ordered else None
         )
 
     def __bool__(self) -> bool:
@@ -55,10 +54,22 @@ class TermList:
         spans: list[list[int]] = []
         for m in self._pattern.finditer(text):
             start, end = m.span(1)
-            if m.group(1) in allow:
-                continue
+            if m.group(1) in allow:  # the longest term here is allowed: a shorter one?
+                shorter = self._shorter(text, start, allow)
+                if shorter is None:
+                    continue
+                end = shorter
             if spans and start < spans[-1][1]:
                 spans[-1][1] = max(spans[-1][1], end)
             else:
                 spans.append([start, end])
         return [Finding(self.entity, a, b, text[a:b], 1.0, self.recognizer) for a, b in spans]
+
+    def _shorter(self, text: str, start: int, allow: Sequence[str]) -> int | None:
+        """The end of the longest term at ``start`` that is not allowed (rare: only when
+        the longest one there is), or None."""
+        for pattern in self._each:
+            m = re.compile(pattern, re.IGNORECASE).match(text, start)
+            if m is not None and m.group() not in allow:
+                return m.end()
+        return None
