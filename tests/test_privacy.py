@@ -594,6 +594,35 @@ def test_read_body_reads_messages_and_the_rest() -> None:
         read_body(b"\xff\xfe")
 
 
+def test_the_requests_own_field_names_never_hold_back_a_question(detector: Detector) -> None:
+    """Found on MMLU's dev split: "Caplan's model" and "type 2 diabetes" read as names had
+    the parts "model" and "type", which the body's own keys ("model", "type") spell, and
+    the question was refused.  The other fields are read for their values, and for a
+    protected value as a whole: a part of a name there is our schema's word."""
+    guard = EgressGuard(detector)
+    request = egress.ChatRequest(
+        "evidence",
+        "teacher",
+        ({"role": "user", "content": "Why does <PERSON_1> matter in consultation?"},),
+        10,
+        response_format={"type": "json_schema", "json_schema": {"name": "evidence"}},
+        protected=(("PERSON", "Caplan's model"), ("PERSON", "Evidence Type")),
+    )
+    guard.check_body(request.payload_bytes(), request)
+    _texts, rest = read_body(request.payload_bytes())
+    assert "model" not in rest.split() and "json_schema" in rest.split()
+    # A protected value that a field holds whole is still refused.
+    leaky = egress.ChatRequest(
+        "evidence",
+        "Amelia Thompson",
+        ({"role": "user", "content": "Why?"},),
+        10,
+        protected=(("PERSON", "Amelia Thompson"),),
+    )
+    with pytest.raises(GuardBlocked, match="PERSON from your question"):
+        guard.check_body(leaky.payload_bytes(), leaky)
+
+
 def test_egress_refuses_without_a_guard_and_probe_guard_refuses_bodies() -> None:
     request = egress.ChatRequest("evidence", "m", ({"role": "user", "content": "hi"},), 10)
     endpoint = egress.Endpoint("http://127.0.0.1:9/v1", max_retries=0)

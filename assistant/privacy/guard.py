@@ -23,7 +23,7 @@ import concurrent.futures
 import json
 import re
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from assistant.base.errors import GuardBlocked
@@ -106,7 +106,20 @@ def read_body(body: bytes) -> tuple[tuple[str, ...], str]:
         elif isinstance(content, list):  # content parts
             out += [p.get("text", "") for p in content if isinstance(p, dict)]
     rest = {k: v for k, v in data.items() if k != "messages"} if isinstance(data, dict) else data
-    return tuple(out), json.dumps(rest, ensure_ascii=False)
+    return tuple(out), "\n".join(_values(rest))
+
+
+def _values(data: object) -> Iterator[str]:
+    """The values in ``data`` (a JSON document), not its keys: the names of the request's
+    fields ("model", "type") are ours and carry nothing of the user's."""
+    if isinstance(data, dict):
+        for value in data.values():
+            yield from _values(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _values(value)
+    elif data is not None:
+        yield str(data)
 
 
 def _alnum(flat: str) -> str:
@@ -122,9 +135,16 @@ Distinctive = Callable[[str], bool]
 
 
 def value_form(
-    entity: str, value: str, text: str, flat: str, distinctive: Distinctive | None = None
+    entity: str,
+    value: str,
+    text: str,
+    flat: str,
+    distinctive: Distinctive | None = None,
+    *,
+    whole: bool = False,
 ) -> str | None:
-    """How ``value`` shows in ``text`` (``flat`` = ``normalise(text)``), or None.
+    """How ``value`` shows in ``text`` (``flat`` = ``normalise(text)``), or None;
+    ``whole``: only the value as a whole, in any form (not a part of it).
 
     Every comparison is made in the normal form (:mod:`textform`): case, composed or
     decomposed accents, invisible characters and line breaks do not hide a value."""
@@ -144,6 +164,8 @@ def value_form(
             return "characters"
     if entity in DATE_TYPES and (dates_in(value) & dates_in(flat)):
         return "date in another format"
+    if whole:
+        return None
     for part in parts(entity, value):
         if written_only(entity, part):  # May, Will, Name, Epic: only as a name is written
             if re.search(as_written(part), text):
@@ -180,10 +202,12 @@ class EgressGuard:
         users = [without(t, ours) for t in out.texts]
         released = {normalise(v) for v in out.released}
         protected = [(e, v) for e, v in out.protected if normalise(v) not in released]
-        for text in (*users, out.rest):
+        # The messages in every form; the other fields' values (our settings and schema,
+        # whose words such as "object" or "string" are no part of a name) as whole values.
+        for text, whole in (*((t, False) for t in users), (out.rest, True)):
             flat = normalise(text)
             for entity, value in protected:
-                how = value_form(entity, value, text, flat, self._distinctive)
+                how = value_form(entity, value, text, flat, self._distinctive, whole=whole)
                 if how:
                     raise GuardBlocked(
                         f"the outgoing request still holds {_a(entity)} from your question "
