@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -29,12 +29,18 @@ def completion(content: str, finish_reason: str = "stop") -> bytes:
 
 
 @contextmanager
-def fake_teacher_server(body: bytes, content_type: str = "application/json") -> Iterator[str]:
-    """A loopback HTTP server that answers every request with ``body``; yields its base URL."""
+def fake_teacher_server(
+    body: bytes,
+    content_type: str = "application/json",
+    on_request: Callable[[], None] = lambda: None,
+) -> Iterator[str]:
+    """A loopback HTTP server that answers every request with ``body`` (``on_request``
+    is called once the request is read); yields its base URL."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
+            on_request()
             self.send_response(200)
             self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(body)))

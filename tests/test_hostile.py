@@ -24,7 +24,7 @@ from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import load_policy
 from tests import hostile_teacher
-from tests.conftest import TEST_MODEL, SocketLog
+from tests.conftest import TEST_MODEL, SocketLog, loopback_address
 
 # What must never reach a terminal: ESC, BEL, 8-bit CSI/OSC/ST, bidi overrides.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -236,40 +236,21 @@ def test_reading_a_reply_gets_teacher_timeout_from_when_it_arrived(
 ) -> None:
     """The README: the parsers stop once teacher.timeout has passed since the reply
     arrived (not since the request left: a slow teacher leaves the parsers their time)."""
-    import http.server
-    import threading
     from types import SimpleNamespace
 
-    from tests.fakes import completion
+    from tests.fakes import completion, fake_teacher_server
 
     clock = [1000.0]
     monkeypatch.setattr(
         egress, "time", SimpleNamespace(monotonic=lambda: clock[0], perf_counter=time.perf_counter)
     )
-    body = completion('{"evidence": ["a"]}')
 
-    class Slow(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            clock[0] += 40.0  # the teacher took 40 s to answer
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def slow() -> None:
+        clock[0] += 40.0  # the teacher took 40 s to answer
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    socket_guard.allowed.add(("127.0.0.1", server.server_address[1]))
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    with fake_teacher_server(completion('{"evidence": ["a"]}'), on_request=slow) as url:
+        socket_guard.allowed.add(loopback_address(url))
         reply = egress.send(endpoint(url, timeout=100.0), chat(), guard)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert isinstance(reply, egress.ChatReply)
     assert reply.deadline == 1140.0  # arrival (1040) + timeout, not start (1000) + timeout
 

@@ -73,23 +73,33 @@ def tmux_bin() -> str:
     return found
 
 
+def drag_env(teacher_env: dict[str, str], folder: Path, **settings: str) -> dict[str, str]:
+    """The environment of a drag run in tmux: this run's drag settings, the teacher's,
+    a config and a store in ``folder``, then ``settings``."""
+    return {
+        **{k: v for k, v in os.environ.items() if k.startswith(("DRAG_", "HF_", "ORT_"))},
+        **teacher_env,
+        "DRAG_CONFIG": str(folder / "config.toml"),
+        "DRAG_STORE_DATABASE": str(folder / "drag.db"),
+        "TERM": "xterm-256color",
+        "PYTHONPATH": str(ROOT),
+        **settings,
+    }
+
+
 @pytest.fixture
 def app_in_tmux(
     tmux_bin: str, teacher_env: dict[str, str], tmp_path: Path
 ) -> Iterator[tuple[Tmux, Path]]:
     database = tmp_path / "drag.db"
-    env = {
-        **{k: v for k, v in os.environ.items() if k.startswith(("DRAG_", "HF_", "ORT_"))},
-        **teacher_env,
-        "DRAG_CONFIG": str(tmp_path / "config.toml"),
-        "DRAG_STORE_DATABASE": str(database),
-        "DRAG_PIPELINE_N": "4",
-        "DRAG_PIPELINE_K": "3",
-        "DRAG_PIPELINE_MODE": "evidence",
-        "DRAG_PRIVACY_REVIEW": "always",
-        "TERM": "xterm-256color",
-        "PYTHONPATH": str(ROOT),
-    }
+    env = drag_env(
+        teacher_env,
+        tmp_path,
+        DRAG_PIPELINE_N="4",
+        DRAG_PIPELINE_K="3",
+        DRAG_PIPELINE_MODE="evidence",
+        DRAG_PRIVACY_REVIEW="always",
+    )
     tmux = Tmux(f"{shlex.quote(sys.executable)} -m assistant", env)
     try:
         yield tmux, database
@@ -166,15 +176,7 @@ def test_drag_ask_review_shows_both_sides_and_sends_nothing_on_no(
     """The README's `drag ask --review`: in a real terminal, the question and the exact
     text to be sent side by side, and nothing goes out until you say yes."""
     database = tmp_path / "drag.db"
-    env = {
-        **{k: v for k, v in os.environ.items() if k.startswith(("DRAG_", "HF_", "ORT_"))},
-        **teacher_env,
-        "DRAG_CONFIG": str(tmp_path / "config.toml"),
-        "DRAG_STORE_DATABASE": str(database),
-        "DRAG_PRIVACY_REWRITE": "never",
-        "TERM": "xterm-256color",
-        "PYTHONPATH": str(ROOT),
-    }
+    env = drag_env(teacher_env, tmp_path, DRAG_PRIVACY_REWRITE="never")
     question = "My SSN is 536-22-8471: which tax form do I file?"
     ask = shlex.join([sys.executable, "-m", "assistant", "ask", "--review", question])
     tmux = Tmux("sh -c " + shlex.quote(f"{ask}; echo EXIT=$?; sleep 300"), env)

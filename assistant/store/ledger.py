@@ -271,7 +271,8 @@ def adopt(db: sqlite_utils.Database, key: bytes) -> tuple[int, str | None]:
             chain = verify(db)
             if not chain.ok:
                 raise _Refused(f"upload #{chain.bad_id}: {chain.reason}")
-            rows = [(int(r[0]), r[1]) for r in db.execute("SELECT id, mac FROM uploads")]
+            listed = db.execute("SELECT id, mac FROM uploads ORDER BY id")
+            rows = [(int(r[0]), r[1]) for r in listed]
             unsigned = [rid for rid, m in rows if m is None]
             if not unsigned:
                 return 0, None
@@ -317,7 +318,7 @@ def tombstone_older_than(
             )
         )
         if key is not None:
-            rows = [r for r in rows if r["mac"] is not None and r["mac"] == mac(r, key)]
+            rows = [r for r in rows if r["mac"] == mac(r, key)]
         for row in rows:
             row["deleted"] = stamp
             db.execute(

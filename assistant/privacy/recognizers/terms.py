@@ -43,9 +43,6 @@ class TermList:
             re.compile(f"(?=({'|'.join(self._each)}))", re.IGNORECASE) if ordered else None
         )
 
-    def __bool__(self) -> bool:
-        return self._pattern is not None
-
     def find(self, text: str, allow: Sequence[str] = ()) -> list[Finding]:
         """Each term in ``text`` (overlapping ones merged); one the user allowed, as
         written, is left."""
