@@ -220,8 +220,19 @@ def date_spans(text: str | View) -> list[tuple[int, int, set[Date]]]:
     return out
 
 
-def dates_in(text: str) -> set[Date]:
-    return {d for _, _, dates in date_spans(text) for d in dates}
+_COMPACT_DATE = re.compile(r"\b((?:19|20)\d\d)(\d\d)(\d\d)\b")
+
+
+def dates_in(text: str, *, compact: bool = False) -> set[Date]:
+    """The days ``text`` names (:func:`date_spans`); with ``compact``, also those
+    written ``20260405`` (as LiHuaWorld's questions and chat exports write a day), for
+    the files' search.  The privacy checks leave them out: eight digits of an ID
+    would read as a day."""
+    found = {d for _, _, dates in date_spans(text) for d in dates}
+    if compact:
+        for year, month, day in _COMPACT_DATE.findall(text):
+            found |= _date(year, int(month), int(day))
+    return found
 
 
 def entity_key(name: str) -> str:

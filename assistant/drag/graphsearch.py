@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from assistant.base.textform import Date, dates_in
 from assistant.drag.querywords import STOPWORDS, ngrams
 from assistant.drag.ranking import Embedder
-from assistant.privacy.entities import Named, lower_words, name_key
+from assistant.privacy.entities import Named, common_word, lower_words, name_key
 from assistant.store import corpus
 from assistant.store.corpus import Corpus
 
@@ -63,7 +63,6 @@ HOP = 0.5
 TYPE_BOOST = 1.5
 RRF_K = 3
 DATE_WEIGHT = 10.0  # a chunk of the day the question names: above any name's paths
-_COMPACT_DATE = re.compile(r"\b((?:19|20)\d\d)(\d\d)(\d\d)\b")
 
 
 _WORD = re.compile(r"[^\W_]+")
@@ -71,16 +70,6 @@ _WORD = re.compile(r"[^\W_]+")
 
 def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.casefold()) if w not in STOPWORDS]
-
-
-def dates(text: str) -> set[Date]:
-    """The days ``text`` names, as :func:`textform.dates_in` reads them, and compact
-    ``20260405`` (the form LiHuaWorld's questions and chat times use)."""
-    found = dates_in(text)
-    for year, month, day in _COMPACT_DATE.findall(text):
-        if 1 <= int(month) <= 12 and 1 <= int(day) <= 31:
-            found.add((int(year) % 100, int(month), int(day)))
-    return found
 
 
 _ANSWER_TYPES: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
@@ -155,17 +144,17 @@ class GraphIndex:
             [math.log(1 + n_chunks / max(1, len(cs))) for cs in self.entity_chunks],
             dtype=np.float32,
         )
-        # A one-word name the files also write in lower case is a common word that the
-        # recognizer took for a name ("Dinner"): not a seed.  Untyped entities (the
-        # teacher's triples: "oxygen", "photosynthesis") are concepts, not names read by
-        # a recognizer, and keep their lower-case words.
+        # A common word the recognizer took for a name ("Dinner") is not a seed.
+        # Untyped entities (the teacher's triples: "oxygen", "photosynthesis") are
+        # concepts, not names read by a recognizer, and keep their lower-case words.
         if any(more.entity_types):
             self.common |= lower_words(more.chunk_texts)
         for row in range(first_entity, len(loaded.entity_ids)):
-            key = name_key(loaded.entity_names[row])
-            words = key.split()
-            if len(words) == 1 and key in self.common and loaded.entity_types[row]:
+            name = loaded.entity_names[row]
+            if loaded.entity_types[row] and common_word(name, self.common):
                 continue
+            key = name_key(name)
+            words = key.split()
             self.by_key.setdefault(key, row)
             if len(words) > 1 and loaded.entity_types[row] == "person":
                 for word in words:
@@ -176,7 +165,7 @@ class GraphIndex:
             lengths[row - first_chunk] = sum(counts.values())
             for word, times in counts.items():
                 self.postings[word].append((row, times))
-            for day in dates(loaded.chunk_where[row][1]):
+            for day in dates_in(loaded.chunk_where[row][1], compact=True):
                 self.chunk_dates[day].append(row)
         self.lengths = np.concatenate([self.lengths, lengths])
         self.mean_length = float(self.lengths.mean()) if n_chunks else 0.0
@@ -244,7 +233,8 @@ class GraphIndex:
     def dated(self, question: str) -> list[int]:
         """Chunk rows whose chat or e-mail day the question names (``on 20260405``,
         ``April 5, 2026``)."""
-        return [row for day in dates(question) for row in self.chunk_dates.get(day, [])]
+        days = dates_in(question, compact=True)
+        return [row for day in days for row in self.chunk_dates.get(day, [])]
 
     def graph_scores(
         self, seeds: dict[int, float], types: Sequence[str]

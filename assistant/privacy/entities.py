@@ -79,18 +79,26 @@ def lower_words(texts: Iterable[str]) -> set[str]:
     return {w for text in texts for w in _LOWER_WORD.findall(text) if w.islower()}
 
 
+def common_word(name: str, common: set[str]) -> bool:
+    """A one-word name the same files also write in lower case: a common word the
+    recognizer took for a name ("Dinner", spaCy's "Also", "Almonds").  ``common`` is
+    :func:`lower_words` of the files.  The one rule for learnt names and for the
+    files' graph (:class:`assistant.drag.graphsearch.GraphIndex`)."""
+    words = name_key(name).split()
+    return len(words) == 1 and words[0] in common
+
+
 def personal(names: Iterable[tuple[str, bool]], common: set[str]) -> list[str]:
     """The learnt names worth treating as personal, each in the forms a question may
     use (:func:`spellings`), from (name, whether a chat's sender).  Left out, unless a
-    chat's sender: a name found all in lower case ("the gym"), and a one-word name the
-    same files also write in lower case (spaCy's "Also", "Almonds": ``common`` is
-    :func:`lower_words` of the files)."""
+    chat's sender: a name found all in lower case ("the gym"), and a
+    :func:`common_word`."""
     out: set[str] = set()
     for name, sender in names:
         if not sender:
             if name == name.casefold() and name.isascii():
                 continue
-            if " " not in name.strip() and name.casefold() in common:
+            if common_word(name, common):
                 continue
         out.update(spellings(name))
     return sorted(out)
