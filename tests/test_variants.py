@@ -97,7 +97,6 @@ def test_dates_in_any_format_are_one_date() -> None:
     assert not date_spans("3.14159 and 2024")  # numbers are not dates
 
 
-
 def test_a_compact_date_is_read_only_where_asked() -> None:
     """A day written ``20260405`` (LiHuaWorld's questions) is one for the files' search;
     the privacy checks do not read eight digits as a day."""
@@ -107,6 +106,7 @@ def test_a_compact_date_is_read_only_where_asked() -> None:
     assert dates_in("April 5, 2026") == dates_in("20260405", compact=True)
     assert not dates_in("Time: 20260405 10:00")
     assert not dates_in("order 20261399", compact=True)  # no thirteenth month
+
 
 # -- each numbered item ---------------------------------------------------------------------
 
