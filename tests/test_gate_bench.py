@@ -162,9 +162,13 @@ def test_the_margins_are_scored_from_the_stored_readings() -> None:
         *(plain_record(q, "none", q != "q1") for q in ("q1", "q2", "q3")),
         *(plain_record(q, "evidence", q == "q1") for q in ("q1", "q2", "q3")),
     ]
-    (row,) = margins.table(records, [0, 0.1, 1])
+    (row,) = margins.table(records, [0, 0.1, 1], alone_sure=[0.5, 0.9])
     assert (row["questions"], row["alone"], row["ungated"]) == (3, 2, 1)
     assert row["by_margin"] == {"0": 2, "0.1": 3, "1": 2}
+    # Alone, q2 (e^-0.2) and q3 (e^-0.5) are more than 50 % sure, q1 is not; q2 is surer
+    # with the context: q1 and q2 take the context, q3 stays alone: 2 right.
+    # Above 90 % none is: every question takes the context, as without the gate.
+    assert row["by_alone_sure"] == {"0.5": 2, "0.9": 1}
 
 
 def test_the_margin_is_chosen_on_a_development_run_only(

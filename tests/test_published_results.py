@@ -364,6 +364,57 @@ def test_the_docs_gate_tables_are_their_folders_summaries(folder: str) -> None:
         assert [c.strip() for c in line.strip("|").split("|")[1:]] == want, label
 
 
+GATE_RULE_TABLES = sorted([*RESULTS.glob("*/margins.md"), *RESULTS.glob("*/alone-sure.md")])
+
+
+@pytest.mark.parametrize("table", GATE_RULE_TABLES, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_the_gate_rules_tried_on_a_dev_split_are_recounted_from_its_readings(
+    table: Path,
+) -> None:
+    """margins.md, alone-sure.md: per row, the questions the gate read, right alone,
+    right without the gate, and right with each rule (its column's head), recounted
+    from the gated answers' two readings."""
+    assert json.loads((table.parent / "run.json").read_text("utf-8"))["dataset"].endswith("-dev")
+    answers = _answers(table.parent)
+    by_key = {(a["student"], a["teacher"], a["mode"], a["k"], a["id"]): a for a in answers}
+    head, _, *rows = table.read_text("utf-8").splitlines()
+    rules = [c.strip() for c in head.strip("|").split("|")[5:]]
+    assert rows and rules
+    for line in rows:
+        who, column, *cells = (c.strip() for c in line.strip("|").split("|"))
+        student, teacher = who.split(" · ", 1)
+        gated_mode, k = column.split(" K=")
+        plain = (student, teacher, gated_mode.removesuffix("+gate"), int(k))
+        read = [
+            (by_key[(student, teacher, "none", 0, a["id"])], by_key[(*plain, a["id"])], a)
+            for a in answers
+            if (a["student"], a["teacher"], a["mode"], a["k"])
+            == (student, teacher, gated_mode, int(k))
+            and a["gate"].get("setting") == "auto"
+        ]
+        want = [
+            len(read),
+            sum(a["correct"] for a, _, _ in read),
+            sum(p["correct"] for _, p, _ in read),
+        ]
+        for rule in rules:
+            right = 0
+            for _, _, g in read:
+                alone = g["gate"]["confidence_alone"]
+                context = g["gate"]["confidence_with_context"]
+                alone = -math.inf if alone is None else alone
+                context = -math.inf if context is None else context
+                if rule.startswith("m="):
+                    use_context = context > alone + float(rule[2:])
+                else:  # alone>P: the context unless sure alone, and no less than with it
+                    sure = alone > math.log(float(rule.removeprefix("alone>")))
+                    use_context = not (sure and alone >= context)
+                way = "reply_with_context" if use_context else "reply_alone"
+                right += g["gate"][way].strip() == g["answer_key"]
+            want.append(right)
+        assert [int(c) for c in cells] == want, (table.name, who)
+
+
 LOCAL_DOCS = sorted(p.parent for p in RESULTS.glob("*/local-docs-summary.json"))
 
 

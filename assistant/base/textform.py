@@ -236,7 +236,13 @@ def dates_in(text: str, *, compact: bool = False) -> set[Date]:
 
 
 def entity_key(name: str) -> str:
-    """Normalised entity name: case, spacing, punctuation and a leading article ignored."""
+    """Normalised entity name: case, spacing, punctuation and a leading article ignored.
+
+    The key of a teacher's concept in the cache's graph (triples merged per entity
+    pair); it keeps ``+#*-`` ("C++", "C#").  A recognised name is keyed by
+    :func:`assistant.privacy.entities.name_key`, which also splits CamelCase and drops
+    a possessive; the files' search keys both sources' names with that one, so keys
+    of the two kinds are never compared."""
     words = re.sub(r"[^\w\s*+#-]", " ", name.casefold()).split()
     if len(words) > 1 and words[0] in {"the", "a", "an"}:
         words = words[1:]

@@ -1,6 +1,7 @@
 """The confidence gate's margin, tried on a development run's stored readings.
 
     python -m drag_bench.accuracy.margins RUN_FOLDER [--margins 0,0.1,0.2,0.5]
+        [--alone-sure 0.4,0.5,0.6]
 
 A gated answer's record keeps both readings (the choice and how sure the student was,
 with the context and alone), so every margin can be scored from one run without the
@@ -15,7 +16,8 @@ import gzip
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +40,22 @@ def _sure(value: float | None) -> float:
     return -math.inf if value is None else value
 
 
-def table(records: Iterable[dict[str, Any]], margins: Sequence[float]) -> list[dict[str, Any]]:
+def table(
+    records: Iterable[dict[str, Any]],
+    margins: Sequence[float],
+    alone_sure: Sequence[float] = (),
+) -> list[dict[str, Any]]:
     """Per row (student, teacher) and gated column: questions right for each margin,
-    against the student alone and the ungated answer."""
+    against the student alone and the ungated answer; and for each probability in
+    ``alone_sure``, right with the other rule tried: the context unless the student
+    alone gives its letter more than that probability and is at least as sure of it as
+    with the context (it reads how sure the student is on its own, not a difference)."""
     answers = [r for r in records if r.get("kind") == "answer"]
     out = []
     for (student, teacher, mode, k), triples in gate_triples(answers).items():
         # Only answers the gate read (a question without teacher work had no gate).
         got = [t for t in triples if t[2]["gate"].get("setting") == "auto"]
+        gated = [g for _, _, g in got]
         row: dict[str, Any] = {
             "student": student,
             "teacher": teacher,
@@ -54,31 +64,58 @@ def table(records: Iterable[dict[str, Any]], margins: Sequence[float]) -> list[d
             "alone": sum(alone["correct"] for alone, _, _ in got),
             "ungated": sum(plain["correct"] for _, plain, _ in got),
             "by_margin": {},
+            "by_alone_sure": {},
         }
         for m in margins:
-            right = 0
-            for _, _, a in got:
-                g = a["gate"]
-                # None: nothing was written that way, the least sure there is.
-                sure_alone = _sure(g["confidence_alone"])
-                sure_context = _sure(g["confidence_with_context"])
-                way = "reply_with_context" if sure_context > sure_alone + m else "reply_alone"
-                picked = g[way]
-                right += picked.strip() == a["answer_key"]
-            row["by_margin"][f"{m:g}"] = right
+            row["by_margin"][f"{m:g}"] = _right(gated, partial(_surer_by, m))
+        for p in alone_sure:
+            row["by_alone_sure"][f"{p:g}"] = _right(gated, partial(_unless_sure_alone, p))
         out.append(row)
     return out
+
+
+def _surer_by(margin: float, alone: float, context: float) -> bool:
+    return context > alone + margin
+
+
+def _unless_sure_alone(p: float, alone: float, context: float) -> bool:
+    return not (alone > math.log(p) and alone >= context)
+
+
+def _right(gated: Iterable[dict[str, Any]], use_context: Callable[[float, float], bool]) -> int:
+    """Questions right when the gate's way is ``use_context(sure alone, sure with the
+    context)``, each a log-probability; None (nothing written that way) is the least
+    sure there is."""
+    right = 0
+    for a in gated:
+        g = a["gate"]
+        way = (
+            "reply_with_context"
+            if use_context(_sure(g["confidence_alone"]), _sure(g["confidence_with_context"]))
+            else "reply_alone"
+        )
+        right += g[way].strip() == a["answer_key"]
+    return right
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="drag_bench.accuracy.margins", description=__doc__)
     parser.add_argument("folder", type=Path)
     parser.add_argument("--margins", default="0,0.05,0.1,0.2,0.3,0.5,1")
+    parser.add_argument(
+        "--alone-sure",
+        default="",
+        help="probabilities P: also score 'the context unless the student alone is "
+        "more than P sure of its letter, and no less sure than with the context'",
+    )
     args = parser.parse_args(argv)
     try:
         scope = json.loads((args.folder / "run.json").read_text("utf-8"))
         records = _records(args.folder)
         margins = [float(v) for v in args.margins.split(",") if v.strip()]
+        alone_sure = [float(v) for v in args.alone_sure.split(",") if v.strip()]
+        if any(not 0 < p < 1 for p in alone_sure):
+            raise ValueError("--alone-sure takes probabilities between 0 and 1")
     except (OSError, ValueError) as exc:
         print(f"margins: error: {exc}", file=sys.stderr)
         return 2
@@ -93,11 +130,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if scope.get("answer_format") != "letter":
         print("margins: error: only letter answers keep readings to score", file=sys.stderr)
         return 2
-    heads = [f"m={m:g}" for m in margins]
+    heads = [f"m={m:g}" for m in margins] + [f"alone>{p:g}" for p in alone_sure]
     print("| student · teacher | column | n | alone | ungated | " + " | ".join(heads) + " |")
     print("|---|---|---:|---:|---:|" + "---:|" * len(heads))
-    for row in table(records, margins):
-        cells = " | ".join(str(v) for v in row["by_margin"].values())
+    for row in table(records, margins, alone_sure):
+        scores = [*row["by_margin"].values(), *row["by_alone_sure"].values()]
+        cells = " | ".join(str(v) for v in scores)
         print(
             f"| {row['student']} · {row['teacher']} | {row['column']} | {row['questions']} "
             f"| {row['alone']} | {row['ungated']} | {cells} |"
