@@ -1066,6 +1066,15 @@ def test_text_in_a_script_the_detector_cannot_read_is_marked_unread(
         read=Reading([], 0.1, 0, 0),
     )
     assert read.unread == () and read.unread_line == ""
+    # A reading the model stopped early (a loop, its token limit) left the rest unread.
+    stopped = sanitize(
+        question,
+        scanner=detector,
+        vault=Vault(tag_of=load_policy().tag),
+        guard=EgressGuard(detector),
+        read=Reading([], 0.1, 3, 3, complete=False),
+    )
+    assert script in stopped.unread, stopped.unread
 
 
 @pytest.mark.parametrize(

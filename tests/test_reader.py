@@ -143,12 +143,19 @@ def test_a_model_that_repeats_itself_is_stopped_and_its_first_values_kept() -> N
     model = FakeStreamingModel(found(*pairs))
     reading = R.SpanReader(model, common=never_common).read("priya at zenlytics in pune")
     assert [f.text for f in reading.findings] == ["priya", "zenlytics", "pune"]
+    assert not reading.complete  # what came after the loop was not read
+
+
+def test_a_reading_to_the_end_of_the_reply_is_complete() -> None:
+    model = FakeStreamingModel(found(("person", "priya"), ("place", "pune")))
+    assert R.SpanReader(model, common=never_common).read("priya lives in pune").complete
 
 
 def test_a_reply_cut_at_its_token_limit_keeps_the_values_it_completed() -> None:
     model = FakeStreamingModel(found(("person", "priya"), ("place", "pune"))[:-12], False)
     reading = R.SpanReader(model, common=never_common).read("priya lives in pune")
     assert [f.text for f in reading.findings] == ["priya"]
+    assert not reading.complete
 
 
 def test_a_reader_past_its_deadline_raises() -> None:

@@ -278,6 +278,9 @@ class Reading:
     seconds: float
     listed: int  # spans the model listed
     dropped: int  # of those, not in the text or not worth hiding
+    # False when the model stopped before the end of a piece (a loop of useless values,
+    # or its reply cut at the token limit): what came after was not read.
+    complete: bool = True
 
 
 class SpanReader:
@@ -306,8 +309,11 @@ class SpanReader:
         deadline = started + self.timeout
         findings: list[Finding] = []
         listed = dropped = 0
+        complete = True
         for _offset, piece in chunks(text):
-            for category, value in self._ask(piece, deadline, lambda v: bool(self._spots(text, v))):
+            pairs, whole = self._ask(piece, deadline, lambda v: bool(self._spots(text, v)))
+            complete = complete and whole
+            for category, value in pairs:
                 listed += 1
                 spots = self._spots(text, value)
                 if spots and category in _NAMED and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
@@ -317,7 +323,7 @@ class SpanReader:
                     dropped += 1
                     continue
                 findings += [Finding(entity, s, e, text[s:e], 0.9, RECOGNIZER) for s, e in spots]
-        return Reading(findings, time.perf_counter() - started, listed, dropped)
+        return Reading(findings, time.perf_counter() - started, listed, dropped, complete)
 
     def find(self, text: str) -> list[Finding]:
         return self.read(text).findings
@@ -335,7 +341,9 @@ class SpanReader:
 
     def _ask(
         self, piece: str, deadline: float, good: Callable[[str], bool]
-    ) -> list[tuple[str, str]]:
+    ) -> tuple[list[tuple[str, str]], bool]:
+        """The (category, value) pairs the model lists in ``piece``, and whether it read
+        the piece to its end."""
         tries = (None, SCHEMA) if self.free_first else (SCHEMA,)
         for schema in tries:
             watch = _Watch(deadline, self.timeout, good, closes=schema is None)
@@ -349,7 +357,7 @@ class SpanReader:
                     schema=schema,
                 )
             except _Rambling:
-                return watch.pairs  # it went on listing nothing of use: what came before
+                return watch.pairs, False  # it went on listing nothing of use: what came before
             except _Closed:
                 text = watch.reply  # the JSON is complete; what follows is not read
             except PrivacyError:
@@ -361,10 +369,10 @@ class SpanReader:
                 ) from None
             else:
                 if not getattr(reply, "finished", True):
-                    return watch.pairs  # cut while listing on: the values it completed
+                    return watch.pairs, False  # cut while listing on: the values it completed
                 text = reply.text
             try:
-                return parse(text, strict=schema is None)
+                return parse(text, strict=schema is None), True
             except PrivacyError:
                 if schema is SCHEMA:
                     raise

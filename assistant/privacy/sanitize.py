@@ -289,8 +289,9 @@ def sanitize(
 
 def _unread(scanner: Scanner, text: str, read: Reading | None) -> tuple[str, ...]:
     """The scripts of the runs of ``text`` nothing read: none when the local model read
-    the question (it reads every script), else what the detector cannot read."""
+    the whole question (it reads every script), else what the detector cannot read (a
+    reading the model stopped early left the rest of its piece unread)."""
     unreadable = getattr(scanner, "unreadable", None)
-    if read is not None or unreadable is None:
+    if (read is not None and read.complete) or unreadable is None:
         return ()
     return tuple(unreadable(text))
