@@ -136,6 +136,46 @@ def test_send_judges_the_body_before_anything_is_sent(monkeypatch: pytest.Monkey
     assert reached == []
 
 
+def test_proxy_settings_in_the_environment_are_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one connection is to the teacher: an HTTP(S)_PROXY or ALL_PROXY in the
+    environment would send the request, its key included, to another host (a listener
+    stands for that proxy here and counts who connects)."""
+    import json
+    import socket
+    import threading
+
+    from assistant.net import egress
+    from tests.fakes import fake_teacher_server
+
+    proxy = socket.create_server(("127.0.0.1", 0))
+    reached: list[int] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = proxy.accept()
+            except OSError:
+                return
+            reached.append(1)
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    address = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, address)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    asked: list[int] = []
+    body = json.dumps({"object": "list", "data": []}).encode()
+    try:
+        with fake_teacher_server(body, on_request=lambda: asked.append(1)) as url:
+            endpoint = egress.Endpoint(url, api_key="k", timeout=10, max_retries=0)
+            egress.send(endpoint, egress.ModelsRequest(), egress.BodylessOnly())
+    finally:
+        proxy.close()
+    assert (asked, reached) == ([1], [])
+
+
 def test_the_import_scan_sees_imports_made_at_run_time() -> None:
     tree = ast.parse(
         "import importlib\n"

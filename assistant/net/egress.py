@@ -268,6 +268,10 @@ def _client(endpoint: Endpoint) -> openai.OpenAI:
             max_retries=endpoint.max_retries,  # exponential backoff on 408/409/429/5xx
             http_client=openai.DefaultHttpxClient(
                 follow_redirects=False,
+                # No proxy, .netrc or CA settings from the environment: the one
+                # connection is to the teacher (an HTTP_PROXY would get the request
+                # and its key).
+                trust_env=False,
                 event_hooks={
                     "request": [_judge_exact_bytes],
                     "response": [_judge_reply(endpoint, http)],
