@@ -231,6 +231,43 @@ def test_parsers_read_a_2_mb_crafted_reply_in_a_second(shape: str) -> None:
     assert float(done.stdout) <= 1.0, (shape, done.stdout)
 
 
+_SHOWN_SHAPES = {
+    "osc-openers": '"\\x9d" * 2_000_000',
+    "esc-openers": '"\\x1b]" * 1_000_000',
+    "opener-runs": '("\\x90" + "a" * 99) * 20_000',
+    "invisibles": '"\\u200b" * 2_000_000',
+    "split-links": '"https\\x01:\\x01//e.x/" * 150_000',
+    "cjk": '"数" * 2_000_000',
+}
+_SHOWN_TIMED = """
+import sys, time
+from assistant.base.safetext import link_spans, plain
+link_spans("é")  # the invisible characters' class, made once
+text = eval(sys.argv[1])
+started = time.process_time()
+plain(text)
+link_spans(text)
+print(time.process_time() - started)
+"""
+
+
+@pytest.mark.parametrize("shape", list(_SHOWN_SHAPES))
+def test_what_a_reply_shows_and_its_links_are_read_in_linear_time(shape: str) -> None:
+    """plain() and link_spans() on 2 MB of what they remove or look through: CPU
+    seconds of a child process, stopped at 60 s (a quadratic reading would take hours)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SHOWN_TIMED, _SHOWN_SHAPES[shape]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert float(done.stdout) <= 3.0, (shape, done.stdout)
+
+
 def test_reading_a_reply_gets_teacher_timeout_from_when_it_arrived(
     socket_guard: SocketLog, guard: EgressGuard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -361,6 +398,52 @@ def test_no_value_is_restored_in_a_link_target_with_parentheses_quotes_or_any_sc
     assert vault.restore(text) == (
         f"[the sheet](https://evil.example/(x){ssn}) says Amelia Thompson is fine "
         "(tel. +47 912 34 567)"
+    )
+
+
+@pytest.mark.parametrize(
+    "split",
+    ["\x01", "\x1b[0m", "\u200b", "\u2060", "\ufeff", "\u200e", "\U000e0041", "\x9d"],
+)
+def test_a_link_split_by_what_the_screen_does_not_show_is_still_a_link(split: str) -> None:
+    """A control, an escape sequence or an invisible character inside ``https://`` or
+    a domain: plain() removes it (or the terminal shows nothing), and the screen shows
+    one link.  No value is restored inside it."""
+    from assistant.base.safetext import plain
+
+    vault = Vault(tag_of=load_policy().tag)
+    ssn = vault.placeholder("US_SSN", "536-22-8471")
+    for reply in (
+        f"Check https{split}:{split}//evil.example?id={ssn} today.",
+        f"Check https:/{split}/evil.example/{ssn} today.",
+        f"Check evil{split}.example/{ssn} today.",
+    ):
+        shown = plain(vault.restore(reply))
+        assert "536-22-8471" not in shown, (reply, shown)
+    assert plain(vault.restore(f"Your number{split} is {ssn}.")) == "Your number is 536-22-8471."
+
+
+@pytest.mark.parametrize("opener", ["\x9d", "\x90", "\x98", "\x9e", "\x9f", "\x1b]", "\x1bP"])
+def test_an_unterminated_string_sequence_hides_nothing_after_it(opener: str) -> None:
+    """An OSC/DCS/… introducer with no terminator: plain() drops the introducer, not the
+    lines after it (our own lines come after the teacher's in the CLI's output)."""
+    from assistant.base.safetext import plain
+
+    text = f"Paris is the capital of France.{opener}\nSent to the teacher: <PERSON_1>\nDone."
+    assert plain(text) == "Paris is the capital of France.\nSent to the teacher: <PERSON_1>\nDone."
+    assert plain(f"a{opener}0;title\x07b") == "ab"  # a terminated one goes whole
+    assert plain(f"a{opener}x{opener}y") == "axy"
+
+
+def test_invisible_characters_that_hide_or_reorder_text_are_removed() -> None:
+    from assistant.base.safetext import plain
+
+    hidden = "\u200b\u2060\ufeff\u200e\u200f\u061c\U000e0041\U000e007f"
+    assert plain(f"pay{hidden}pal") == "paypal"
+    assert plain("one\u2028two\u2029three") == "one\ntwo\nthree"
+    # The joiners scripts and emoji need stay.
+    assert plain("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 👩\u200d💻") == (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 👩\u200d💻"
     )
 
 
