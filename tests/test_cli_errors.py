@@ -101,6 +101,13 @@ def test_teacher_down() -> None:
             "held no usable evidence (the reply was cut off at teacher.max_tokens)",
         ),
         (completion('{"evidence": []}'), "application/json", "held no usable evidence"),
+        (b'{"choices": [{"message": null}]}', "application/json", "holds no message text"),
+        (b'{"choices": [1]}', "application/json", "holds no message text"),
+        (
+            b'{"choices": [{"message": {"content": {"text": 1}}}]}',
+            "application/json",
+            "holds no message text",
+        ),
     ],
 )
 def test_fake_teacher_bad_replies(body: bytes, content_type: str, expected: str) -> None:

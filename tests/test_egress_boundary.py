@@ -176,6 +176,41 @@ def test_proxy_settings_in_the_environment_are_not_used(monkeypatch: pytest.Monk
     assert (asked, reached) == ([1], [])
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        "x",
+        {"prompt_tokens": "lots", "completion_tokens": 10**30},
+        {"prompt_tokens": None, "completion_tokens": 2.5},
+        {"prompt_tokens": True, "completion_tokens": -3},
+    ],
+)
+def test_a_reply_with_nonsense_token_counts_is_read_with_counts_of_zero(usage: object) -> None:
+    """The ledger keeps whole numbers: counts that are not one are 0, and the reply's
+    text is not lost (a fake guard lets the request through: the reply is the subject)."""
+    import json
+
+    from assistant.net import egress
+    from tests.fakes import fake_teacher_server
+
+    class FakeGuardPassingAll:
+        def check_body(self, body: bytes, request: object) -> None:
+            pass
+
+        def check_headers(self, headers: dict[str, str], request: object) -> None:
+            pass
+
+    body = {"choices": [{"message": {"content": "Paris."}, "finish_reason": "stop"}]}
+    request = egress.ChatRequest(
+        purpose="evidence", model="m", messages=({"role": "user", "content": "Hi?"},), max_tokens=8
+    )
+    with fake_teacher_server(json.dumps({**body, "usage": usage}).encode()) as url:
+        endpoint = egress.Endpoint(url, timeout=10, max_retries=0)
+        reply = egress.send(endpoint, request, FakeGuardPassingAll())
+    assert (reply.text, reply.prompt_tokens, reply.completion_tokens) == ("Paris.", 0, 0)
+    assert reply.model == "m"  # none named: the model asked for
+
+
 def test_the_import_scan_sees_imports_made_at_run_time() -> None:
     tree = ast.parse(
         "import importlib\n"

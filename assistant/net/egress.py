@@ -412,14 +412,32 @@ def _send(
         )
     if not choices:
         raise TeacherError(f"the teacher at {endpoint.base_url} returned no choices")
-    choice = choices[0]
-    usage = completion.usage
+    # The client builds these objects without checking them: each field is read as what
+    # it must be (a reply with "message": null or "choices": [1] is an error, not a crash).
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if message is None or not isinstance(content, str | None):
+        raise TeacherError(
+            f"the teacher at {endpoint.base_url} sent a reply whose first choice holds "
+            "no message text; try again or check teacher.endpoint"
+        )
+    finish = getattr(choices[0], "finish_reason", None)
+    model = getattr(completion, "model", None)
+    usage = getattr(completion, "usage", None)
     return ChatReply(
-        text=choice.message.content or "",
-        finish_reason=choice.finish_reason,
-        model=completion.model or request.model,
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
+        text=content or "",
+        finish_reason=finish if isinstance(finish, str) else None,
+        model=model if isinstance(model, str) and model else request.model,
+        prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+        completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
         seconds=seconds,
         deadline=deadline,
     )
+
+
+def _count(value: object) -> int:
+    """A token count the teacher reported, as the ledger keeps it: 0 when it is not a
+    whole number a reply could hold (a string, a float, 10**30)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
+        return value
+    return 0
