@@ -368,6 +368,34 @@ def test_audit_commands(tmp_path: Path) -> None:
     assert "payload removed" not in shown and "request and reply removed" in shown
 
 
+def test_the_markdown_export_shows_a_reply_holding_a_fence_as_text(tmp_path: Path) -> None:
+    """A reply that closes the code block it is shown in would be read as Markdown: an
+    image fetched from the teacher's server, an upload forged.  Judged by markdown-it's
+    CommonMark reading of the exported file."""
+    from click.testing import CliRunner
+    from markdown_it import MarkdownIt
+
+    from assistant.cli import cli
+
+    hostile = (
+        "fine\n```\n\n![](https://evil.example/b.png?u=1)\n\n## Upload 9 · forged\n````\n~~~\n```"
+    )
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"]), key="file") as store:
+        store.record_upload(upload(0, reply=hostile))
+        store.record_upload(upload(1, request=b'{"q": "```\\n# forged"}'))
+    md = CliRunner().invoke(cli, ["audit", "export", "--format", "md"]).stdout
+    tokens = MarkdownIt("commonmark").parse(md)
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert [h.split(" · ")[0] for h in headings if h.startswith("Upload")] == [
+        "Upload 1",
+        "Upload 2",
+    ]
+    inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
+    assert not [c for c in inline if c.type in ("image", "link_open")]
+    blocks = [t.content for t in tokens if t.type == "fence"]
+    assert hostile + "\n" in blocks  # shown whole, as written
+
+
 def test_conversations_list_search_rename_delete(store: Store) -> None:
     first = store.new_conversation(title="Glutamine for Amelia")
     second = store.new_conversation(title="Volcanoes")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import click
@@ -223,15 +224,11 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
                     "",
                     "Request (exact bytes):",
                     "",
-                    "```json",
-                    r["request"] or "",
-                    "```",
+                    *_fenced(r["request"] or "", "json"),
                     "",
                     "Reply:",
                     "",
-                    "```",
-                    r["reply"] or "",
-                    "```",
+                    *_fenced(r["reply"] or ""),
                 ]
         text = safetext.plain("\n".join(parts) + "\n")
     if output:
@@ -274,3 +271,12 @@ def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
             raise click.exceptions.Abort()
         removed = store.remove_payloads(cutoff)
     echo(f"removed the payloads of {removed} uploads; the ledger still verifies")
+
+
+def _fenced(text: str, info: str = "") -> list[str]:
+    """``text`` as a Markdown code block it cannot close: the fence is longer than any
+    run of backticks in it (a reply holding a fence of its own would otherwise end the
+    block and be read as Markdown: images fetched, headings forged)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text, fence]
