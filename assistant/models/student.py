@@ -217,6 +217,30 @@ class Student:
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def inert(self, text: str) -> str:
+        """``text`` without the model's control tokens written as text (``<|im_end|>``,
+        ``<|im_start|>``): the chat template is read with them live, so a teacher's
+        statement (or a pasted question) holding one would end its turn and open another
+        (a forged system prompt).  Text without any is returned as it is."""
+        import llama_cpp
+
+        data = text.encode("utf-8")
+        live = self._llm.tokenize(data, add_bos=False, special=True)
+        if live == self._llm.tokenize(data, add_bos=False, special=False):
+            return text
+        vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+        control = {
+            llama_cpp.llama_vocab_get_text(vocab, t).decode("utf-8", "replace")
+            for t in set(live)
+            if llama_cpp.llama_vocab_get_attr(vocab, t) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+        }
+        for token in sorted(control, key=len, reverse=True):
+            text = text.replace(token, "")
+        return text
+
+    def _inert_messages(self, messages: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+        return [{**m, "content": self.inert(m["content"])} for m in messages]
+
     def _formatter(self) -> Any:
         """The model's own chat template (what ``create_chat_completion`` uses); a
         ModelError where chat completion formats the prompt another way."""
@@ -257,7 +281,7 @@ class Student:
 
         with self._lock:
             try:
-                formatted = self._formatter()(messages=[dict(m) for m in messages])
+                formatted = self._formatter()(messages=self._inert_messages(messages))
             except ModelError:
                 raise
             except Exception as exc:  # the model's own template (Jinja) refused the messages
@@ -341,7 +365,9 @@ class Student:
         elif choices:
             grammar = self._grammar(tuple(choices))
         with self._lock:
-            return self._chat(messages, max_tokens, temperature, on_text, grammar)
+            return self._chat(
+                self._inert_messages(messages), max_tokens, temperature, on_text, grammar
+            )
 
     def _chat(
         self,
