@@ -19,6 +19,7 @@ from assistant.core.session import Session
 from assistant.drag import answer, filesindex, filesjudge
 from assistant.files import readers
 from assistant.privacy.entities import lower_words, personal
+from assistant.privacy.guard import LinkHold, withhold_links
 from assistant.store import Store
 from assistant.store import files as stored
 
@@ -42,6 +43,13 @@ def index(
         if report.added or report.replaced or report.removed:
             _relearn(own)
     return report
+
+
+def _learnt_values(runtime: Session) -> list[tuple[str, str]]:
+    """The names the files taught, as the guard's protected values (people as PERSON)."""
+    learnt = runtime.learnt()
+    people = set(learnt.people)
+    return [("PERSON" if n in people else "NAME", n) for n in learnt.names]
 
 
 def _relearn(store: Store) -> None:
@@ -152,11 +160,18 @@ def ask_files(
         if on_text is not None:
             on_text(result.answer)
     else:
+        # The student read the files: a link it writes that carries a name they taught
+        # is withheld, in the stream as in the answer (an indexed e-mail could ask for
+        # one, and a click would send the name).
+        protected = _learnt_values(runtime)
+        held = LinkHold(on_text, lambda: protected, source="your files") if on_text else None
         with timed(result.timings, "answer"):
             gen = runtime.student.chat(
-                messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=on_text
+                messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=held
             )
-        result.answer = gen.text.strip()
+        if held is not None:
+            held.flush()
+        result.answer = withhold_links(gen.text.strip(), protected, source="your files")
         result.student = student_record(runtime.student, gen)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result

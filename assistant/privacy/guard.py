@@ -277,7 +277,7 @@ class EgressGuard:
 # A link is the other way out: the student reads the question with its real values and
 # the teacher's evidence, and a hostile teacher may ask it to write a link that carries
 # them (issue 30, item 8).  A click would send them, so such a link is never shown live.
-WITHHELD = "[link withheld: it carried {what} from your question]"
+WITHHELD = "[link withheld: it carried {what} from {source}]"
 
 
 def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -314,18 +314,22 @@ def carried(
 
 
 def withhold_links(
-    text: str, protected: Sequence[tuple[str, str]], distinctive: Distinctive | None = None
+    text: str,
+    protected: Sequence[tuple[str, str]],
+    distinctive: Distinctive | None = None,
+    source: str = "your question",
 ) -> str:
     """``text`` with every link target (a URL, a Markdown link's destination, an OSC 8
     hyperlink: :func:`safetext.link_spans`) that carries a protected value replaced by
-    a note that says so.  Other links are left as they are."""
+    a note that says so (and where the value came from: ``source``).  Other links are
+    left as they are."""
     if not protected or not text:
         return text
     out, cursor = [], 0
     for start, end in _merged(link_spans(text)):
         what = carried(text[start:end], protected, distinctive)
         if what is not None:
-            out += [text[cursor:start], WITHHELD.format(what=_a(what))]
+            out += [text[cursor:start], WITHHELD.format(what=_a(what), source=source)]
             cursor = end
     return "".join(out) + text[cursor:] if out else text
 
@@ -347,15 +351,17 @@ class LinkHold:
         emit: Callable[[str], None],
         protected: Callable[[], Sequence[tuple[str, str]]],
         distinctive: Distinctive | None = None,
+        source: str = "your question",
     ) -> None:
         self._emit = emit
         self._protected = protected
         self._distinctive = distinctive
+        self._source = source
         self._line = ""  # the current line, from its start
         self._shown = 0  # how much of it (as withheld) has gone out
 
     def _send(self, line: str, cut: int) -> None:
-        out = withhold_links(line[:cut], self._protected(), self._distinctive)
+        out = withhold_links(line[:cut], self._protected(), self._distinctive, self._source)
         if len(out) > self._shown:
             self._emit(out[self._shown :])
             self._shown = len(out)
