@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -375,6 +376,8 @@ def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
         else:
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: expected text, got {value!r}")
+            if spec.key == "teacher.endpoint":
+                return _endpoint(value.strip(), where)
             return value.strip()
     except (TypeError, ValueError):
         kind = "a whole number" if spec.type is int else "a number"
@@ -384,6 +387,43 @@ def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
     if spec.max is not None and number > spec.max:
         raise ConfigError(f"{where}: {number} is above the maximum {spec.max:g}")
     return number
+
+
+# Query parameters that carry a secret (Azure's api-key, a token, a signature).
+_SECRET_PARAM = re.compile(r"(?i)(?:^|[_-])(?:key|token|secret|sig|signature|password|auth)$")
+
+
+def _endpoint(url: str, where: str) -> str:
+    """``teacher.endpoint``: "local" or an http(s) base URL with no secret in it (the
+    endpoint is written to the audit ledger, the logs and error lines; the key has a
+    place of its own)."""
+    if url == "local":
+        return url
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {url!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise ConfigError(
+            f'{where}: {url!r} is not "local" or an http(s) base URL (http://host:port/v1)'
+        )
+    secret = (
+        parts.username is not None
+        or parts.password is not None
+        or any(
+            _SECRET_PARAM.search(name) for name, _ in parse_qsl(parts.query, keep_blank_values=True)
+        )
+    )
+    if secret:
+        raise ConfigError(
+            f"{where}: the URL holds a user name, password or key, and the endpoint is "
+            "written to the audit ledger: give the key with `drag config set-key` or "
+            "DRAG_TEACHER_API_KEY instead"
+        )
+    return url
 
 
 def _build(base: Settings, values: Mapping[str, Any], source: Source) -> Settings:
