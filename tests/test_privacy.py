@@ -525,8 +525,10 @@ def test_guard_blocks_protected_values_and_unreplaced_data(detector: Detector) -
     guard = EgressGuard(detector)
     protected = (("PERSON", "Amelia Thompson"),)
     guard.check(Outgoing(("What is the role of glutamine for <PERSON_1>?",), "", protected))
-    with pytest.raises(GuardBlocked, match="PERSON from your question"):
+    with pytest.raises(GuardBlocked, match="PERSON from your question") as refused:
         guard.check(Outgoing(("Is Thompson right about glutamine?",), "", protected))
+    # Which form it found, never the value: an error line goes into bug reports.
+    assert "(a part of it)" in str(refused.value) and "Thompson" not in str(refused.value)
     with pytest.raises(GuardBlocked, match="personal data"):
         guard.check(Outgoing(("Email bob.jones@example.org about glutamine",), "", ()))
     # Text the request declares public (the teacher's own statements) is not re-judged...

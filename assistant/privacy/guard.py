@@ -209,9 +209,12 @@ class EgressGuard:
             for entity, value in protected:
                 how = value_form(entity, value, text, flat, self._distinctive, whole=whole)
                 if how:
+                    # Which form, never the value: an error line is copied into bug
+                    # reports and shown in --json (value_form names the part it found).
+                    said = "a part of it" if how.startswith("part ") else how
                     raise GuardBlocked(
                         f"the outgoing request still holds {_a(entity)} from your question "
-                        f"({how}); nothing was sent"
+                        f"({said}); nothing was sent"
                     )
         found = [
             f.entity

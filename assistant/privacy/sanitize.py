@@ -88,7 +88,10 @@ class Sanitized:
     rewrite_used: bool = False
     rewrite_note: str = ""  # why a rewrite was not used
     stages: dict[str, float] = field(default_factory=dict)
-    # Values the user chose, at review, to send as they are (never stored, never logged).
+    # Values the user chose, at review, to send as they are.  They are in the text that
+    # was sent, and so in what keeps that text: the ledger's request, the cache's
+    # question, the question's record (README: the cache holds nothing personal but
+    # these); the list of them is not stored or logged.
     kept: tuple[Replacement, ...] = ()
     # Placeholder -> the coarser value sent after it ("a city in Norway"): our words,
     # checked by the guard for protected values like the rest.
