@@ -15,6 +15,7 @@ from assistant.cli.common import (
     flags,
     interactive_stderr,
     open_store,
+    secho,
     settings_of,
     status_printer,
     to_json,
@@ -101,10 +102,10 @@ def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
         for check in checks(rt):
             results.append(check)
             if not as_json:
-                mark = (
-                    click.style("ok  ", fg="green") if check.ok else click.style("FAIL", fg="red")
-                )
-                echo(f"{mark} {check.name}: {check.detail}")
+                # Our colour on our mark only: the detail (which may quote a model or a
+                # server) is plain text.
+                secho("ok  " if check.ok else "FAIL", fg="green" if check.ok else "red", nl=False)
+                echo(f" {check.name}: {check.detail}")
                 if not check.ok and check.fix:
                     echo(f"     fix: {check.fix}")
     if as_json:
