@@ -442,6 +442,36 @@ async def test_declined_and_blocked_uploads_keep_the_question(
     assert socket_guard.sent == bytearray()  # not one byte in either case
 
 
+async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not a DragError (a bug, a reply of a shape no check foresaw): the turn says so,
+    the question is kept, and the next question is answered (before, the worker's error
+    ended the app with a traceback).  The fault is a fake raised in place of the
+    pipeline's work; what is judged is the app's handling of it."""
+    from assistant.tui import chat as chat_module
+
+    def fake_fault(*args: object, **kwargs: object) -> object:
+        raise AttributeError("'NoneType' object has no attribute 'content'")
+
+    monkeypatch.setattr(chat_module.pipeline, "ask", fake_fault)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        before = set(drafts.unsent_dir().iterdir())
+        for question in ("What is glutamine?", "And arginine?"):
+            chat.query_one("#question", Input).value = question
+            await pilot.press("enter")
+            await wait_for(
+                pilot, lambda: chat.pending is None and "✗" in chat.query(Turn).last().note
+            )
+            note = chat.query(Turn).last().note
+            assert "internal error: AttributeError" in note and "kept in drag drafts" in note
+        assert app.is_running and app.screen is chat
+        assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
+
+
 async def test_review_modal_says_what_nothing_could_read() -> None:
     """Issue 30, item 1: the review of a question in a script the detector cannot read
     (the reader off) says so in its own line; a question it could read has no such line."""

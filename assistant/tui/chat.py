@@ -21,7 +21,7 @@ from textual.widgets import (
     ListView,
 )
 
-from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError
+from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError, one_line
 from assistant.core import drafts, localfiles, pipeline
 from assistant.core.conversation import Asked, Offer, Queue
 from assistant.core.results import AskResult
@@ -497,6 +497,10 @@ class ChatScreen(DragScreen):
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
             if isinstance(exc, PrivacyError) and not isinstance(exc, Declined):
                 app.call_from_thread(app.push_screen, NotSent(str(error)))
+        except Exception as exc:  # a fault of ours: said on the turn, the app goes on
+            fault = DragError(f"internal error: {type(exc).__name__}: {one_line(str(exc), 200)}")
+            error = drafts.kept_error(question, fault)
+            app.call_from_thread(turn.set_note, f"✗ {error}", True)
         else:
             app.call_from_thread(self.show_result, turn, result)
         finally:
