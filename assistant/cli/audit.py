@@ -277,6 +277,7 @@ def _fenced(text: str, info: str = "") -> list[str]:
     """``text`` as a Markdown code block it cannot close: the fence is longer than any
     run of backticks in it (a reply holding a fence of its own would otherwise end the
     block and be read as Markdown: images fetched, headings forged)."""
+    text = safetext.plain(text)  # as it will be shown: a control between backticks goes
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence + info, text, fence]

@@ -15,6 +15,10 @@ from typing import Any, TextIO
 
 from assistant.base.errors import ModelError
 
+# Passes of Student.inert: a space never joins two pieces into a token, so one does;
+# the rest guard a vocabulary whose control tokens hold spaces.
+_INERT_PASSES = 3
+
 
 def default_threads() -> int:
     """All CPUs this process may use (llama-cpp-python's own default is half of them)."""
@@ -221,22 +225,31 @@ class Student:
         """``text`` without the model's control tokens written as text (``<|im_end|>``,
         ``<|im_start|>``): the chat template is read with them live, so a teacher's
         statement (or a pasted question) holding one would end its turn and open another
-        (a forged system prompt).  Text without any is returned as it is."""
+        (a forged system prompt).  Each becomes a space, so the text around it cannot
+        join into a new one (``<|im_<|im_end|>end|>``); text without any is returned as
+        it is (a lone surrogate, which no tokenizer reads, as U+FFFD)."""
         import llama_cpp
 
-        data = text.encode("utf-8")
-        live = self._llm.tokenize(data, add_bos=False, special=True)
-        if live == self._llm.tokenize(data, add_bos=False, special=False):
-            return text
+        if any("\ud800" <= ch <= "\udfff" for ch in text):
+            text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
         vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
-        control = {
-            llama_cpp.llama_vocab_get_text(vocab, t).decode("utf-8", "replace")
-            for t in set(live)
-            if llama_cpp.llama_vocab_get_attr(vocab, t) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-        }
-        for token in sorted(control, key=len, reverse=True):
-            text = text.replace(token, "")
-        return text
+        for _ in range(_INERT_PASSES):
+            data = text.encode("utf-8")
+            live = self._llm.tokenize(data, add_bos=False, special=True)
+            if live == self._llm.tokenize(data, add_bos=False, special=False):
+                return text
+            control = {
+                llama_cpp.llama_vocab_get_text(vocab, t).decode("utf-8", "replace")
+                for t in set(live)
+                if llama_cpp.llama_vocab_get_attr(vocab, t) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+            }
+            if not control:  # they differ in another way (a user-defined token): as is
+                return text
+            for token in sorted(control, key=len, reverse=True):
+                text = text.replace(token, " ")
+        raise ModelError(
+            "the text holds the model's control tokens nested too deep to read it as text"
+        )
 
     def _inert_messages(self, messages: Sequence[dict[str, str]]) -> list[dict[str, str]]:
         return [{**m, "content": self.inert(m["content"])} for m in messages]

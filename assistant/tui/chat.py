@@ -499,7 +499,8 @@ class ChatScreen(DragScreen):
                 app.call_from_thread(app.push_screen, NotSent(str(error)))
         except Exception as exc:  # a fault of ours: said on the turn, the app goes on
             fault = DragError(f"internal error: {type(exc).__name__}: {one_line(str(exc), 200)}")
-            error = drafts.kept_error(question, fault)
+            # While the app closes, closing keeps the question (questions.close).
+            error = drafts.kept_error(question, fault) if not self._cancel.is_set() else fault
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
         else:
             app.call_from_thread(self.show_result, turn, result)
