@@ -208,11 +208,28 @@ def test_a_folder_reached_twice_is_a_loop_and_a_link_inside_a_folder_is_not_foll
     (tmp_path / "link").symlink_to(tmp_path)
     walked = list(readers.walk([tmp_path / "link", tmp_path]))
     reasons = [w.reason for w in walked if isinstance(w, readers.Skipped)]
-    assert reasons == [
-        "a link to a folder (name the folder itself to index it)",
-        "a link back to a folder already read (a loop)",
-    ]
+    # The second name of a folder read already is read once, without a word (no loop).
+    assert reasons == ["a link to a folder (name the folder itself to index it)"]
     assert [w.path.name for w in walked if isinstance(w, readers.Found)] == ["a.md"]
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "b.md").write_text("y")
+    walked = list(readers.walk([tmp_path, inner]))
+    assert [w.path.name for w in walked if isinstance(w, readers.Found)] == ["a.md", "b.md"]
+
+
+def test_a_tree_a_thousand_folders_deep_is_walked(tmp_path: Path) -> None:
+    deep = tmp_path
+    for _ in range(1200):  # deeper than Python's recursion limit
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "bottom.md").write_text("found")
+    (tmp_path / "top.md").write_text("found")
+    walked = list(readers.walk([tmp_path]))
+    assert sorted(w.path.name for w in walked if isinstance(w, readers.Found)) == [
+        "bottom.md",
+        "top.md",
+    ]
 
 
 def test_the_size_limit_reads_in_megabytes_by_default() -> None:

@@ -157,6 +157,22 @@ def test_reindexing_an_unchanged_folder_does_no_work_and_a_changed_file_replaces
     assert emptied.removed == [str(notes / "garden.md")]
     assert not any("roses" in t for t in runtime.files_index().loaded.chunk_texts)
 
+    # A file the walk no longer reads (here a pipe in its place; or grown too large):
+    # the same.  One that is gone waits for --forget.
+    (notes / "haddad.txt").unlink()
+    os.mkfifo(notes / "haddad.txt")
+    piped = localfiles.index(runtime, [notes])
+    assert [s.line() for s in piped.skipped] == [
+        f"skipped {notes / 'haddad.txt'}: not a regular file; its earlier text was removed "
+        "from the index",
+        f"skipped {notes / 'garden.md'}: no text in it",
+    ]
+    assert piped.removed == [str(notes / "haddad.txt")]
+    assert not any("Linden Lane" in t for t in runtime.files_index().loaded.chunk_texts)
+    (notes / "mia.md").unlink()
+    gone = localfiles.index(runtime, [notes])
+    assert gone.removed == [] and any("Mia" in t for t in runtime.files_index().loaded.chunk_texts)
+
 
 def test_forget_leaves_no_chunk_entity_or_embedding_of_the_file(
     notes: Path, runtime: Session

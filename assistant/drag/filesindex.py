@@ -109,7 +109,15 @@ def index(
     sealer = store.sealer
     walked = list(readers.walk(paths))
     found = [f for f in walked if isinstance(f, readers.Found)]
-    report.skipped += [s for s in walked if isinstance(s, readers.Skipped)]
+    for skipped in (s for s in walked if isinstance(s, readers.Skipped)):
+        # A file indexed before and not read now (grown too large, no longer a regular
+        # file) must not stay as if it were current; one that is gone waits for --forget.
+        there = skipped.path.exists()
+        if there and stored.forget_file(store.db, sealer, readers.absolute(skipped.path)):
+            report.removed.append(str(readers.absolute(skipped.path)))
+            why = f"{skipped.reason}; its earlier text was removed from the index"
+            skipped = readers.Skipped(skipped.path, why)
+        report.skipped.append(skipped)
     batch: list[_Pending] = []
     size = 0
     for number, item in enumerate(found, start=1):
@@ -133,7 +141,7 @@ def index(
                 else f"could not be read ({type(exc).__name__})"
             )
             if replacing:  # what it held before must not stay as if it were current
-                stored.forget(store.db, sealer, item.path)
+                stored.forget_file(store.db, sealer, item.path)
                 report.removed.append(str(item.path))
                 reason += "; its earlier text was removed from the index"
             report.skipped.append(readers.Skipped(item.path, reason))

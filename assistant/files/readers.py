@@ -22,7 +22,7 @@ import mailbox
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
@@ -82,59 +82,65 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
     seen_dirs: set[tuple[int, int]] = set()
     seen_files: set[Path] = set()
     for given in paths:
-        yield from _walk_one(Path(given).expanduser(), seen_dirs, seen_files, named=True)
+        # A stack, not recursion: a tree a thousand folders deep is walked like any other.
+        stack: list[tuple[Path, bool]] = [(Path(given).expanduser(), True)]
+        while stack:
+            path, named = stack.pop()
+            children = yield from _walk_one(path, seen_dirs, seen_files, named=named)
+            stack += [(Path(c), False) for c in reversed(children)]
 
 
 def _walk_one(
     path: Path, seen_dirs: set[tuple[int, int]], seen_files: set[Path], *, named: bool
-) -> Iterator[Found | Skipped]:
+) -> Generator[Found | Skipped, None, list[str]]:
+    """``path``'s own outcome, if it has one; returns a folder's entries to walk next."""
     if not named and path.name.startswith("."):
-        return
+        return []
     try:
         info = path.stat()  # follows links
     except FileNotFoundError:
         reason = "a broken link" if path.is_symlink() else "no such file or folder"
         yield Skipped(path, reason)
-        return
+        return []
     except OSError as exc:
         yield Skipped(path, f"cannot read it: {exc.strerror or exc}")
-        return
+        return []
     if stat.S_ISDIR(info.st_mode):
         if not named and path.is_symlink():
             yield Skipped(path, "a link to a folder (name the folder itself to index it)")
-            return
+            return []
         ident = (info.st_dev, info.st_ino)
         if ident in seen_dirs:
-            yield Skipped(path, "a link back to a folder already read (a loop)")
-            return
+            if not named:  # a folder named twice, or inside one named before: read once
+                yield Skipped(path, "a link back to a folder already read (a loop)")
+            return []
         seen_dirs.add(ident)
         try:
             children = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError as exc:
             yield Skipped(path, f"cannot read the folder: {exc.strerror or exc}")
-            return
-        for child in children:
-            yield from _walk_one(Path(child.path), seen_dirs, seen_files, named=False)
-        return
+            return []
+        return [child.path for child in children]
     if not stat.S_ISREG(info.st_mode):
         yield Skipped(path, "not a regular file")
-        return
+        return []
     real = path.resolve()
     if real in seen_files:
-        return
+        return []
     seen_files.add(real)
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
         yield Skipped(path, "a file name that is not UTF-8")
-        return
+        return []
     if path.suffix.lower() not in SUFFIXES:
         yield Skipped(path, f"not a kind of file drag reads ({path.suffix or 'no suffix'})")
-        return
+        return []
     if info.st_size > MAX_FILE_BYTES:
         yield Skipped(path, too_large())
-        return
+        return []
     yield Found(absolute(path), info.st_size, info.st_mtime)
+    return []
 
 
 def absolute(path: Path) -> Path:

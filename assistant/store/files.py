@@ -111,9 +111,26 @@ def known_entities(db: sqlite_utils.Database, sealer: Sealer, keys: Sequence[str
     return found
 
 
-def _drop_orphans(db: sqlite_utils.Database) -> None:
+def _entities_of(db: sqlite_utils.Database, source_ids: Sequence[int]) -> list[int]:
+    """The entities the chunks of these sources name (before they go)."""
+    return [
+        int(r[0])
+        for r in db.execute(
+            "SELECT DISTINCT m.entity_id FROM file_mentions m JOIN file_chunks c "
+            "ON c.id = m.chunk_id WHERE c.source_id IN (SELECT value FROM json_each(?))",
+            [json.dumps(list(source_ids))],
+        )
+    ]
+
+
+def _drop_orphans(db: sqlite_utils.Database, entity_ids: Sequence[int]) -> None:
+    """Of ``entity_ids`` (those a removed file named), the ones no chunk names now: the
+    work is the removed file's, not the index's (a scan of the whole table per file
+    made indexing quadratic in the files)."""
     db.execute(
-        "DELETE FROM file_entities WHERE id NOT IN (SELECT DISTINCT entity_id FROM file_mentions)"
+        "DELETE FROM file_entities WHERE id IN (SELECT value FROM json_each(?)) "
+        "AND NOT EXISTS (SELECT 1 FROM file_mentions m WHERE m.entity_id = file_entities.id)",
+        [json.dumps(list(entity_ids))],
     )
 
 
@@ -133,6 +150,10 @@ def replace(
     holds the embedding of each entity key the index does not know yet."""
     key = path_key(sealer, path)
     with transaction(db):
+        old = [
+            int(r[0]) for r in db.execute("SELECT id FROM file_sources WHERE path_key = ?", [key])
+        ]
+        named_before = _entities_of(db, old)
         db.execute("DELETE FROM file_sources WHERE path_key = ?", [key])
         source_id = int(
             db.execute(
@@ -170,7 +191,7 @@ def replace(
                     "INSERT OR IGNORE INTO file_mentions (chunk_id, entity_id) VALUES (?, ?)",
                     [chunk_id, entity_ids[entity.key]],
                 )
-        _drop_orphans(db)
+        _drop_orphans(db, named_before)
         _bump(db)
     return source_id
 
@@ -217,16 +238,36 @@ def forget(db: sqlite_utils.Database, sealer: Sealer, target: Path) -> list[str]
     """Remove every indexed file at or under ``target`` (chunks, mentions, embeddings, and
     the entities no other file names); returns the paths removed."""
     gone = [s for s in sources(db, sealer) if under(s.path, target)]
-    if gone:
+    _remove(db, [s.id for s in gone])
+    return [s.path for s in gone]
+
+
+def forget_file(db: sqlite_utils.Database, sealer: Sealer, path: Path) -> bool:
+    """Remove one indexed file, found by its key (no other path is opened); whether it
+    was there."""
+    ids = [
+        int(r[0])
+        for r in db.execute(
+            "SELECT id FROM file_sources WHERE path_key = ?", [path_key(sealer, path)]
+        )
+    ]
+    _remove(db, ids)
+    return bool(ids)
+
+
+def _remove(db: sqlite_utils.Database, source_ids: Sequence[int]) -> None:
+    if source_ids:
         with transaction(db):
-            for s in gone:
-                db.execute("DELETE FROM file_sources WHERE id = ?", [s.id])
-            _drop_orphans(db)
+            named = _entities_of(db, source_ids)
+            db.execute(
+                "DELETE FROM file_sources WHERE id IN (SELECT value FROM json_each(?))",
+                [json.dumps(list(source_ids))],
+            )
+            _drop_orphans(db, named)
             _bump(db)
         # The log still holds the pages as they were: copied back, then emptied (best
         # effort: a reader in another process may hold it; the next checkpoint does it).
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return [s.path for s in gone]
 
 
 def load(db: sqlite_utils.Database, sealer: Sealer, dim: int) -> Corpus:
