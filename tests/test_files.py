@@ -38,6 +38,29 @@ def test_prose_with_a_label_or_two_is_not_a_chat() -> None:
     assert readers.chat_units(text) is None
 
 
+def test_labels_are_no_senders_and_nothing_above_a_chat_is_lost() -> None:
+    """Meeting notes and READMEs write "Label: text" on every line: their labels are not
+    people (a sender's name is learnt as a person's), so the file is prose.  A title
+    above a chat export is kept; a long Time: line is no sender called Time."""
+    notes = "Date: Monday\nAttendees: Ana, Bo\nDecision: ship it\nAction: Bo writes the plan\n"
+    assert readers.chat_units(notes) is None
+    readme = "Note: run it twice.\nWarning: it is slow.\nTip: use two cores.\n"
+    assert readers.chat_units(readme) is None
+    export = (
+        "Family group export, January\nTime: 2026-01-05 10:00\nA note before anyone wrote.\n"
+        "Alice: I will draft the plan.\nTime: 2026-01-05 10:00 in the evening, after dinner\n"
+    )
+    units = readers.chat_units(export)
+    assert units is not None
+    assert [(u.speaker, u.text) for u in units] == [
+        ("", "Family group export, January\nA note before anyone wrote."),
+        ("Alice", "I will draft the plan.\nTime: 2026-01-05 10:00 in the evening, after dinner"),
+    ]
+    # Speakers named A and B are speakers.
+    units = readers.chat_units("A: hi there\nB: hello\nA: lunch?\n")
+    assert units is not None and [u.speaker for u in units] == ["A", "B", "A"]
+
+
 def test_a_chunk_keeps_whole_messages_and_never_joins_two_chat_times(tmp_path: Path) -> None:
     path = tmp_path / "c.txt"
     long = "word " * 300
@@ -156,6 +179,36 @@ def test_a_pdf_reads_its_text_with_the_page(tmp_path: Path) -> None:
     doc = readers.read(path)
     assert doc.kind == "pdf"
     assert [(u.text, u.page) for u in doc.units] == [("The lease ends in May.", 1)]
+
+
+def test_a_pdf_locked_with_an_empty_password_is_read_and_one_with_a_password_is_not(
+    tmp_path: Path,
+) -> None:
+    """Many PDFs are encrypted only to restrict printing or copying (an empty user
+    password): they open without one, as in any viewer."""
+    import io
+
+    import pypdf
+
+    def locked(user_password: str) -> bytes:
+        writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(_pdf("Rent is due."))))
+        writer.encrypt(user_password=user_password, owner_password="owner", algorithm="AES-128")
+        out = io.BytesIO()
+        writer.write(out)
+        return out.getvalue()
+
+    doc = readers.read(tmp_path / "open.pdf", locked(""))
+    assert [u.text for u in doc.units] == ["Rent is due."]
+    with pytest.raises(readers.Unreadable, match="an encrypted PDF \\(it needs a password\\)"):
+        readers.read(tmp_path / "closed.pdf", locked("secret"))
+
+
+def test_an_e_mail_body_in_an_unknown_charset_is_read_not_dropped() -> None:
+    raw = b"From: a@x.example\nContent-Type: text/plain; charset=x-nonexistent\n\nbody text\n"
+    assert [u.text for u in readers.read(Path("odd.eml"), raw).units] == [
+        "E-mail from a@x.example",
+        "body text",
+    ]
 
 
 def test_what_cannot_be_read_is_skipped_with_its_reason_and_the_rest_goes_on(

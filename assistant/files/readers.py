@@ -212,11 +212,92 @@ def chat_time(raw: str) -> str:
     return f"{year}-{month}-{day} {hour}:{minute}"
 
 
+# Labels of notes, mail and documents ("Note: …", "Attendees: …", "Action: …"): never a
+# chat's sender (a sender's name is learnt as a person's).
+LABELS = frozenset(
+    [
+        "action",
+        "actions",
+        "address",
+        "agenda",
+        "answer",
+        "attendees",
+        "author",
+        "bcc",
+        "cc",
+        "comment",
+        "comments",
+        "context",
+        "cost",
+        "date",
+        "decision",
+        "decisions",
+        "description",
+        "details",
+        "email",
+        "error",
+        "example",
+        "fyi",
+        "goal",
+        "goals",
+        "how",
+        "important",
+        "info",
+        "input",
+        "link",
+        "location",
+        "minutes",
+        "name",
+        "next",
+        "note",
+        "notes",
+        "output",
+        "owner",
+        "phone",
+        "present",
+        "price",
+        "ps",
+        "question",
+        "reason",
+        "re",
+        "reply",
+        "response",
+        "result",
+        "results",
+        "source",
+        "status",
+        "step",
+        "steps",
+        "subject",
+        "summary",
+        "time",
+        "tip",
+        "title",
+        "to",
+        "todo",
+        "topic",
+        "total",
+        "update",
+        "url",
+        "venue",
+        "warning",
+        "what",
+        "when",
+        "where",
+        "who",
+        "why",
+    ]
+)
+
+
 def chat_units(text: str) -> list[Unit] | None:
     """The messages of a chat export, or None when ``text`` does not read as one: with
     a dated ``Time:`` line, no ``Sender: text`` line; without one, fewer than two, or
-    under 60 % of its lines (a message's second line counts against it)."""
+    under 60 % of its lines (a message's second line counts against it).  A label
+    (:data:`LABELS`) is no sender; lines before the first message are kept as text of
+    their own (an export's title, a note above the chat)."""
     messages: list[tuple[str, str, list[str]]] = []  # (sender, time, lines)
+    before: list[str] = []  # lines before the first message
     time, other, stamped = "", 0, False
     for line in text.splitlines():
         if not line.strip():
@@ -226,18 +307,20 @@ def chat_units(text: str) -> list[Unit] | None:
             time, stamped = chat_time(stamp.group(1)), True
             continue
         m = _MESSAGE.match(line)
-        if m and not m.group(1).islower():
+        if m and not m.group(1).islower() and m.group(1).casefold() not in LABELS:
             messages.append((m.group(1), time, [m.group(2).strip()]))
-        elif messages:  # a message going on over a second line
+            continue
+        other += 1
+        if messages:  # a message going on over a second line
             messages[-1][2].append(line.strip())
-            other += 1
         else:
-            other += 1
+            before.append(line.strip())
     if len(messages) < (1 if stamped else 2):
         return None
     if not stamped and len(messages) < 0.6 * (len(messages) + other):
         return None
-    return [Unit("\n".join(lines), sender, when) for sender, when, lines in messages]
+    lead = [Unit("\n".join(before))] if before else []
+    return lead + [Unit("\n".join(lines), sender, when) for sender, when, lines in messages]
 
 
 def paragraphs(text: str, *, speaker: str = "", time: str = "", page: int = 0) -> list[Unit]:
@@ -333,7 +416,8 @@ def _email_units(message: EmailMessage) -> list[Unit]:
         try:
             content = body.get_content()
         except (LookupError, ValueError, AssertionError):  # an unknown or damaged charset
-            content = ""
+            raw = body.get_payload(decode=True)  # read as UTF-8, what it cannot read marked
+            content = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else ""
         if isinstance(content, str):
             if body.get_content_subtype() == "html":
                 content = _html_text(content)
@@ -361,8 +445,10 @@ def _pdf(data: bytes) -> list[Unit]:
         raise Unreadable("reading PDF needs the pypdf package (pip install pypdf)") from None
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise Unreadable("an encrypted PDF")
+        # Encrypted with an empty password (only printing or copying restricted):
+        # readable; with a password of its own, not.
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise Unreadable("an encrypted PDF (it needs a password)")
         units: list[Unit] = []
         for number, page in enumerate(reader.pages, start=1):
             units += paragraphs(page.extract_text() or "", page=number)
