@@ -472,6 +472,27 @@ async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
         assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
 
 
+async def test_a_fault_of_ours_while_indexing_is_a_notice_and_the_app_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As for a question: the fault is a fake raised in place of the indexing work."""
+    from assistant.tui import chat as chat_module
+
+    def fake_fault(*args: object, **kwargs: object) -> object:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(chat_module.localfiles, "index", fake_fault)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        chat._index([Path("notes")])
+        told = lambda: [str(n.message) for n in app._notifications]  # noqa: E731
+        await wait_for(pilot, lambda: any("not indexed" in m for m in told()))
+        assert any("internal error: RecursionError" in m for m in told())
+        assert app.is_running and app.screen is chat
+
+
 async def test_review_modal_says_what_nothing_could_read() -> None:
     """Issue 30, item 1: the review of a question in a script the detector cannot read
     (the reader off) says so in its own line; a question it could read has no such line."""

@@ -388,6 +388,10 @@ class ChatScreen(DragScreen):
         except DragError as exc:
             app.call_from_thread(self.notify, f"not indexed: {exc}", severity="error")
             return
+        except Exception as exc:  # a fault of ours: said, and the app goes on
+            why = f"internal error: {type(exc).__name__}: {one_line(str(exc), 200)}"
+            app.call_from_thread(self.notify, f"not indexed: {why}", severity="error")
+            return
         told = report.line()
         reasons = [s.line() for s in report.skipped[:3]]
         app.call_from_thread(
