@@ -325,6 +325,7 @@ GATE_TABLES = {
 GATE_TABLES["gate-medmcqa-dev-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 GATE_TABLES["gate-medmcqa-test-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 GATE_TABLES["gate-arc-test-n100"] = GATE_TABLES["gate-arc-dev-n60"]
+GATE_TABLES["gate-mmlu-dev-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 # Test-split tables also show McNemar's p against the student alone, ungated and gated.
 WITH_P = {"gate-medmcqa-test-n100", "gate-arc-test-n100"}
 
