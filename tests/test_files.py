@@ -240,6 +240,18 @@ def test_what_cannot_be_read_is_skipped_with_its_reason_and_the_rest_goes_on(
         readers.read(tmp_path / "latin.txt")
 
 
+def test_a_nul_anywhere_is_binary_and_utf16_with_its_bom_is_text(tmp_path: Path) -> None:
+    late = tmp_path / "late.txt"
+    late.write_bytes(b"text " * 3000 + b"\x00 and more")
+    with pytest.raises(readers.Unreadable, match=r"^a binary file"):
+        readers.read(late)
+    wide = tmp_path / "wide.txt"
+    wide.write_bytes("Notes from Kraków: the lease ends in May.".encode("utf-16"))
+    assert [u.text for u in readers.read(wide).units] == [
+        "Notes from Kraków: the lease ends in May."
+    ]
+
+
 def test_an_unreadable_file_is_skipped_with_the_system_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -448,3 +460,15 @@ def test_a_path_whose_dots_follow_a_link_keeps_the_name_the_system_reads(tmp_pat
     )
     gone = tmp_path / "x" / ".." / "gone.md"  # not there: as it was indexed
     assert readers.absolute(gone) == tmp_path / "gone.md"
+
+
+def test_a_name_with_a_line_break_is_one_line_of_the_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from assistant.cli.files import _print_list
+    from assistant.store.files import Source
+
+    crafted = "/notes/a.md\nfake.md  text  1 KB  1 chunks  indexed 2026-01-01 00:00"
+    _print_list([Source(1, crafted, "text", 10, 0.0, "2026-01-01T00:00:00+00:00", 1)])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("/notes/a.md\\nfake.md")

@@ -60,7 +60,7 @@ def index_command(
             if not gone:
                 not_indexed.append(path)
             elif not as_json:
-                echo(f"forgot {len(gone)} file(s) under {path}")
+                echo(f"forgot {len(gone)} file(s) under {_name(path)}")
         if paths:
             report = _index(rt, paths, quiet=as_json)
             out["indexed"] = {
@@ -121,12 +121,18 @@ def _index(rt: Any, paths: tuple[Path, ...], *, quiet: bool) -> Any:
     return report
 
 
+def _name(path: object) -> str:
+    """A file's name on one line of a list: a line break or tab in the name is written
+    as an escape (a crafted name must not make a line of its own)."""
+    return str(path).translate({10: "\\n", 13: "\\r", 9: "\\t"})
+
+
 def _print_list(listed: list[Any]) -> None:
     if not listed:
         echo("no files are indexed")
         return
     for s in listed:
         when = dt.datetime.fromisoformat(s.indexed).astimezone().strftime("%Y-%m-%d %H:%M")
-        echo(f"{s.path}  {s.kind}  {_size(s.size)}  {s.chunks} chunks  indexed {when}")
+        echo(f"{_name(s.path)}  {s.kind}  {_size(s.size)}  {s.chunks} chunks  indexed {when}")
     total = sum(s.size for s in listed)
     echo(f"{len(listed)} file(s), {_size(total)}")

@@ -177,7 +177,17 @@ def read_bytes(path: Path) -> bytes:
 
 
 def decode_text(data: bytes) -> str:
-    if b"\x00" in data[:8192]:
+    """UTF-8 text (a BOM dropped), or UTF-16 that says so with its BOM (Windows tools
+    write it); anything else is Unreadable.  NUL anywhere makes it a binary file."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise Unreadable(f"not UTF-16 text (a bad byte at offset {exc.start})") from None
+        if "\x00" in text:
+            raise Unreadable("a binary file (it holds NUL characters)")
+        return text
+    if b"\x00" in data:
         raise Unreadable("a binary file (it holds NUL bytes)")
     try:
         return data.decode("utf-8-sig")
