@@ -88,6 +88,29 @@ def test_auto_reads_both_ways_alone_first_and_records_why() -> None:
     assert (record["reply_alone"], record["reply_with_context"]) == ("B", "A")
 
 
+def test_a_choice_keeps_the_context_unless_the_student_is_clearly_surer_alone() -> None:
+    """Letters: the context is used unless the student alone is surer by more than
+    MARGIN_CHOICES (0.2, chosen on the dev splits); a free answer keeps margin 0."""
+    assert gate.MARGIN_CHOICES == -0.2 and gate.MARGIN == 0.0
+
+    def letters(alone: float, context: float) -> gate.Decision:
+        student = FakeProber(
+            FakeReading("B", (alone,), {"A": -3.0, "B": alone}),
+            FakeReading("A", (context,), {"A": context, "B": -3.0}),
+        )
+        return gate.choose(student, "auto", ALONE, WITH, ("A", "B"))
+
+    slightly = letters(alone=-0.5, context=-0.6)  # surer alone by 0.1: not clearly
+    assert slightly.way == "evidence" and slightly.to_dict()["margin"] == -0.2
+    assert gate.describe(slightly.to_dict()) == (
+        "context used: the student was not clearly surer alone"
+    )
+    assert letters(alone=-0.5, context=-0.8).way == "alone"  # surer alone by 0.3
+    free = FakeProber(FakeReading("Paris", (-0.5,)), FakeReading("Lyon", (-0.6,)))
+    decision = gate.choose(free, "auto", ALONE, WITH)
+    assert decision.way == "alone" and decision.to_dict()["margin"] == 0.0
+
+
 def test_auto_answers_alone_when_the_context_makes_the_student_less_sure() -> None:
     student = FakeProber(
         FakeReading("Rayleigh scattering", (-0.1, -0.2)),

@@ -133,9 +133,10 @@ class PipelineSettings:
     gate: Gate = field(
         default="auto",
         metadata={
-            "help": "use the teacher's context only when the student is surer of its answer "
-            "with it (auto), always (always-evidence), or never (the student alone; the "
-            "teacher is still asked and its context shown and cached)"
+            "help": "answer the way the student is surer, with the teacher's context or "
+            "alone (auto; a choice keeps the context unless the student is surer alone by "
+            "more than 0.2), always with it (always-evidence), or never (the student alone; "
+            "the teacher is still asked and its context shown and cached)"
         },
     )
 

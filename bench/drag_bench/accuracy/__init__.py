@@ -255,7 +255,11 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
         "answer_prompt": answer.PROMPT_VERSION,
     }
     if any(m.endswith(GATED) for m in modes):  # older runs, without the gate, still resume
-        scope |= {"gate_margin": gate.MARGIN, "gate_probe_tokens": gate.PROBE_TOKENS}
+        scope |= {
+            "gate_margin": gate.MARGIN,
+            "gate_margin_choices": gate.MARGIN_CHOICES,
+            "gate_probe_tokens": gate.PROBE_TOKENS,
+        }
     if args.simulated_teacher:
         scope["simulated_teacher"] = simulated.VERSION
     out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@
 
 A gated answer's record keeps both readings (the choice and how sure the student was,
 with the context and alone), so every margin can be scored from one run without the
-model.  This is how ``assistant.drag.gate.MARGIN`` is chosen: on development splits
+model.  This is how ``assistant.drag.gate.MARGIN_CHOICES`` is chosen: on development splits
 only (``--dataset arc-c-dev``, ``medmcqa-dev``, ``mmlu-dev``); the folder's run.json says which.
 """
 
