@@ -56,7 +56,9 @@ def test_labels_are_no_senders_and_nothing_above_a_chat_is_lost() -> None:
         ("", "Family group export, January\nA note before anyone wrote."),
         ("Alice", "I will draft the plan.\nTime: 2026-01-05 10:00 in the evening, after dinner"),
     ]
-    # Speakers named A and B are speakers.
+    # Speakers named A and B are speakers; so is a person called Price.
+    units = readers.chat_units("Alice: dinner?\nPrice: yes, at 8\nAlice: fine\nPrice: see you\n")
+    assert units is not None and [u.speaker for u in units] == ["Alice", "Price"] * 2
     units = readers.chat_units("A: hi there\nB: hello\nA: lunch?\n")
     assert units is not None and [u.speaker for u in units] == ["A", "B", "A"]
 
@@ -300,8 +302,13 @@ def test_a_folder_reached_twice_is_a_loop_and_a_link_inside_a_folder_is_not_foll
     inner = tmp_path / "inner"
     inner.mkdir()
     (inner / "b.md").write_text("y")
-    walked = list(readers.walk([tmp_path, inner]))
-    assert [w.path.name for w in walked if isinstance(w, readers.Found)] == ["a.md", "b.md"]
+    for order in ([tmp_path, inner], [inner, tmp_path]):
+        walked = list(readers.walk(order))
+        assert sorted(w.path.name for w in walked if isinstance(w, readers.Found)) == [
+            "a.md",
+            "b.md",
+        ]
+        assert not [w for w in walked if isinstance(w, readers.Skipped) and "loop" in w.reason]
 
 
 def test_a_tree_a_thousand_folders_deep_is_walked(tmp_path: Path) -> None:
@@ -472,3 +479,20 @@ def test_a_name_with_a_line_break_is_one_line_of_the_list(
     _print_list([Source(1, crafted, "text", 10, 0.0, "2026-01-01T00:00:00+00:00", 1)])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[0].startswith("/notes/a.md\\nfake.md")
+    # A line separator is a line break once shown: escaped too.
+    _print_list([Source(1, crafted.replace("\n", "\u2028"), "text", 10, 0.0, "2026-01-01", 1)])
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_a_header_over_the_limit_is_cut_between_addresses() -> None:
+    """Cut headers (over 4,000 characters) end at a comma or a space, whole addresses (a
+    cut inside one could stop Python's parser)."""
+    import email.utils
+
+    many = ", ".join(
+        email.utils.formataddr((f"Person {n} Q", f"p{n}@x.example")) for n in range(400)
+    )
+    raw = f"From: {many}\nSubject: a lot\n\nBody one.\n".encode()
+    units = readers.read(Path("many.eml"), raw).units
+    assert units[0].text.startswith("E-mail from Person 0 Q <p0@x.example>, Person 1 Q")
+    assert [u.text for u in units[1:]] == ["Body one."]

@@ -174,6 +174,16 @@ def test_reindexing_an_unchanged_folder_does_no_work_and_a_changed_file_replaces
     assert gone.removed == [] and any("Mia" in t for t in runtime.files_index().loaded.chunk_texts)
 
 
+def test_a_file_name_that_is_not_utf8_is_one_skipped_line_and_the_rest_is_indexed(
+    notes: Path, runtime: Session
+) -> None:
+    odd = notes / os.fsdecode(b"caf\xe9.txt")  # a Latin-1 name, as old disks hold
+    odd.write_text("The café opens at nine.\n", encoding="utf-8")
+    report = localfiles.index(runtime, [notes])
+    assert len(report.added) == 7
+    assert [s.reason for s in report.skipped] == ["a file name that is not UTF-8"]
+
+
 def test_forget_leaves_no_chunk_entity_or_embedding_of_the_file(
     notes: Path, runtime: Session
 ) -> None:

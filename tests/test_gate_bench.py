@@ -113,7 +113,8 @@ def test_a_gated_column_and_the_simulation_row_in_a_tiny_real_run(
         g = a["gate"]
         assert g["setting"] == "auto" and a["gate_seconds"] > 0
         want = gate.decide(g["confidence_alone"], g["confidence_with_context"], g["margin"])
-        assert g["went"] == want
+        gap = g["confidence_with_context"] - g["confidence_alone"] - g["margin"]
+        assert g["went"] == want or abs(gap) < 1e-3  # rounded to 4 places in the record
         # With choices, the probe's reply is the letter the answer gives that way.
         assert a["reply"] == (g["reply_with_context"] if want == "evidence" else g["reply_alone"])
     ungated = [a for a in answers if a["mode"] == "evidence"]

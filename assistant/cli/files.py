@@ -122,9 +122,11 @@ def _index(rt: Any, paths: tuple[Path, ...], *, quiet: bool) -> Any:
 
 
 def _name(path: object) -> str:
-    """A file's name on one line of a list: a line break or tab in the name is written
-    as an escape (a crafted name must not make a line of its own)."""
-    return str(path).translate({10: "\\n", 13: "\\r", 9: "\\t"})
+    """A file's name on one line of a list: a line break (in any form plain() shows as
+    one) or a tab in the name is written as an escape (a crafted name must not make a
+    line of its own)."""
+    escapes = {10: "\\n", 13: "\\r", 9: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+    return str(path).translate(escapes)
 
 
 def _print_list(listed: list[Any]) -> None:

@@ -112,9 +112,13 @@ def index(
     for skipped in (s for s in walked if isinstance(s, readers.Skipped)):
         # A file indexed before and not read now (grown too large, no longer a regular
         # file) must not stay as if it were current; one that is gone waits for --forget.
-        there = skipped.path.exists()
-        if there and stored.forget_file(store.db, sealer, readers.absolute(skipped.path)):
-            report.removed.append(str(readers.absolute(skipped.path)))
+        try:  # a name that is not UTF-8, a folder that cannot be entered: never indexed
+            known = readers.absolute(skipped.path)
+            forgot = skipped.path.exists() and stored.forget_file(store.db, sealer, known)
+        except (OSError, UnicodeError):
+            forgot = False
+        if forgot:
+            report.removed.append(str(known))
             why = f"{skipped.reason}; its earlier text was removed from the index"
             skipped = readers.Skipped(skipped.path, why)
         report.skipped.append(skipped)

@@ -80,7 +80,7 @@ class Unreadable(Exception):
 
 def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
     """Every readable file under ``paths`` once, in name order; the rest as Skipped."""
-    seen_dirs: set[tuple[int, int]] = set()
+    seen_dirs: dict[tuple[int, int], bool] = {}  # each folder read, and whether named
     seen_files: set[Path] = set()
     for given in paths:
         # A stack, not recursion: a tree a thousand folders deep is walked like any other.
@@ -92,7 +92,7 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
 
 
 def _walk_one(
-    path: Path, seen_dirs: set[tuple[int, int]], seen_files: set[Path], *, named: bool
+    path: Path, seen_dirs: dict[tuple[int, int], bool], seen_files: set[Path], *, named: bool
 ) -> Generator[Found | Skipped, None, list[str]]:
     """``path``'s own outcome, if it has one; returns a folder's entries to walk next."""
     if not named and path.name.startswith("."):
@@ -112,10 +112,12 @@ def _walk_one(
             return []
         ident = (info.st_dev, info.st_ino)
         if ident in seen_dirs:
-            if not named:  # a folder named twice, or inside one named before: read once
+            # A folder named twice, or named and inside another named one (either
+            # order): read once, without a word.  Reached again otherwise: a loop.
+            if not named and not seen_dirs[ident]:
                 yield Skipped(path, "a link back to a folder already read (a loop)")
             return []
-        seen_dirs.add(ident)
+        seen_dirs[ident] = named
         try:
             children = sorted(os.scandir(path), key=lambda e: e.name)
         except OSError as exc:
@@ -225,78 +227,11 @@ def chat_time(raw: str) -> str:
 # Labels of notes, mail and documents ("Note: …", "Attendees: …", "Action: …"): never a
 # chat's sender (a sender's name is learnt as a person's).
 LABELS = frozenset(
-    [
-        "action",
-        "actions",
-        "address",
-        "agenda",
-        "answer",
-        "attendees",
-        "author",
-        "bcc",
-        "cc",
-        "comment",
-        "comments",
-        "context",
-        "cost",
-        "date",
-        "decision",
-        "decisions",
-        "description",
-        "details",
-        "email",
-        "error",
-        "example",
-        "fyi",
-        "goal",
-        "goals",
-        "how",
-        "important",
-        "info",
-        "input",
-        "link",
-        "location",
-        "minutes",
-        "name",
-        "next",
-        "note",
-        "notes",
-        "output",
-        "owner",
-        "phone",
-        "present",
-        "price",
-        "ps",
-        "question",
-        "reason",
-        "re",
-        "reply",
-        "response",
-        "result",
-        "results",
-        "source",
-        "status",
-        "step",
-        "steps",
-        "subject",
-        "summary",
-        "time",
-        "tip",
-        "title",
-        "to",
-        "todo",
-        "topic",
-        "total",
-        "update",
-        "url",
-        "venue",
-        "warning",
-        "what",
-        "when",
-        "where",
-        "who",
-        "why",
-    ]
+    """action actions address agenda answer attendees author bcc cc comment comments
+    context date decision decisions description details email error example fyi how
+    important info input location minutes name next note notes output phone ps question
+    reason re reply response result results source status step steps subject summary
+    time tip title to todo topic update url warning what when where who why""".split()  # noqa: SIM905
 )
 
 
@@ -408,7 +343,10 @@ class _CappedHeaders(email.policy.EmailPolicy):
 
     def header_source_parse(self, sourcelines: list[str]) -> tuple[str, str]:
         name, value = super().header_source_parse(sourcelines)
-        return name, value[:MAX_HEADER_CHARS]
+        if len(value) > MAX_HEADER_CHARS:  # at a comma or a space: whole addresses
+            cut = value[:MAX_HEADER_CHARS]
+            value = cut[: max(cut.rfind(","), cut.rfind(" "), MAX_HEADER_CHARS // 2)]
+        return name, value
 
 
 _MAIL_POLICY: email.policy.EmailPolicy[EmailMessage] = cast(
@@ -440,8 +378,11 @@ def _mbox(path: Path) -> Iterator[Unit]:
     try:
         for key in box.iterkeys():
             raw = box.get_bytes(key)
-            message = email.message_from_bytes(raw, policy=_MAIL_POLICY)
-            yield from _email_units(message)
+            try:  # one damaged message is left out, not the mailbox
+                units = _email_units(email.message_from_bytes(raw, policy=_MAIL_POLICY))
+            except (LookupError, ValueError, TypeError, AttributeError):
+                continue
+            yield from units
     except (OSError, mailbox.Error) as exc:
         raise Unreadable(f"not a readable mailbox: {exc}") from None
     finally:
