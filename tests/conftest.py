@@ -116,6 +116,24 @@ def on_teacher(
     return teacher_env
 
 
+def child_cpu_seconds(script: str, *args: str, timeout: float = 60) -> float:
+    """Run ``script`` in a child Python and return the CPU seconds it prints: a bound
+    on work that does not depend on how busy the shared cores are.  Past ``timeout``
+    the child is stopped, and that fails the test (a quadratic reading would run for
+    hours)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return float(done.stdout)
+
+
 def loopback_address(base_url: str) -> tuple[str, int]:
     """(host, port) of a teacher base URL, as a socket sees it."""
     from urllib.parse import urlsplit

@@ -24,7 +24,7 @@ from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import load_policy
 from tests import hostile_teacher
-from tests.conftest import TEST_MODEL, SocketLog, loopback_address
+from tests.conftest import TEST_MODEL, SocketLog, child_cpu_seconds, loopback_address
 
 # What must never reach a terminal: ESC, BEL, 8-bit CSI/OSC/ST, bidi overrides.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -218,17 +218,8 @@ def test_parsers_read_a_2_mb_crafted_reply_in_a_second(shape: str) -> None:
     """Issue 30, item 2: every reader of a reply is linear in it.  CPU seconds of a child
     process (not wall time: the suite shares the cores); a quadratic reader would run
     for hours, so the child is stopped at 60 s and that fails the test."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", _TIMED, _SHAPES[shape]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert float(done.stdout) <= 1.0, (shape, done.stdout)
+    seconds = child_cpu_seconds(_TIMED, _SHAPES[shape])
+    assert seconds <= 1.0, (shape, seconds)
 
 
 _SHOWN_SHAPES = {
@@ -255,17 +246,8 @@ print(time.process_time() - started)
 def test_what_a_reply_shows_and_its_links_are_read_in_linear_time(shape: str) -> None:
     """plain() and link_spans() on 2 MB of what they remove or look through: CPU
     seconds of a child process, stopped at 60 s (a quadratic reading would take hours)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", _SHOWN_TIMED, _SHOWN_SHAPES[shape]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert float(done.stdout) <= 3.0, (shape, done.stdout)
+    seconds = child_cpu_seconds(_SHOWN_TIMED, _SHOWN_SHAPES[shape])
+    assert seconds <= 3.0, (shape, seconds)
 
 
 def test_reading_a_reply_gets_teacher_timeout_from_when_it_arrived(

@@ -442,6 +442,15 @@ async def test_declined_and_blocked_uploads_keep_the_question(
     assert socket_guard.sent == bytearray()  # not one byte in either case
 
 
+def fake_fault(fault: Exception) -> Callable[..., object]:
+    """A fake in place of the app's work: it raises ``fault`` (a fault of ours)."""
+
+    def raising(*args: object, **kwargs: object) -> object:
+        raise fault
+
+    return raising
+
+
 async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -451,10 +460,8 @@ async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
     pipeline's work; what is judged is the app's handling of it."""
     from assistant.tui import chat as chat_module
 
-    def fake_fault(*args: object, **kwargs: object) -> object:
-        raise AttributeError("'NoneType' object has no attribute 'content'")
-
-    monkeypatch.setattr(chat_module.pipeline, "ask", fake_fault)
+    fault = AttributeError("'NoneType' object has no attribute 'content'")
+    monkeypatch.setattr(chat_module.pipeline, "ask", fake_fault(fault))
     app = DragApp(settings_from(), warm=False)
     async with app.run_test(size=(140, 40)) as pilot:
         chat = app.screen
@@ -478,10 +485,8 @@ async def test_a_fault_of_ours_while_indexing_is_a_notice_and_the_app_goes_on(
     """As for a question: the fault is a fake raised in place of the indexing work."""
     from assistant.tui import chat as chat_module
 
-    def fake_fault(*args: object, **kwargs: object) -> object:
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr(chat_module.localfiles, "index", fake_fault)
+    fault = RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(chat_module.localfiles, "index", fake_fault(fault))
     app = DragApp(settings_from(), warm=False)
     async with app.run_test(size=(140, 40)) as pilot:
         chat = app.screen

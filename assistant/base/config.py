@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
@@ -51,11 +51,48 @@ class StudentSettings:
     temperature: float = field(default=0.0, metadata={"help": "0 = deterministic", "min": 0})
 
 
+# Query parameters that carry a secret (api-key, apiKey, access_token, Azure Functions'
+# code, a signature).
+_SECRET_PARAM = re.compile(r"(?i)key|token|secret|sig|passw|auth|code|credential")
+
+
+def _endpoint(url: str, where: str) -> str:
+    """``teacher.endpoint``: "local" or an http(s) base URL with no secret in it (the
+    endpoint is written to the audit ledger, the logs and error lines; the key has a
+    place of its own).  An error never repeats the URL: it may hold the secret."""
+    if url == "local":
+        return url
+    from urllib.parse import urlsplit
+
+    shape = f'{where}: not "local" or an http(s) base URL such as http://127.0.0.1:8080/v1'
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ConfigError(shape) from None
+    names = [p.split("=", 1)[0] for p in re.split(r"[&;]", parts.query) if p]
+    if "@" in parts.netloc or parts.fragment or any(_SECRET_PARAM.search(n) for n in names):
+        raise ConfigError(
+            f"{where}: the URL holds a user name, a password, a fragment or a key-like "
+            "parameter, and the endpoint is written to the audit ledger: give the key "
+            "with `drag config set-key` or DRAG_TEACHER_API_KEY instead"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(shape) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise ConfigError(shape)
+    return url
+
+
 @dataclass(frozen=True)
 class TeacherSettings:
     endpoint: str = field(
         default="local",
-        metadata={"help": '"local" (embedded llama.cpp server) or an OpenAI-compatible base URL'},
+        metadata={
+            "help": '"local" (embedded llama.cpp server) or an OpenAI-compatible base URL',
+            "check": _endpoint,
+        },
     )
     model: str = field(
         default="",
@@ -301,6 +338,8 @@ class KeySpec:
     help: str
     min: float | None
     max: float | None
+    # A text key's own rule: (value, where) -> the value, or a ConfigError.
+    check: Callable[[str, str], str] | None = None
 
     @property
     def env(self) -> str:
@@ -334,6 +373,7 @@ def schema() -> list[KeySpec]:
                     help=str(meta.get("help", "")),
                     min=meta.get("min"),
                     max=meta.get("max"),
+                    check=meta.get("check"),
                 )
             )
     return specs
@@ -377,9 +417,7 @@ def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
         else:
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: expected text, got {value!r}")
-            if spec.key == "teacher.endpoint":
-                return _endpoint(value.strip(), where)
-            return value.strip()
+            return spec.check(value.strip(), where) if spec.check else value.strip()
     except (TypeError, ValueError):
         kind = "a whole number" if spec.type is int else "a number"
         raise ConfigError(f"{where}: {value!r} is not {kind}") from None
@@ -388,40 +426,6 @@ def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
     if spec.max is not None and number > spec.max:
         raise ConfigError(f"{where}: {number} is above the maximum {spec.max:g}")
     return number
-
-
-# Query parameters that carry a secret (api-key, apiKey, access_token, Azure Functions'
-# code, a signature).
-_SECRET_PARAM = re.compile(r"(?i)key|token|secret|sig|passw|auth|code|credential")
-
-
-def _endpoint(url: str, where: str) -> str:
-    """``teacher.endpoint``: "local" or an http(s) base URL with no secret in it (the
-    endpoint is written to the audit ledger, the logs and error lines; the key has a
-    place of its own).  An error never repeats the URL: it may hold the secret."""
-    if url == "local":
-        return url
-    from urllib.parse import urlsplit
-
-    shape = f'{where}: not "local" or an http(s) base URL such as http://127.0.0.1:8080/v1'
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise ConfigError(shape) from None
-    names = [p.split("=", 1)[0] for p in re.split(r"[&;]", parts.query) if p]
-    if "@" in parts.netloc or parts.fragment or any(_SECRET_PARAM.search(n) for n in names):
-        raise ConfigError(
-            f"{where}: the URL holds a user name, a password, a fragment or a key-like "
-            "parameter, and the endpoint is written to the audit ledger: give the key "
-            "with `drag config set-key` or DRAG_TEACHER_API_KEY instead"
-        )
-    try:
-        port = parts.port
-    except ValueError:
-        raise ConfigError(shape) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
-        raise ConfigError(shape)
-    return url
 
 
 def _build(base: Settings, values: Mapping[str, Any], source: Source) -> Settings:

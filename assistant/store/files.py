@@ -150,10 +150,7 @@ def replace(
     holds the embedding of each entity key the index does not know yet."""
     key = path_key(sealer, path)
     with transaction(db):
-        old = [
-            int(r[0]) for r in db.execute("SELECT id FROM file_sources WHERE path_key = ?", [key])
-        ]
-        named_before = _entities_of(db, old)
+        named_before = _entities_of(db, _ids_of(db, key))
         db.execute("DELETE FROM file_sources WHERE path_key = ?", [key])
         source_id = int(
             db.execute(
@@ -245,14 +242,14 @@ def forget(db: sqlite_utils.Database, sealer: Sealer, target: Path) -> list[str]
 def forget_file(db: sqlite_utils.Database, sealer: Sealer, path: Path) -> bool:
     """Remove one indexed file, found by its key (no other path is opened); whether it
     was there."""
-    ids = [
-        int(r[0])
-        for r in db.execute(
-            "SELECT id FROM file_sources WHERE path_key = ?", [path_key(sealer, path)]
-        )
-    ]
+    ids = _ids_of(db, path_key(sealer, path))
     _remove(db, ids)
     return bool(ids)
+
+
+def _ids_of(db: sqlite_utils.Database, key: str) -> list[int]:
+    """The source row of the file with this path key (none, or one)."""
+    return [int(r[0]) for r in db.execute("SELECT id FROM file_sources WHERE path_key = ?", [key])]
 
 
 def _remove(db: sqlite_utils.Database, source_ids: Sequence[int]) -> None:
