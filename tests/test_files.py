@@ -6,6 +6,7 @@ in tests/test_files_integration.py."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -482,6 +483,14 @@ def test_a_name_with_a_line_break_is_one_line_of_the_list(
     # A line separator is a line break once shown: escaped too.
     _print_list([Source(1, crafted.replace("\n", "\u2028"), "text", 10, 0.0, "2026-01-01", 1)])
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_a_skipped_files_name_is_written_as_in_the_list() -> None:
+    """The skipped line and the list write a name one way (safetext.name_line): a line
+    break is an escape, not a space that would make two names read as one."""
+    odd = Path("/notes/a\u2028b.md" + os.fsdecode(b"\xe9"))
+    line = readers.Skipped(odd, "too large").line()
+    assert line == "skipped /notes/a\\u2028b.md\\udce9: too large"
 
 
 def test_a_header_over_the_limit_is_cut_between_addresses() -> None:

@@ -52,6 +52,19 @@ def plain(text: str) -> str:
     return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
+# A name's characters that would start a line once shown (plain() makes line breaks of
+# carriage returns and the Unicode separators), and tabs, as escapes.
+_NAME_ESCAPES = {10: "\\n", 13: "\\r", 9: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def name_line(name: object) -> str:
+    """A file's name on one line of a list or a message: bytes that are not UTF-8 (a
+    name from an old disk) and line breaks or tabs are written as escapes, so a crafted
+    name cannot make a line of its own."""
+    shown = str(name).encode("utf-8", "backslashreplace").decode("utf-8")
+    return shown.translate(_NAME_ESCAPES)
+
+
 def one_line(text: str) -> str:
     """:func:`plain`, on one line (for lists, titles and error lines)."""
     return " ".join(plain(text).split())

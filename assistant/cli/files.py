@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from assistant.base.errors import InputError
+from assistant.base.safetext import name_line
 from assistant.cli.common import echo, secho, settings_of, status_printer, to_json
 from assistant.cli.root import cli
 
@@ -60,7 +61,7 @@ def index_command(
             if not gone:
                 not_indexed.append(path)
             elif not as_json:
-                echo(f"forgot {len(gone)} file(s) under {_name(path)}")
+                echo(f"forgot {len(gone)} file(s) under {name_line(path)}")
         if paths:
             report = _index(rt, paths, quiet=as_json)
             out["indexed"] = {
@@ -121,20 +122,12 @@ def _index(rt: Any, paths: tuple[Path, ...], *, quiet: bool) -> Any:
     return report
 
 
-def _name(path: object) -> str:
-    """A file's name on one line of a list: a line break (in any form plain() shows as
-    one) or a tab in the name is written as an escape (a crafted name must not make a
-    line of its own)."""
-    escapes = {10: "\\n", 13: "\\r", 9: "\\t", 0x2028: "\\u2028", 0x2029: "\\u2029"}
-    return str(path).translate(escapes)
-
-
 def _print_list(listed: list[Any]) -> None:
     if not listed:
         echo("no files are indexed")
         return
     for s in listed:
         when = dt.datetime.fromisoformat(s.indexed).astimezone().strftime("%Y-%m-%d %H:%M")
-        echo(f"{_name(s.path)}  {s.kind}  {_size(s.size)}  {s.chunks} chunks  indexed {when}")
+        echo(f"{name_line(s.path)}  {s.kind}  {_size(s.size)}  {s.chunks} chunks  indexed {when}")
     total = sum(s.size for s in listed)
     echo(f"{len(listed)} file(s), {_size(total)}")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from assistant.base.errors import one_line
+from assistant.base.safetext import name_line
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst", ".org"})
@@ -55,8 +56,7 @@ class Skipped:
     reason: str
 
     def line(self) -> str:
-        shown = str(self.path).encode("utf-8", "backslashreplace").decode("utf-8")
-        return one_line(f"skipped {shown}: {self.reason}", 300)
+        return one_line(f"skipped {name_line(self.path)}: {self.reason}", 300)
 
 
 @dataclass(frozen=True)
