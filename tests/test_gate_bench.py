@@ -172,6 +172,44 @@ def test_the_margins_are_scored_from_the_stored_readings() -> None:
     assert row["by_alone_sure"] == {"0.5": 2, "0.9": 1}
 
 
+def test_a_test_run_is_scored_after_the_choice_with_p_against_the_student_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The guard refused q4: no teacher work, no gate; its recorded answer stands.
+    unread = gated_record("q4", ("B", -0.1), ("A", -0.9)) | {"gate": {}, "correct": True}
+    records = [
+        gated_record("q1", ("B", -0.9), ("A", -0.3)),  # the context is surer by 0.6: right
+        gated_record("q2", ("B", -0.2), ("A", -0.3)),  # alone surer by 0.1: right at m=-0.2
+        gated_record("q3", ("A", -0.5), ("", None)),  # nothing written with the context
+        unread,
+        *(plain_record(q, "none", False) for q in ("q1", "q2", "q3", "q4")),
+        *(plain_record(q, "evidence", q in {"q1", "q2"}) for q in ("q1", "q2", "q3", "q4")),
+    ]
+    at_0, at_minus = (margins.after_choice(records, m) for m in (0, -0.2))
+    (row,) = at_0
+    assert (row["questions"], row["alone"], row["ungated"]) == (4, 0, 2)
+    # At 0: q1 takes the context (right), q2 and q3 stay alone (q3 right), q4 as recorded.
+    assert (row["used_context"], row["gated"], row["lift_kept"]) == (1, 3, 1.5)
+    assert row["against_alone"] == {"questions": 4, "right_to_wrong": 0, "wrong_to_right": 3,
+                                    "mcnemar_p": 0.25}  # fmt: skip
+    (row,) = at_minus
+    # At -0.2 q2 takes the context too (right): q1, q2, q3 and q4 right.
+    assert (row["used_context"], row["gated"]) == (2, 4)
+    # At the run's own margin the answers are the recorded ones (here: wrong, none with
+    # the context, but q4), not read again from the rounded readings.
+    (row,) = margins.after_choice(records, -0.2, as_run=-0.2)
+    assert (row["used_context"], row["gated"]) == (0, 1)
+
+    (tmp_path / "run.json").write_text(json.dumps({"dataset": "mmlu", "answer_format": "letter"}))
+    (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(r) for r in records), "utf-8")
+    assert margins.main([str(tmp_path), "--after-choice", "--margins=-0.2"]) == 0
+    assert "| s · t | evidence+gate K=10 | -0.2 | 2/4 | 0 / 2 / 4 | 200 % | 0.125 (4↑ 0↓) |" in (
+        capsys.readouterr().out
+    )
+    assert margins.main([str(tmp_path), "--margins=-0.2"]) == 2  # a test run: not to choose on
+    assert "development split only" in capsys.readouterr().err
+
+
 def test_the_margin_is_chosen_on_a_development_run_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

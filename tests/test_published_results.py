@@ -416,6 +416,66 @@ def test_the_gate_rules_tried_on_a_dev_split_are_recounted_from_its_readings(
         assert [int(c) for c in cells] == want, (table.name, who)
 
 
+AFTER_CHOICE = sorted(RESULTS.glob("*/after-choice.md"))
+
+
+@pytest.mark.parametrize("table", AFTER_CHOICE, ids=lambda p: str(p.parent.name))
+def test_a_test_split_scored_after_the_margin_was_chosen_is_recounted(table: Path) -> None:
+    """after-choice.md: per row and margin, the context used, right alone / without the
+    gate / with it, the lift kept and p against the student alone, recounted from the
+    answers (at the run's own margin, as recorded; at another, from the two readings)."""
+    answers = _answers(table.parent)
+    by_key = {(a["student"], a["teacher"], a["mode"], a["k"], a["id"]): a for a in answers}
+    _, _, *rows = table.read_text("utf-8").splitlines()
+    assert rows
+    for line in rows:
+        who, column, margin_cell, used_cell, right_cell, kept_cell, p_cell = (
+            c.strip() for c in line.strip("|").split("|")
+        )
+        student, teacher = who.split(" · ", 1)
+        gated_mode, k = column.split(" K=")
+        margin = float(margin_cell.removesuffix(" (as run)"))
+        n = used = alone_right = plain_right = gated_right = up = down = 0
+        for g in answers:
+            if (g["student"], g["teacher"], g["mode"], g["k"]) != (
+                student,
+                teacher,
+                gated_mode,
+                int(k),
+            ):
+                continue
+            alone = by_key[(student, teacher, "none", 0, g["id"])]["correct"]
+            plain = by_key[(student, teacher, gated_mode.removesuffix("+gate"), int(k), g["id"])]
+            gate = g["gate"]
+            if margin_cell.endswith("(as run)") or gate.get("setting") != "auto":
+                took, right = gate.get("went") == "evidence", g["correct"]
+            else:
+                sure_alone = gate["confidence_alone"]
+                sure_context = gate["confidence_with_context"]
+                took = sure_context is not None and (
+                    sure_alone is None or sure_context > sure_alone + margin
+                )
+                way = "reply_with_context" if took else "reply_alone"
+                right = gate[way].strip() == g["answer_key"]
+            n += 1
+            used += took
+            alone_right += alone
+            plain_right += plain["correct"]
+            gated_right += right
+            up += right and not alone
+            down += alone and not right
+        lift = plain_right - alone_right
+        kept = f"{100 * (gated_right - alone_right) / lift:.0f} %" if lift > 0 else "–"
+        p = _mcnemar(down, up)
+        shown = "<0.001" if p < 0.001 else f"{p:.3f}"
+        assert [used_cell, right_cell, kept_cell, p_cell] == [
+            f"{used}/{n}",
+            f"{alone_right} / {plain_right} / {gated_right}",
+            kept,
+            f"{shown} ({up}↑ {down}↓)",
+        ], (table.parent.name, who, margin_cell)
+
+
 LOCAL_DOCS = sorted(p.parent for p in RESULTS.glob("*/local-docs-summary.json"))
 
 

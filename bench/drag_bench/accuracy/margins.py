@@ -2,11 +2,16 @@
 
     python -m drag_bench.accuracy.margins RUN_FOLDER [--margins 0,0.1,0.2,0.5]
         [--alone-sure 0.4,0.5,0.6]
+    python -m drag_bench.accuracy.margins RUN_FOLDER --after-choice --margins -0.2
 
 A gated answer's record keeps both readings (the choice and how sure the student was,
 with the context and alone), so every margin can be scored from one run without the
 model.  This is how ``assistant.drag.gate.MARGIN_CHOICES`` is chosen: on development splits
 only (``--dataset arc-c-dev``, ``medmcqa-dev``, ``mmlu-dev``); the folder's run.json says which.
+With ``--after-choice`` a run on any split (a test split, once the margin is chosen) is
+scored at the margins given, as its gated column would read at each: the context used,
+right alone, without the gate and with it, the lift kept and the exact McNemar p against
+the student alone.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from drag_bench.accuracy.report import gate_triples
+from drag_bench.stats import paired
 
 DEV_SETS = ("arc-c-dev", "medmcqa-dev", "mmlu-dev")
 
@@ -74,6 +80,48 @@ def table(
     return out
 
 
+def after_choice(
+    records: Iterable[dict[str, Any]], margin: float, as_run: float | None = None
+) -> list[dict[str, Any]]:
+    """Per row (student, teacher) and gated column, every question with its three
+    answers: the gated one as it would be at ``margin`` (a question the gate did not read,
+    with no teacher work or a failed reading, keeps its recorded answer; at ``as_run``,
+    the run's own margin, every answer is the recorded one: the stored readings are
+    rounded to 4 places, and a near tie could read the other way); the context used, the
+    right answers, the lift kept and the paired comparison against the student alone."""
+    answers = [r for r in records if r.get("kind") == "answer"]
+    out = []
+    for (student, teacher, mode, k), triples in gate_triples(answers).items():
+        used, gated_right = 0, []
+        for _, _, g in triples:
+            if margin == as_run or g["gate"].get("setting") != "auto" or g["gate"].get("error"):
+                gated_right.append(bool(g["correct"]))  # no reading: the answer as recorded
+                used += g["gate"].get("went") == "evidence"
+                continue
+            way = _way(g["gate"], partial(_surer_by, margin))
+            used += way == "reply_with_context"
+            gated_right.append(g["gate"][way].strip() == g["answer_key"])
+        alone_right = [bool(a["correct"]) for a, _, _ in triples]
+        n_alone, n_plain = sum(alone_right), sum(bool(p["correct"]) for _, p, _ in triples)
+        lift = n_plain - n_alone
+        out.append(
+            {
+                "student": student,
+                "teacher": teacher,
+                "column": f"{mode} K={k}",
+                "margin": margin,
+                "questions": len(triples),
+                "used_context": used,
+                "alone": n_alone,
+                "ungated": n_plain,
+                "gated": sum(gated_right),
+                "lift_kept": (sum(gated_right) - n_alone) / lift if lift > 0 else None,
+                "against_alone": paired(alone_right, gated_right).to_dict(),
+            }
+        )
+    return out
+
+
 def _surer_by(margin: float, alone: float, context: float) -> bool:
     return context > alone + margin
 
@@ -86,16 +134,12 @@ def _right(gated: Iterable[dict[str, Any]], use_context: Callable[[float, float]
     """Questions right when the gate's way is ``use_context(sure alone, sure with the
     context)``, each a log-probability; None (nothing written that way) is the least
     sure there is."""
-    right = 0
-    for a in gated:
-        g = a["gate"]
-        way = (
-            "reply_with_context"
-            if use_context(_sure(g["confidence_alone"]), _sure(g["confidence_with_context"]))
-            else "reply_alone"
-        )
-        right += g[way].strip() == a["answer_key"]
-    return right
+    return sum(a["gate"][_way(a["gate"], use_context)].strip() == a["answer_key"] for a in gated)
+
+
+def _way(gate: dict[str, Any], use_context: Callable[[float, float], bool]) -> str:
+    alone, context = _sure(gate["confidence_alone"]), _sure(gate["confidence_with_context"])
+    return "reply_with_context" if use_context(alone, context) else "reply_alone"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,6 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="probabilities P: also score 'the context unless the student alone is "
         "more than P sure of its letter, and no less sure than with the context'",
     )
+    parser.add_argument(
+        "--after-choice",
+        action="store_true",
+        help="a run on any split, scored at each margin already chosen: the context used, "
+        "right alone / ungated / gated, the lift kept and p against the student alone",
+    )
     args = parser.parse_args(argv)
     try:
         scope = json.loads((args.folder / "run.json").read_text("utf-8"))
@@ -119,6 +169,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"margins: error: {exc}", file=sys.stderr)
         return 2
+    if scope.get("answer_format") != "letter":
+        print("margins: error: only letter answers keep readings to score", file=sys.stderr)
+        return 2
+    if args.after_choice:
+        if alone_sure:
+            print("margins: error: --after-choice scores margins only", file=sys.stderr)
+            return 2
+        # The letter answers' margin as run (gate_margin alone before the two existed).
+        as_run = scope.get("gate_margin_choices", scope.get("gate_margin"))
+        _print_after_choice(records, margins, as_run)
+        return 0
     if scope.get("dataset") not in DEV_SETS or scope.get("data"):
         print(
             f"margins: error: {args.folder} is a run on "
@@ -126,9 +187,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"development split only ({', '.join(DEV_SETS)})",
             file=sys.stderr,
         )
-        return 2
-    if scope.get("answer_format") != "letter":
-        print("margins: error: only letter answers keep readings to score", file=sys.stderr)
         return 2
     heads = [f"m={m:g}" for m in margins] + [f"alone>{p:g}" for p in alone_sure]
     print("| student · teacher | column | n | alone | ungated | " + " | ".join(heads) + " |")
@@ -141,6 +199,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| {row['alone']} | {row['ungated']} | {cells} |"
         )
     return 0
+
+
+def _print_after_choice(
+    records: list[dict[str, Any]], margins: Sequence[float], as_run: float | None
+) -> None:
+    print(
+        "| student · teacher | column | margin | context used | right: alone / ungated / gated "
+        "| lift kept | p against alone |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for margin in margins:
+        for row in after_choice(records, margin, as_run):
+            kept = "–" if row["lift_kept"] is None else f"{100 * row['lift_kept']:.0f} %"
+            pair = row["against_alone"]
+            p = pair["mcnemar_p"]
+            shown = "<0.001" if p < 0.001 else f"{p:.3f}"
+            print(
+                f"| {row['student']} · {row['teacher']} | {row['column']} "
+                f"| {margin:g}{' (as run)' if margin == as_run else ''} "
+                f"| {row['used_context']}/{row['questions']} "
+                f"| {row['alone']} / {row['ungated']} / {row['gated']} | {kept} "
+                f"| {shown} ({pair['wrong_to_right']}↑ {pair['right_to_wrong']}↓) |"
+            )
 
 
 if __name__ == "__main__":
