@@ -1107,6 +1107,17 @@ def test_text_in_a_script_the_detector_cannot_read_is_marked_unread(
         read=Reading([], 0.1, 3, 3, complete=False),
     )
     assert script in stopped.unread, stopped.unread
+    # Each says why, and a refusal without a review says what helps (not "turn the
+    # reader on" when it was on).
+    from assistant.privacy.review import approved
+
+    assert sent.unread_line.endswith("and privacy.reader is off")
+    assert stopped.unread_line.endswith("and the local reader stopped before the end of it")
+    with pytest.raises(PrivacyError, match="turn the reader on"):
+        approved(sent, "never", None)
+    with pytest.raises(PrivacyError, match="ask it in shorter parts") as refused:
+        approved(stopped, "never", None)
+    assert "turn the reader on" not in str(refused.value)
 
 
 @pytest.mark.parametrize(

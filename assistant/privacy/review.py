@@ -32,10 +32,14 @@ def approved(sanitized: Sanitized, policy: str, review: Review | None) -> Saniti
     on-detection | never), asking ``review`` where the policy calls for it; raises
     PrivacyError (or Declined) when nothing may be sent."""
     if sanitized.unread and (policy == "never" or review is None):  # never sent blind
+        fix = (
+            "ask it in shorter parts"
+            if sanitized.reader_stopped
+            else "turn the reader on (drag config set privacy.reader on)"
+        )
         raise PrivacyError(
-            f"not sent: {sanitized.unread_line}; turn the reader on "
-            "(drag config set privacy.reader on), or ask with a review (drag ask --review) "
-            "and read it yourself"
+            f"not sent: {sanitized.unread_line}; {fix}, or ask with a review "
+            "(drag ask --review) and read it yourself"
         )
     if not needs_review(policy, sanitized):
         return sanitized

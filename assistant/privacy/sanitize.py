@@ -102,6 +102,9 @@ class Sanitized:
     # The scripts of the runs in the text as sent that nothing here could read (a script
     # the detector does not know, and the local reader off): reviewed, or not sent.
     unread: tuple[str, ...] = ()
+    # The local reader was on but stopped before the end (a loop, its token limit): why
+    # the text went unread, for the words (not "the reader is off").
+    reader_stopped: bool = False
 
     @property
     def unread_line(self) -> str:
@@ -109,10 +112,12 @@ class Sanitized:
         if not self.unread:
             return ""
         scripts = " and ".join(sorted(set(self.unread)))
-        return (
-            f"not checked: text in {scripts} script, which the detector cannot read, "
-            "and privacy.reader is off"
+        why = (
+            "the local reader stopped before the end of it"
+            if self.reader_stopped
+            else "privacy.reader is off"
         )
+        return f"not checked: text in {scripts} script, which the detector cannot read, and {why}"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -265,6 +270,7 @@ def sanitize(
         hints=hints,
         modes=modes,
         unread=_unread(scanner, described, read),
+        reader_stopped=read is not None and not read.complete,
     )
     wanted = rewrite == "always" or (rewrite == "on-detection" and findings)
     if rewriter is None or not wanted:
