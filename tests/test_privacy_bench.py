@@ -119,6 +119,18 @@ def test_whole_run_without_teacher_opens_no_connection(
     assert len((tmp_path / "privacy-items.jsonl").read_text().splitlines()) == 2 * 9
 
 
+def test_ids_run_only_the_items_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    items = leakage.load_dataset("bundled")
+    picked = [items[3].id, items[7].id]
+    args = ["--ids", ",".join(picked), "--methods", "full", "--no-teacher", "--out"]
+    assert leakage.main([*args, str(tmp_path)]) == 0
+    rows = [json.loads(ln) for ln in (tmp_path / "privacy-items.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(picked)
+    unknown = ["--ids", "nope/1", "--methods", "full", "--no-teacher", "--out", str(tmp_path)]
+    assert leakage.main(unknown) == 1
+    assert "--ids: not in this split: nope/1" in capsys.readouterr().err
+
+
 def test_categories_measure_the_product_as_a_user_has_set_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

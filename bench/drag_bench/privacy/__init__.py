@@ -206,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=0, help="first N items (0 = all)")
     parser.add_argument(
+        "--ids",
+        default="",
+        metavar="ID,ID",
+        help="only these items of the split (their ids, as in privacy-items.jsonl)",
+    )
+    parser.add_argument(
         "--controls",
         type=int,
         default=0,
@@ -293,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         items = split_items(load_dataset(args.dataset), args.split)
+        if args.ids:
+            wanted = [i.strip() for i in args.ids.split(",") if i.strip()]
+            missing = sorted(set(wanted) - {i.id for i in items})
+            if missing:
+                raise ValueError(f"--ids: not in this split: {', '.join(missing)}")
+            items = [i for i in items if i.id in set(wanted)]
         if args.controls:
             start = args.controls_from
             items = [i for i in items if i.control][start : start + args.controls]
