@@ -203,9 +203,11 @@ def test_a_test_run_is_scored_after_the_choice_with_p_against_the_student_alone(
     (tmp_path / "run.json").write_text(json.dumps({"dataset": "mmlu", "answer_format": "letter"}))
     (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(r) for r in records), "utf-8")
     assert margins.main([str(tmp_path), "--after-choice", "--margins=-0.2"]) == 0
-    assert "| s · t | evidence+gate K=10 | -0.2 | 2/4 | 0 / 2 / 4 | 200 % | 0.125 (4↑ 0↓) |" in (
-        capsys.readouterr().out
-    )
+    want = "| s · t | evidence+gate K=10 | -0.2 | 2/4 | 0 / 2 / 4 | 200 % | 0.125 (4↑ 0↓) |"
+    assert want in capsys.readouterr().out
+    # Without --margins: the product's margin for letters, the one chosen, and no other.
+    assert margins.main([str(tmp_path), "--after-choice"]) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == [want]
     assert margins.main([str(tmp_path), "--margins=-0.2"]) == 2  # a test run: not to choose on
     assert "development split only" in capsys.readouterr().err
 

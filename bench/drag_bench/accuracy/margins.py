@@ -2,7 +2,7 @@
 
     python -m drag_bench.accuracy.margins RUN_FOLDER [--margins 0,0.1,0.2,0.5]
         [--alone-sure 0.4,0.5,0.6]
-    python -m drag_bench.accuracy.margins RUN_FOLDER --after-choice --margins -0.2
+    python -m drag_bench.accuracy.margins RUN_FOLDER --after-choice [--margins=-0.2,0]
 
 A gated answer's record keeps both readings (the choice and how sure the student was,
 with the context and alone), so every margin can be scored from one run without the
@@ -26,10 +26,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from assistant.drag import gate
 from drag_bench.accuracy.report import gate_triples
 from drag_bench.stats import paired
 
 DEV_SETS = ("arc-c-dev", "medmcqa-dev", "mmlu-dev")
+DEV_MARGINS = "0,0.05,0.1,0.2,0.3,0.5,1"
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:
@@ -145,7 +147,12 @@ def _way(gate: dict[str, Any], use_context: Callable[[float, float], bool]) -> s
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="drag_bench.accuracy.margins", description=__doc__)
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--margins", default="0,0.05,0.1,0.2,0.3,0.5,1")
+    parser.add_argument(
+        "--margins",
+        default=None,
+        help="on a dev run, default 0,0.05,0.1,0.2,0.3,0.5,1; with --after-choice, default "
+        "the product's margin for letters (assistant.drag.gate.MARGIN_CHOICES)",
+    )
     parser.add_argument(
         "--alone-sure",
         default="",
@@ -162,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         scope = json.loads((args.folder / "run.json").read_text("utf-8"))
         records = _records(args.folder)
+        if args.margins is None:
+            args.margins = f"{gate.MARGIN_CHOICES:g}" if args.after_choice else DEV_MARGINS
         margins = [float(v) for v in args.margins.split(",") if v.strip()]
         alone_sure = [float(v) for v in args.alone_sure.split(",") if v.strip()]
         if any(not 0 < p < 1 for p in alone_sure):
