@@ -326,8 +326,9 @@ GATE_TABLES["gate-medmcqa-dev-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 GATE_TABLES["gate-medmcqa-test-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 GATE_TABLES["gate-arc-test-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 GATE_TABLES["gate-mmlu-dev-n100"] = GATE_TABLES["gate-arc-dev-n60"]
+GATE_TABLES["gate-mmlu-test-n100"] = GATE_TABLES["gate-arc-dev-n60"]
 # Test-split tables also show McNemar's p against the student alone, ungated and gated.
-WITH_P = {"gate-medmcqa-test-n100", "gate-arc-test-n100"}
+WITH_P = {"gate-medmcqa-test-n100", "gate-arc-test-n100", "gate-mmlu-test-n100"}
 
 
 def _p_cell(pair: dict[str, Any]) -> str:
