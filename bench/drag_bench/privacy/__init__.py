@@ -300,11 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         items = split_items(load_dataset(args.dataset), args.split)
         if args.ids:
-            wanted = [i.strip() for i in args.ids.split(",") if i.strip()]
-            missing = sorted(set(wanted) - {i.id for i in items})
+            wanted = {i.strip() for i in args.ids.split(",") if i.strip()}
+            missing = sorted(wanted - {i.id for i in items})
             if missing:
                 raise ValueError(f"--ids: not in this split: {', '.join(missing)}")
-            items = [i for i in items if i.id in set(wanted)]
+            items = [i for i in items if i.id in wanted]
         if args.controls:
             start = args.controls_from
             items = [i for i in items if i.control][start : start + args.controls]
