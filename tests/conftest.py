@@ -116,22 +116,73 @@ def on_teacher(
     return teacher_env
 
 
-def child_cpu_seconds(script: str, *args: str, timeout: float = 60) -> float:
-    """Run ``script`` in a child Python and return the CPU seconds it prints: a bound
-    on work that does not depend on how busy the shared cores are.  Past ``timeout``
-    the child is stopped, and that fails the test (a quadratic reading would run for
-    hours)."""
+# The child of :func:`cpu_seconds_in_child`: the setup once, then each timed part (a
+# statement over the names the setup made) in turn, the better of ``tries`` readings each
+# (the CPU seconds of this process, so that other work on the shared cores does not count).
+_TIMING_CHILD = """
+import gc, json, sys, time
+spec = json.loads(sys.argv[1])
+scope = {}
+exec(spec["setup"], scope)
+def timed(statement):
+    gc.collect()
+    started = time.process_time()
+    exec(statement, scope)
+    return time.process_time() - started
+best = {name: float("inf") for name in spec["parts"]}
+for _ in range(spec["tries"]):
+    for name, statement in spec["parts"].items():
+        best[name] = min(best[name], timed(statement))
+print(json.dumps(best))
+"""
+
+
+def cpu_seconds_in_child(
+    setup: str, parts: dict[str, str], *, tries: int = 2, timeout: float = 60
+) -> dict[str, float]:
+    """CPU seconds of each of ``parts`` (statements), timed side by side in one child
+    Python after ``setup``: the better of ``tries`` readings each, taken in turn.  For
+    tests that compare two timings of one run, never a timing to a constant: a slower
+    CPU slows both.  Past ``timeout`` (a backstop far above any machine's time) the child
+    is stopped, and that fails the test (a quadratic reading would run for hours)."""
+    import json
     import subprocess
     import sys
 
+    spec = json.dumps({"setup": setup, "parts": parts, "tries": tries})
     done = subprocess.run(
-        [sys.executable, "-c", script, *args],
+        [sys.executable, "-c", _TIMING_CHILD, spec],
         capture_output=True,
         text=True,
         timeout=timeout,
-        check=True,
+        check=False,
     )
-    return float(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seconds: dict[str, float] = json.loads(done.stdout)
+    return seconds
+
+
+# How many times larger the one text is than each of its pieces in :func:`linear_growth`.
+GROWTH_SCALE = 10
+# The most a linear reading's one text may take over the same bytes in pieces: about 1
+# (a little more where the larger text leaves the CPU's caches); a quadratic one takes
+# about GROWTH_SCALE.
+LINEAR_AT_MOST = 3.0
+
+
+def linear_growth(setup: str, work: str, make: str) -> tuple[float, float]:
+    """(seconds for one text, seconds for the same bytes in GROWTH_SCALE pieces) of
+    ``work`` (a statement over ``text``), in one child process.  ``make`` is an
+    expression of ``K``: the text whole at K = 1, a piece at K = GROWTH_SCALE.  A linear
+    reader takes the same time for both; a quadratic one GROWTH_SCALE times longer for
+    the one text."""
+    k = GROWTH_SCALE
+    setup += f"\nK = 1\nwhole = {make}\nK = {k}\npiece = {make}\n"
+    setup += f"def work(text):\n    {work}\n"
+    seconds = cpu_seconds_in_child(
+        setup, {"whole": "work(whole)", "pieces": f"for _ in range({k}): work(piece)"}
+    )
+    return seconds["whole"], seconds["pieces"]
 
 
 def loopback_address(base_url: str) -> tuple[str, int]:

@@ -10,8 +10,8 @@ misbehaves on purpose, chosen by the first part of the path
 * ``redirect``: a 307 to another loopback server (which records whether anything
   reached it);
 * ``huge``: a 50 MB body (with its Content-Length); ``huge-chunked``: the same
-  without one;
-* ``drip``: a reply that sends one byte every 0.2 s, forever;
+  without one (how much was written before the client went is counted);
+* ``drip``: a reply that sends one byte every 0.2 s, for hours (counted the same way);
 * ``error``: an HTTP 400 whose error message carries escapes and markup;
 * ``cut``: a reply stopped at max_tokens before its first statement ended;
 * ``busy``: an HTTP 503 that asks for a retry at once.
@@ -21,8 +21,8 @@ Every request is recorded (path, headers, body) for the tests to read.
 
 from __future__ import annotations
 
-import contextlib
 import json
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +42,9 @@ HOSTILE_LINES = [
 ]
 
 
+HUGE_MB = 50  # the size of a huge reply
+
+
 def hostile_lines(screenshot_dir: str = "/tmp") -> list[str]:
     return [line.replace("{dir}", screenshot_dir) for line in HOSTILE_LINES]
 
@@ -59,6 +62,10 @@ class HostileTeacher:
     other: ThreadingHTTPServer  # where the redirect points
     seen: list[Seen] = field(default_factory=list)
     other_seen: list[Seen] = field(default_factory=list)
+    # Megabytes of a huge reply written before the client went, one count a reply.
+    huge_sent: queue.Queue[int] = field(default_factory=queue.Queue)
+    # Bytes of a dripping reply written before the client went, one count a reply.
+    dripped: queue.Queue[int] = field(default_factory=queue.Queue)
     lines: list[str] = field(default_factory=hostile_lines)
 
     def url(self, mode: str) -> str:
@@ -137,6 +144,28 @@ def start() -> HostileTeacher:
             self.end_headers()
             self.wfile.write(body)
 
+        def _huge(self, *, chunked: bool) -> None:
+            """50 MB, a megabyte a write, with its Content-Length or chunked; how many
+            megabytes were written before the client went is put in ``huge_sent``."""
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            if chunked:
+                self.send_header("transfer-encoding", "chunked")
+            else:
+                self.send_header("content-length", str(HUGE_MB << 20))
+            self.end_headers()
+            chunk = b" " * (1 << 20)
+            written = 0
+            try:
+                for _ in range(HUGE_MB):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                    written += 1
+                if chunked:
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass
+            teacher.huge_sent.put(written)
+
         def do_GET(self) -> None:
             teacher.seen.append(Seen(self.path, dict(self.headers), b""))
             self._send(200, json.dumps({"object": "list", "data": [{"id": "hostile"}]}).encode())
@@ -158,38 +187,23 @@ def start() -> HostileTeacher:
             elif mode == "redirect":
                 port = teacher.other.server_address[1]
                 self._send(307, b"", {"location": f"http://127.0.0.1:{port}/v1/chat/completions"})
-            elif mode == "huge":
-                filler = b" " * (50 * 1024 * 1024)
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(filler) + 2))
-                self.end_headers()
-                with contextlib.suppress(OSError):
-                    self.wfile.write(b"{" + filler + b"}")
-            elif mode == "huge-chunked":
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                chunk = b" " * (1 << 20)
-                try:
-                    for _ in range(50):
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    pass
+            elif mode in ("huge", "huge-chunked"):
+                self._huge(chunked=mode == "huge-chunked")
             elif mode == "drip":
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", "100000")
                 self.end_headers()
+                dripped = 0
                 try:
                     for _ in range(100000):
                         self.wfile.write(b" ")
                         self.wfile.flush()
+                        dripped += 1
                         time.sleep(0.2)
                 except OSError:
                     pass
+                teacher.dripped.put(dripped)
             else:
                 self._send(200, _completion(_reply_for(body, teacher.lines), model))
 

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -433,23 +432,31 @@ def test_the_longest_term_at_a_place_is_found_whatever_its_edges() -> None:
 
 
 _MANY_TERMS = """
-import sys, time
+import re
 from assistant.privacy.recognizers.terms import TermList
-started = time.process_time()
-terms = TermList([f"Name{i} Surname{i}" for i in range(2000)], "learnt")
-found = terms.find("Ask name1999 surname1999 and Name7 Surname7 about it. " * 50)
-assert len(found) == 100, len(found)
-print(time.process_time() - started)
+names = [f"Name{i} Surname{i}" for i in range(2000)]
+text = "Ask name1999 surname1999 and Name7 Surname7 about it. " * 50
 """
+_MANY_TERMS_TIMED = {
+    # The term list made and read; re.purge(): no pattern from the try before.
+    "terms": "re.purge(); assert len(TermList(names, 'learnt').find(text)) == 100",
+    # The reference: one bare alternation of the same names, compiled and read.
+    "alternation": (
+        "re.purge(); pattern = re.compile('|'.join(map(re.escape, names)), re.IGNORECASE)\n"
+        "assert len(pattern.findall(text)) == 100"
+    ),
+}
 
 
-def test_two_thousand_learnt_names_are_ready_in_a_second() -> None:
-    """Every drag process compiles the learnt names before its first question: CPU
-    seconds of a child process (a pattern per name took 18 s for 2,000)."""
-    from tests.conftest import child_cpu_seconds
+def test_two_thousand_learnt_names_are_ready_at_the_cost_of_one_pattern() -> None:
+    """Every drag process compiles the learnt names before its first question.  A term
+    list of 2,000 names costs a few times one bare alternation of the same names, timed
+    in the same child process (an edge class per name cost 18 s for 2,000: hundreds of
+    times the alternation)."""
+    from tests.conftest import cpu_seconds_in_child
 
-    seconds = child_cpu_seconds(_MANY_TERMS, timeout=120)
-    assert seconds <= 1.0, seconds
+    seconds = cpu_seconds_in_child(_MANY_TERMS, _MANY_TERMS_TIMED, timeout=120)
+    assert seconds["terms"] <= 10 * seconds["alternation"], seconds
 
 
 def test_a_learnt_persons_name_is_a_person_whose_parts_the_guard_keeps() -> None:
@@ -581,13 +588,15 @@ class FaultyScanner:
 
 
 class SlowScanner:
-    """Fault injection: a detector that takes too long."""
+    """Fault injection: a detector that takes too long (until the test releases it)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.done = threading.Event()
 
     def find(self, text: str) -> list[Finding]:
-        self.release.wait(5)
+        self.release.wait(60)
+        self.done.set()
         return []
 
 
@@ -595,11 +604,12 @@ def test_guard_fails_closed_on_detector_exception_and_timeout() -> None:
     with pytest.raises(GuardBlocked, match=r"privacy check failed .*RuntimeError"):
         EgressGuard(FaultyScanner()).check(Outgoing(("hello",), "", ()))
     slow = SlowScanner()
-    started = time.perf_counter()
     with pytest.raises(GuardBlocked, match=r"took longer than 0\.2 s"):
         EgressGuard(slow, timeout=0.2).check(Outgoing(("hello",), "", ()))
+    # The guard said no at its timeout, while the detector was still reading: it did
+    # not wait for it (a guard that did would return only once the detector was done).
+    assert not slow.done.is_set()
     slow.release.set()
-    assert time.perf_counter() - started < 2
 
 
 def test_template_fragments_keep_a_json_example_as_ours() -> None:
