@@ -500,3 +500,83 @@ def test_item_12_drafts_that_cannot_be_tidied_are_a_one_line_store_error() -> No
         assert result.exit_code != 0 and not isinstance(result.exception, StoreError)
     finally:
         unreadable.rmdir()  # the drafts folder is shared by the whole test run
+
+
+# -- issue 47, items 3 and 4: a ledger that cannot be emptied or refilled -----------------
+
+
+def test_an_emptied_ledger_does_not_verify(store: Store) -> None:
+    """``DELETE FROM uploads``: the MAC'd head still names the newest row, so the empty
+    ledger is caught (it verified as "0 uploads")."""
+    for i in range(4):
+        store.record_upload(upload(i))
+    store.db.execute("DELETE FROM uploads")
+    verdict = store.verify_ledger()
+    assert not verdict.ok and "reached #4, now it is empty" in verdict.reason, verdict
+
+
+def test_an_emptied_ledger_without_its_head_record_is_named_by_the_history(
+    store: Store,
+) -> None:
+    """Rows and head record both removed: the question history still names the uploads
+    its questions made, and a ledger that lacks them does not verify.  A store that
+    never sent anything verifies, empty."""
+    assert store.verify_ledger().to_dict()["ok"] is True
+    ids = [store.record_upload(upload(i)) for i in range(3)]
+    store.save_question(
+        conversation_id=None,
+        original="q",
+        sanitized="q",
+        answer="a",
+        mode="evidence",
+        source="teacher",
+        entry_id=None,
+        uploads=ids,
+        record=None,
+    )
+    store.db.execute("DELETE FROM uploads")
+    store.db.execute("DELETE FROM meta WHERE key = 'ledger_head'")
+    verdict = store.verify_ledger()
+    assert not verdict.ok and "history names upload #3" in verdict.reason, verdict
+
+
+def test_drag_audit_verify_fails_on_an_emptied_ledger() -> None:
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as s:
+        s.record_upload(upload(1))
+        s.db.execute("DELETE FROM uploads")
+    broken = CliRunner().invoke(cli, ["audit", "verify"])
+    assert broken.exit_code == 1 and "now it is empty" in broken.stdout, broken.stdout
+
+
+@pytest.mark.parametrize("column", ["request", "reply"])
+def test_a_tombstone_refilled_with_bytes_does_not_verify(store: Store, column: str) -> None:
+    """After ``drag audit rm`` a blanked row holds no payload: bytes written into it (that
+    ``audit show`` would print as sent) fail verify, whichever column holds them."""
+    for i in range(3):
+        store.record_upload(upload(i))
+    cutoff = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    assert store.remove_payloads(cutoff) == 3
+    assert store.verify_ledger().ok
+    forged = b'{"messages": [{"content": "forged"}]}' if column == "request" else "forged"
+    store.db.execute(f"UPDATE uploads SET {column} = ? WHERE id = 2", [forged])
+    verdict = store.verify_ledger()
+    assert (verdict.ok, verdict.bad_id) == (False, 2) and "holds one" in verdict.reason
+
+
+@pytest.mark.parametrize("loose", [0o644, 0o640, 0o602])
+def test_a_store_key_file_others_can_read_or_change_is_refused(tmp_path: Path, loose: int) -> None:
+    """Issue 47, item 14: a key file readable by others was used silently.  Refused with
+    a one-line error that says how to make it private; once it is, the store opens."""
+    path = tmp_path / "drag.db"
+    with Store(path, key="file") as s:
+        s.record_upload(upload(1))
+    key = sealing.key_file()
+    assert mode(key) == 0o600
+    key.chmod(loose)
+    refused = rf"other users \(mode 0{loose:o}\).*chmod 600"
+    with pytest.raises(StoreError, match=refused) as error, Store(path, key="file") as s:
+        _ = s.sealer
+    assert "\n" not in str(error.value)
+    key.chmod(0o600)
+    with Store(path, key="file") as s:
+        assert s.verify_ledger().ok

@@ -67,6 +67,21 @@ def test_audit_list_refuses_a_time_it_cannot_read(since: str) -> None:
     assert f"{since!r} is not a time: use 30d, 12h" in str(result.exception)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit", "list", "--since", "99999999999d"],
+        ["audit", "list", "--since", "9999999w"],
+        ["audit", "rm", "--older-than", "99999999999d", "--yes"],
+    ],
+)
+def test_an_age_further_back_than_a_date_is_a_one_line_error(args: list[str]) -> None:
+    """Issue 47, item 12: an OverflowError before."""
+    result = CliRunner().invoke(cli, args)
+    assert isinstance(result.exception, InputError), result.exception
+    assert "further back than a date can be" in str(result.exception)
+
+
 def test_config_set_key_stores_the_key_in_the_keyring_and_the_env_var_comes_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,6 +74,9 @@ def test_with_flags_keeps_lower_layers(tmp_path: Path) -> None:
         ({"DRAG_PIPELINE_K": "0"}, "below the minimum"),
         ({"DRAG_PIPELINE_MODE": "magic"}, "is not one of evidence, graph, combined, none"),
         ({"DRAG_TEACHER_TIMEOUT": "soon"}, "is not a number"),
+        # Issue 47, item 12: a million days made every drag ask an internal error.
+        ({"DRAG_STORE_RETENTION_DAYS": "1000000"}, "above the maximum"),
+        ({"DRAG_STORE_DRAFT_DAYS": "99999999999"}, "above the maximum"),
     ],
 )
 def test_bad_env_values(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -557,6 +557,7 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     assert re.search(r"\b[12] tokens computed in", checks["student computes"]["detail"])
     assert "chain and MACs intact" in checks["local store"]["detail"]
     assert "key file" in checks["local store"]["detail"]  # the tests never use a keyring
+    assert "mode 0600, yours alone" in checks["local store"]["detail"]  # as read, not said
     assert re.search(r"key id [0-9a-f]{8}", checks["local store"]["detail"])
     assert ALIAS in checks["teacher reachable"]["detail"]
     # The tests turn the reader off (conftest): the check says so rather than loading it.

@@ -243,6 +243,9 @@ class EmbedderSettings:
     )
 
 
+MAX_DAYS = 36_500
+
+
 @dataclass(frozen=True)
 class StoreSettings:
     database: str = field(
@@ -274,12 +277,22 @@ class StoreSettings:
             "max": 1,
         },
     )
+    # At most a century: a date that far back is still a date (a million days was not).
     retention_days: int = field(
-        default=0, metadata={"help": "drop ledger payloads older than this; 0 = keep", "min": 0}
+        default=0,
+        metadata={
+            "help": "drop ledger payloads older than this; 0 = keep",
+            "min": 0,
+            "max": MAX_DAYS,
+        },
     )
     draft_days: int = field(
         default=30,
-        metadata={"help": "delete kept (unsent) questions older than this; 0 = keep", "min": 0},
+        metadata={
+            "help": "delete kept (unsent) questions older than this; 0 = keep",
+            "min": 0,
+            "max": MAX_DAYS,
+        },
     )
 
 

@@ -22,7 +22,12 @@ def parse_since(text: str) -> Any:
     m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", text)
     if m:
         unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return now - dt.timedelta(**{unit: int(m.group(1))})
+        try:
+            return now - dt.timedelta(**{unit: int(m.group(1))})
+        except (OverflowError, ValueError):  # past the year 1, or past timedelta's range
+            raise errors.InputError(
+                f"{text!r} is further back than a date can be: use fewer {unit}"
+            ) from None
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:

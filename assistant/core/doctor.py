@@ -13,7 +13,7 @@ from assistant.models import llamabuild, llamacheck, modelfiles
 from assistant.models.embedder import onnxruntime_packages
 from assistant.models.student import gpu_offload_supported
 from assistant.privacy.policy import load_policy
-from assistant.store import db
+from assistant.store import db, sealing
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,13 @@ def checks(runtime: Session) -> Iterator[Check]:
         verdict = st.verify_ledger()
         if not verdict.ok:
             raise DragError(f"the upload ledger is broken at #{verdict.bad_id}: {verdict.reason}")
+        key_file = (  # its mode as it is now (one others could read was refused when read)
+            "" if "keyring" in st.key_where else sealing.key_file_mode(sealing.key_file())
+        )
         return (
             f"{st.path} (schema {db.version(st.db)}, {verdict.rows} uploads, chain and MACs "
             f"intact); at-rest key: {st.key_where}, key id {st.key_id}"
-            + ("" if "keyring" in st.key_where else " (no system keyring: 0600 file)")
+            + (f" (no system keyring: mode {key_file}, yours alone)" if key_file else "")
         )
 
     yield _run(

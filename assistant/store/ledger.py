@@ -171,6 +171,18 @@ def _meta(db: sqlite_utils.Database, key: str) -> str | None:
     return str(row[0]) if row else None
 
 
+def _newest_named(db: sqlite_utils.Database) -> int:
+    """The newest upload id the question history names (0 for none): a store whose
+    questions went to the teacher once had those uploads, even with no head record."""
+    if "questions" not in db.table_names():
+        return 0
+    row = db.execute(
+        "SELECT max(CAST(value AS INTEGER)) FROM questions, json_each(questions.uploads) "
+        "WHERE json_valid(questions.uploads)"
+    ).fetchone()
+    return int(row[0] or 0)
+
+
 def _head(db: sqlite_utils.Database, key: bytes) -> tuple[int, str] | None:
     """The recorded head (id, hash) when its MAC holds, else None."""
     try:
@@ -225,6 +237,12 @@ def verify(
                 request = str(request or "").encode("utf-8")
             if content_hash(request, row["reply"]) != row["content_hash"]:
                 return Verdict(False, count, tombstones, rid, "its request or reply was changed")
+        elif row["request"] is not None or row["reply"] is not None:
+            # A removed payload is gone: bytes written into a blanked row are a forgery
+            # that would be shown as sent (its content hash cannot tell, it is kept).
+            return Verdict(
+                False, count, tombstones, rid, "its payload was removed, yet it holds one"
+            )
         else:
             tombstones += 1
         prev = row["hash"]
@@ -232,7 +250,19 @@ def verify(
     last_id = expected_id - 1
     if noted is not None and int(noted_id) > last_id:
         return Verdict(False, count, tombstones, None, f"the row you noted (#{noted_id}) is gone")
-    if key is not None and last_id:
+    named = _newest_named(db)
+    if named > last_id:
+        return Verdict(
+            False,
+            count,
+            tombstones,
+            None,
+            f"your history names upload #{named}, and the ledger ends at #{last_id}: "
+            "its newest rows were removed",
+        )
+    if key is not None and (last_id or _meta(db, "ledger_head") is not None):
+        # Whenever a head is recorded it is checked, an empty ledger's too: removing every
+        # row leaves the head naming the newest one.
         if recorded is None:
             return Verdict(False, count, tombstones, None, "the ledger's head record was changed")
         head_id, head_hash = recorded
@@ -242,7 +272,8 @@ def verify(
                 count,
                 tombstones,
                 None,
-                f"the newest rows were removed: the ledger reached #{head_id}, now #{last_id}",
+                f"the newest rows were removed: the ledger reached #{head_id}, now "
+                + (f"#{last_id}" if last_id else "it is empty"),
             )
         if hash_at_head != head_hash:
             return Verdict(

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -58,11 +59,14 @@ def _keyring_set(key: bytes) -> None:
 
 def _file_get(path: Path) -> bytes | None:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            owner_and_mode = _owner_and_mode(os.fstat(f.fileno()))
+            data = f.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise StoreError(f"cannot read the store key {path}: {exc.strerror}") from None
+    _check_private(path, *owner_and_mode)
     try:
         key = base64.b64decode(data.strip(), validate=True)
     except ValueError:
@@ -70,6 +74,28 @@ def _file_get(path: Path) -> bytes | None:
     if len(key) != 32:
         raise StoreError(f"the store key file {path} is damaged; restore it from a backup")
     return key
+
+
+def _owner_and_mode(st: os.stat_result) -> tuple[int, int]:
+    return st.st_uid, stat.S_IMODE(st.st_mode)
+
+
+def _check_private(path: Path, owner: int, mode: int) -> None:
+    """A key file others could read or change is refused: anyone who read it can open
+    the sealed history, and one planted by another user would seal it for them."""
+    if hasattr(os, "getuid") and owner != os.getuid():
+        raise StoreError(f"the store key file {path} belongs to another user; drag uses only yours")
+    if mode & 0o077:
+        raise StoreError(
+            f"the store key file {path} can be read or changed by other users (mode "
+            f"{mode:04o}); anyone who read it can open your sealed history. Make it yours "
+            f"alone with `chmod 600 {path}` and run drag again"
+        )
+
+
+def key_file_mode(path: Path) -> str:
+    """The key file's mode as `drag doctor` shows it (it was checked when read)."""
+    return f"{stat.S_IMODE(path.stat().st_mode):04o}"
 
 
 def _file_set(path: Path, key: bytes) -> None:
