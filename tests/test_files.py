@@ -424,6 +424,22 @@ def test_no_is_read_among_yes_and_no_in_either_spelling() -> None:
     assert filesjudge.no_logprob({"yes": 0.0, "no": 0.0}) is None  # a spelling unread
 
 
+@pytest.mark.parametrize("odd", [math.nan, math.inf])
+def test_a_judges_reading_that_is_no_log_probability_answers_as_unread(odd: float) -> None:
+    """Issue 47, item 15: a NaN or +inf reading is unread, said so, valid JSON."""
+    import json
+
+    from assistant.drag import filesjudge
+
+    reading = {"yes": odd, "Yes": -1.0, "no": -0.5, "No": -math.inf}
+    judged = filesjudge.judge(reading)
+    assert judged.no is None and not judged.not_in_files
+    assert "no log-probability" in judged.error
+    json.dumps(judged.to_dict(), allow_nan=False)
+    assert filesjudge.judge({**reading, "yes": -1.0}).no is not None  # a -inf is read
+    assert "do not tell yes from no" in filesjudge.judge({"yes": 0.0, "no": 0.0}).error
+
+
 def test_the_reply_is_not_in_your_files_from_the_threshold_up_and_unread_answers() -> None:
     from assistant.drag import filesjudge
 
@@ -485,6 +501,20 @@ def test_a_name_with_a_line_break_is_one_line_of_the_list(
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 
+def test_a_passages_file_name_is_one_line_of_the_sources() -> None:
+    """Issue 47, item 13: drag ask --files printed a file name's line break raw in its
+    sources (and the student's prompt read it so); written as in the list now."""
+    from assistant.cli.ask import _format_result
+    from assistant.core.results import AskResult, ScoredPassage
+
+    crafted = "/notes/a.md\n  2. /notes/fake.md, 2026-01-01 00:00"
+    passage = ScoredPassage(1, "Kings Road.", crafted, "", 0, 1.0, 1.0, 0.0)
+    assert passage.label == "/notes/a.md\\n  2. /notes/fake.md, 2026-01-01 00:00"
+    result = AskResult("Where?", "none", 5, 5, source="files", passages=[passage])
+    shown = _format_result(result, streamed=True).splitlines()
+    assert [ln for ln in shown if ln.lstrip().startswith(("1.", "2."))] == ["  1. " + passage.label]
+
+
 def test_a_skipped_files_name_is_written_as_in_the_list() -> None:
     """The skipped line and the list write a name one way (safetext.name_line): a line
     break is an escape, not a space that would make two names read as one."""
@@ -505,3 +535,113 @@ def test_a_header_over_the_limit_is_cut_between_addresses() -> None:
     units = readers.read(Path("many.eml"), raw).units
     assert units[0].text.startswith("E-mail from Person 0 Q <p0@x.example>, Person 1 Q")
     assert [u.text for u in units[1:]] == ["Body one."]
+
+
+# -- issue 47, items 6-8: files that cannot poison or stall -------------------------------
+
+
+def _nested_message(depth: int) -> str:
+    """An e-mail of ``depth`` multiparts, one inside the other."""
+    head = "".join(
+        f'Content-Type: multipart/mixed; boundary="b{n}"\n\n--b{n}\n' for n in range(depth)
+    )
+    return f"From: Deep <d@x.org>\nSubject: deep\n{head}Content-Type: text/plain\n\ndeep body\n"
+
+
+def test_one_bad_message_leaves_out_that_message_not_the_mailbox(tmp_path: Path) -> None:
+    """Item 7: a thousand nested multiparts raised RecursionError and the whole mailbox
+    left the index.  The others are read, and the document says one was left out."""
+    path = tmp_path / "box.mbox"
+    path.write_text(
+        "From a@x Mon Jan  1 00:00:00 2026\nFrom: A <a@x.org>\nSubject: one\n\nfirst body\n\n"
+        f"From d@x Mon Jan  1 00:00:00 2026\n{_nested_message(1000)}\n"
+        "From b@x Mon Jan  1 00:00:00 2026\nFrom: B <b@x.org>\nSubject: two\n\nsecond body\n"
+    )
+    doc = readers.read(path)
+    texts = [u.text for u in doc.units]
+    assert texts[:2] == ["E-mail from A <a@x.org>: one", "first body"]
+    assert texts[-2:] == ["E-mail from B <b@x.org>: two", "second body"]
+    assert "deep body" not in texts
+    assert doc.cut == "1 message(s) in it could not be read and were left out"
+
+
+def test_a_link_to_a_file_outside_the_named_folder_is_skipped(tmp_path: Path) -> None:
+    """Item 8: it was indexed under the link's name (and --forget by its real path said
+    "not in the index").  A link to a file inside the folder is read once, as the file;
+    the file outside, named itself, is read."""
+    outside = tmp_path / "private" / "diary.md"
+    outside.parent.mkdir()
+    outside.write_text("dear diary")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("a")
+    (notes / "diary.md").symlink_to(outside)
+    (notes / "again.md").symlink_to(notes / "a.md")
+    walked = list(readers.walk([notes]))
+    assert [w.path.name for w in walked if isinstance(w, readers.Found)] == ["a.md"]
+    assert [(w.path.name, w.reason) for w in walked if isinstance(w, readers.Skipped)] == [
+        ("diary.md", "a link to a file outside the folder you named (name the file to index it)")
+    ]
+    named = list(readers.walk([notes / "diary.md"]))
+    assert [type(w).__name__ for w in named] == ["Found"]
+
+
+def _pdf_pages(pages: int, line: str, repeats: int) -> bytes:
+    """A PDF whose ``pages`` pages all draw one compressed content stream: a small file
+    whose text is ``pages`` times the stream's."""
+    import zlib
+
+    body = b"BT /F1 12 Tf 72 720 Td " + b"(%s) Tj 0 -14 Td " % line.encode() * repeats + b"ET"
+    stream = zlib.compress(body, 9)
+    first_page = 5
+    kids = " ".join(f"{first_page + n} 0 R" for n in range(pages)).encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ] + [
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R "
+        b"/Resources << /Font << /F1 4 0 R >> >> >>"
+    ] * pages
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, obj in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + obj + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def test_a_pdf_is_read_within_its_budget_of_characters_and_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 6: pages that share one compressed stream expand a small file to far more
+    text than its bytes (pypdf then ran past 240 s at 800 MB).  The text is read in a
+    child process: cut at the budget of characters, with the reason; over its memory
+    budget it stops, and past the time budget it is stopped (here budgets no Python
+    can start within)."""
+    from assistant.files import pdftext
+
+    data = _pdf_pages(40, "The lease ends in May and the rent is due.", 50)
+    assert len(data) < 20_000
+    whole = readers.read(tmp_path / "lease.pdf", data)
+    assert whole.cut == "" and {u.page for u in whole.units} == set(range(1, 41))
+    text_chars = sum(len(u.text) for u in whole.units)
+    assert text_chars > 40 * len(data) // 20  # far more text than bytes
+    monkeypatch.setattr(readers, "MAX_TEXT_CHARS", 10_000)
+    cut = readers.read(tmp_path / "lease.pdf", data)
+    assert cut.cut == "its text is longer than 10,000 characters"
+    assert sum(len(u.text) for u in cut.units) <= 10_000 and cut.units[0].page == 1
+    monkeypatch.setattr(pdftext, "MEMORY_BYTES", 1 << 20)  # less than Python itself needs
+    with pytest.raises(readers.Unreadable, match=r"needed more than 1 MB of memory"):
+        readers.read(tmp_path / "lease.pdf", data)
+    monkeypatch.setattr(pdftext, "SECONDS", 0.001)
+    with pytest.raises(readers.Unreadable, match=r"took longer than 0\.001 s"):
+        readers.read(tmp_path / "lease.pdf", data)

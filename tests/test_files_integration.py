@@ -545,3 +545,58 @@ def test_the_student_judges_whether_the_passages_answer_before_it_answers(
         drag("ask", "--files", question, env=small | {"DRAG_STUDENT_MAX_TOKENS": "440"})
     )
     assert "not one passage of your files fits the student's window" in line
+
+
+def test_forget_removes_the_files_passages_from_the_history(
+    notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47, item 9: after --forget, a sealed history record of an earlier ask
+    --files still held the passage and its path.  Such records lose the passages of the
+    forgotten file and the answer made from them; the question stays, and an answer
+    that read other files only is untouched."""
+    monkeypatch.setenv("DRAG_FILES_ABSTAIN", "false")
+    localfiles.index(runtime, [notes])
+    chat = str(notes / "chats" / "20260105.txt")
+    about = localfiles.ask_files(runtime, "Where is the noodle bar?", k=2)
+    other = localfiles.ask_files(runtime, "When do the tomatoes need water?", k=1)
+    assert chat in [p.path for p in about.passages]
+    assert chat not in [p.path for p in other.passages]
+    store = runtime.store
+
+    def record(question_id: int | None) -> dict[str, Any]:
+        sealed = store.db.execute(
+            "SELECT record FROM questions WHERE id = ?", [question_id]
+        ).fetchone()[0]
+        return dict(json.loads(store.sealer.open(sealed, "questions.record") or "{}"))
+
+    assert localfiles.forget(runtime, notes / "chats") == [chat]
+    after = record(about.question_id)
+    assert chat not in json.dumps(after) and "Kings Road" not in json.dumps(after)
+    assert after["answer"].startswith("(removed:") and after["question"] == about.question
+    history = {q["id"]: q for q in store.questions()}
+    assert history[about.question_id]["answer"].startswith("(removed:")
+    assert history[about.question_id]["question"] == "Where is the noodle bar?"
+    assert record(other.question_id)["answer"] == other.answer  # read other files only
+
+
+def test_a_file_over_its_passage_budget_is_indexed_in_part_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47, item 6: a chat export with a time line per message made a passage a
+    message (7,400 from 200 KB).  Past filesindex.MAX_CHUNKS (here 20) the file is cut
+    there, and drag index says so on a line of its own."""
+    from assistant.drag import filesindex
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    lines = [
+        f"Time: 202601{1 + n // 24:02d}_{n % 24:02d}:00\nLiHua: message {n}" for n in range(50)
+    ]
+    (root / "chat.txt").write_text("\n".join(lines) + "\n")
+    (root / "garden.md").write_text("The tomatoes need water twice a week.\n")
+    monkeypatch.setattr(filesindex, "MAX_CHUNKS", 20)
+    result = CliRunner().invoke(cli, ["index", str(root)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"read in part {root / 'chat.txt'}: it makes more than 20 passages" in result.stderr
+    assert "indexed 2 new and 0 changed file(s), 21 chunks" in result.stdout
+    assert "1 read in part" in result.stdout

@@ -201,3 +201,24 @@ def test_the_app_badges_an_answer_from_the_cache_and_one_from_the_student_alone(
     assert badge(cached) == "◆ from cache · near-duplicate 0.95 · uploads #3 #4 · nothing sent"
     alone = AskResult(question="q", mode="none", n=0, k=0, source="student")
     assert badge(alone) == "● student only · nothing sent"
+
+
+@pytest.mark.parametrize("odd", [math.nan, math.inf])
+def test_a_reading_that_is_no_log_probability_is_a_stated_fallback(odd: float) -> None:
+    """Issue 47, item 15: NaN chose "alone" silently (and --json printed NaN), +inf and
+    -inf in one reading raised ValueError.  Either way, either prompt: the context is
+    used as without a gate, the record says why, and it is valid JSON."""
+    import json
+
+    readings = [
+        (FakeReading("B", (odd,), {"A": -3.0, "B": odd}), FakeReading("A", (-0.5,), {"A": -0.5})),
+        (FakeReading("B", (-0.5,), {"B": -0.5}), FakeReading("A", (odd,), {"A": odd, "B": -3.0})),
+    ]
+    for alone, context in readings:
+        decision = gate.choose(FakeProber(alone, context), "auto", ALONE, WITH, ("A", "B"))
+        assert decision.way == "evidence" and "no log-probability" in decision.error, decision
+        json.dumps(decision.to_dict(), allow_nan=False)
+        assert gate.describe(decision.to_dict()).startswith("context used: the gate could not")
+    mixed = FakeProber(FakeReading("x", (-math.inf, odd)), FakeReading("y", (-0.5,)))
+    decision = gate.choose(mixed, "auto", ALONE, WITH)
+    assert decision.way == "evidence" and decision.error, decision

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, ListItem, ListView, Static
 from assistant.base import config, secrets
 from assistant.base.errors import PrivacyError
 from assistant.core import drafts
+from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.drag import answer, gate
 from assistant.net.upload import Upload
@@ -492,6 +493,52 @@ async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
             assert "internal error: AttributeError" in note and "kept in drag drafts" in note
         assert app.is_running and app.screen is chat
         assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
+
+
+async def test_a_question_keeps_the_mode_it_was_asked_in_while_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 47, item 10: a files-mode question asked while the last answer's graph was
+    built, then ctrl+l back to teacher mode, went to the teacher.  The mode is fixed when
+    the question is asked.  The pipeline and the files path are fakes that record which
+    ran; the first holds its graph until the test lets go."""
+    from assistant.tui import chat as chat_module
+
+    ran: list[tuple[str, str]] = []
+    graph_held = threading.Event()
+
+    def fake_pipeline_ask(rt: Any, question: str, *, progress: Any, **kw: Any) -> AskResult:
+        ran.append(("teacher", question))
+        result = AskResult(question, "evidence", 4, 4, answer="an answer", source="teacher")
+        progress("graph", result)  # answered; the graph is built after the answer
+        graph_held.wait(60)
+        return result
+
+    def fake_ask_files(rt: Any, question: str, **kw: Any) -> AskResult:
+        ran.append(("files", question))
+        return AskResult(question, "none", 5, 5, answer="from files", source="files")
+
+    monkeypatch.setattr(chat_module.pipeline, "ask", fake_pipeline_ask)
+    monkeypatch.setattr(chat_module.localfiles, "ask_files", fake_ask_files)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        try:
+            chat.query_one("#question", Input).value = "What is photosynthesis?"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: chat.questions.answered)
+            await pilot.press("ctrl+l")  # files mode on
+            chat.query_one("#question", Input).value = "Where is the noodle bar?"
+            await pilot.press("enter")
+            waiting = chat.query(Turn).last()
+            assert "asked (from your files) once" in waiting.note
+            await pilot.press("ctrl+l")  # and off again while it waits
+            assert not chat.from_files
+        finally:
+            graph_held.set()
+        await wait_for(pilot, lambda: chat.pending is None and waiting.result is not None)
+    assert ran == [("teacher", "What is photosynthesis?"), ("files", "Where is the noodle bar?")]
 
 
 async def test_a_fault_of_ours_while_indexing_is_a_notice_and_the_app_goes_on(

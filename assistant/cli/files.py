@@ -69,6 +69,7 @@ def index_command(
                 "replaced": report.replaced,
                 "unchanged": len(report.unchanged),
                 "skipped": [{"path": str(s.path), "reason": s.reason} for s in report.skipped],
+                "cut": [{"path": str(c.path), "reason": c.reason} for c in report.cut],
                 "chunks": report.chunks,
                 "seconds": round(report.seconds, 2),
             }
@@ -116,8 +117,8 @@ def _index(rt: Any, paths: tuple[Path, ...], *, quiet: bool) -> Any:
         if bar is not None:
             bar.__exit__(None, None, None)
     if not quiet:
-        for skipped in report.skipped:
-            secho(f"drag: {skipped.line()}", err=True, fg="yellow")
+        for line in [c.line() for c in report.cut] + [s.line() for s in report.skipped]:
+            secho(f"drag: {line}", err=True, fg="yellow")
         echo(report.line())
     return report
 

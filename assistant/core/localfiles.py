@@ -71,7 +71,8 @@ def sources(runtime: Session) -> list[stored.Source]:
 
 
 def forget(runtime: Session, path: Path) -> list[str]:
-    """Remove ``path`` (a file, or every file under a folder) from the index."""
+    """Remove ``path`` (a file, or every file under a folder) from the index, and its
+    passages from the answers in the history that read them."""
     target = readers.absolute(path)
     with runtime.local:
         if not stored.count(runtime.store.db):
@@ -81,6 +82,8 @@ def forget(runtime: Session, path: Path) -> list[str]:
             gone = stored.forget(runtime.store.db, runtime.store.sealer, target.resolve())
         if gone:
             _relearn(runtime.store)
+            # Nothing of a forgotten file stays: the history's answers read from it too.
+            runtime.store.forget_passages(gone)
     return gone
 
 
@@ -192,9 +195,7 @@ def _judge(
         except ModelError as exc:
             judged = filesjudge.Judgement(None, error=str(exc))
         else:
-            no = filesjudge.no_logprob(probe.choice_logprobs)
-            why = "" if no is not None else "the student's first tokens do not tell yes from no"
-            judged = filesjudge.Judgement(no, error=why)
+            judged = filesjudge.judge(probe.choice_logprobs)
     result.provenance["judged"] = judged.to_dict()
     if judged.error:
         result.warnings.append(f"the student could not judge the passages ({judged.error})")

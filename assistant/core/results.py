@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from assistant.base import safetext
 from assistant.base.config import Mode
 from assistant.drag import answer
 
@@ -54,8 +55,10 @@ class ScoredPassage:
 
     @property
     def label(self) -> str:
+        """The passage's file (its name on one line: escapes for line breaks, as in the
+        files list) and where in it, for the sources list and the student's prompt."""
         where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
-        return f"{self.path}{where}"
+        return safetext.name_line(f"{self.path}{where}")
 
 
 Source = str  # "teacher" | "cache" | "files" | "none" (mode none: the student alone)

@@ -27,6 +27,9 @@ from assistant.store import files as stored
 # Part of each file's content key: a file read or cut another way is indexed anew.
 VERSION = "files-index-v2"
 BATCH_CHUNKS = 256
+# The most passages one file gives (a chat with a time line per message makes one a
+# message: 7,400 from 200 KB); past it the file is cut there, and the index says so.
+MAX_CHUNKS = 4000
 # A date worth a node names a day: digits or a month ("May 3", "2026"); "tomorrow",
 # "the weekend" would tie every chat to every other.
 _MONTHS = re.compile(r"(?i)\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|\d")
@@ -43,6 +46,7 @@ class Report:
     replaced: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[readers.Skipped] = field(default_factory=list)
+    cut: list[readers.Cut] = field(default_factory=list)  # indexed in part, and why
     # Indexed before, unreadable or empty now: their old chunks are gone too.
     removed: list[str] = field(default_factory=list)
     chunks: int = 0
@@ -54,7 +58,8 @@ class Report:
         return (
             f"indexed {len(self.added)} new and {len(self.replaced)} changed file(s), "
             f"{self.chunks} chunks; {len(self.unchanged)} unchanged; "
-            f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
+            + (f"{len(self.cut)} read in part; " if self.cut else "")
+            + f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
         )
 
 
@@ -137,7 +142,11 @@ def index(
             document = readers.read(item.path, data)
             pieces = chunking.chunk(document)
             if not pieces:
-                raise readers.Unreadable("no text in it")
+                raise readers.Unreadable(document.cut or "no text in it")
+            cut = document.cut
+            if len(pieces) > MAX_CHUNKS:
+                pieces = pieces[:MAX_CHUNKS]
+                cut = cut or f"it makes more than {MAX_CHUNKS:,} passages"
         except Exception as exc:  # one file's trouble never stops the rest
             reason = (
                 str(exc)
@@ -150,6 +159,8 @@ def index(
                 reason += "; its earlier text was removed from the index"
             report.skipped.append(readers.Skipped(item.path, reason))
             continue
+        if cut:
+            report.cut.append(readers.Cut(item.path, cut))
         batch.append(_Pending(item, content, document.kind, pieces, replacing))
         report.text_bytes += sum(len(p.text.encode("utf-8")) for p in pieces)
         size += len(pieces)

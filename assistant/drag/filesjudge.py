@@ -49,6 +49,19 @@ def no_logprob(choice_logprobs: Mapping[str, float]) -> float | None:
     return no - _logsumexp([no, _logsumexp([choice_logprobs[c] for c in YES])])
 
 
+def judge(choice_logprobs: Mapping[str, float]) -> Judgement:
+    """The judgement of the student's reading; unread, with the reason, where it holds
+    no choices or a value that is no log-probability (NaN, +inf): then the student
+    answers as it would."""
+    values = [choice_logprobs.get(c) for c in CHOICES]
+    if any(v is not None and (math.isnan(v) or v == math.inf) for v in values):
+        return Judgement(None, "the student's reading of yes and no held no log-probability")
+    no = no_logprob(choice_logprobs)
+    if no is None:
+        return Judgement(None, "the student's first tokens do not tell yes from no")
+    return Judgement(no)
+
+
 def _logsumexp(values: Sequence[float]) -> float:
     top = max(values)
     if math.isinf(top):

@@ -56,6 +56,15 @@ def confidence(
     return math.fsum(token_logprobs) / len(token_logprobs)
 
 
+def not_a_logprob(reading: _Reading) -> str:
+    """The first value of ``reading`` that no log-probability can be (NaN, or +inf), as
+    text; "" when there is none (-inf is one: a probability of 0)."""
+    for value in (*reading.token_logprobs, *reading.choice_logprobs.values()):
+        if math.isnan(value) or value == math.inf:
+            return str(value)
+    return ""
+
+
 def decide(alone: float, with_context: float, margin: float = MARGIN) -> Way:
     """The way to answer: with the context only when the student is surer with it by
     more than ``margin`` (a negative margin: unless it is surer alone by more than
@@ -80,7 +89,7 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         def rounded(value: float | None) -> float | None:
-            return None if value is None or math.isinf(value) else round(value, 4)
+            return None if value is None or not math.isfinite(value) else round(value, 4)
 
         return {
             "setting": self.setting,
@@ -131,6 +140,10 @@ def choose(
         c = student.probe(with_context, max_tokens=tokens, choices=choices)
     except ModelError as exc:  # not a privacy path: the answer goes on as without a gate
         return Decision(setting, "evidence", error=str(exc))
+    odd = not_a_logprob(a) or not_a_logprob(c)
+    if odd:  # a broken reading (NaN, +inf): the answer goes on as without a gate, and says so
+        why = f"its reading held {odd}, which is no log-probability"
+        return Decision(setting, "evidence", seconds=time.perf_counter() - started, error=why)
     sure_alone = confidence(a.text, a.token_logprobs, a.choice_logprobs)
     sure_context = confidence(c.text, c.token_logprobs, c.choice_logprobs)
     margin = MARGIN_CHOICES if choices else MARGIN

@@ -17,7 +17,6 @@ import email
 import email.policy
 import email.utils
 import html
-import io
 import mailbox
 import os
 import re
@@ -30,8 +29,12 @@ from typing import cast
 
 from assistant.base.errors import one_line
 from assistant.base.safetext import name_line
+from assistant.files import pdftext
 
 MAX_FILE_BYTES = 20 * 1024 * 1024
+# The most text one file gives (a PDF's extracted text can be far larger than its
+# bytes); past it the file is cut there, and the index says so.
+MAX_TEXT_CHARS = 3_000_000
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst", ".org"})
 SUFFIXES = TEXT_SUFFIXES | {".eml", ".mbox", ".pdf"}
 
@@ -60,6 +63,17 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A file indexed in part: the reason is its budget's, or a part that failed."""
+
+    path: Path
+    reason: str
+
+    def line(self) -> str:
+        return one_line(f"read in part {name_line(self.path)}: {self.reason}", 300)
+
+
+@dataclass(frozen=True)
 class Unit:
     text: str
     speaker: str = ""
@@ -72,6 +86,9 @@ class Document:
     path: Path
     kind: str  # "text" | "chat" | "email" | "pdf"
     units: tuple[Unit, ...]
+    # Why the file was read only in part (its budget, a damaged message or page); the
+    # index says so in one line.  "" when it was read whole.
+    cut: str = ""
 
 
 class Unreadable(Exception):
@@ -83,18 +100,30 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
     seen_dirs: dict[tuple[int, int], bool] = {}  # each folder read, and whether named
     seen_files: set[Path] = set()
     for given in paths:
+        top = Path(given).expanduser()
+        try:
+            root = top.resolve()  # where a link inside may point: under the named folder
+        except (OSError, RuntimeError):
+            root = top
         # A stack, not recursion: a tree a thousand folders deep is walked like any other.
-        stack: list[tuple[Path, bool]] = [(Path(given).expanduser(), True)]
+        stack: list[tuple[Path, bool]] = [(top, True)]
         while stack:
             path, named = stack.pop()
-            children = yield from _walk_one(path, seen_dirs, seen_files, named=named)
+            children = yield from _walk_one(path, seen_dirs, seen_files, named=named, root=root)
             stack += [(Path(c), False) for c in reversed(children)]
 
 
 def _walk_one(
-    path: Path, seen_dirs: dict[tuple[int, int], bool], seen_files: set[Path], *, named: bool
+    path: Path,
+    seen_dirs: dict[tuple[int, int], bool],
+    seen_files: set[Path],
+    *,
+    named: bool,
+    root: Path,
 ) -> Generator[Found | Skipped, None, list[str]]:
-    """``path``'s own outcome, if it has one; returns a folder's entries to walk next."""
+    """``path``'s own outcome, if it has one; returns a folder's entries to walk next.
+    A link inside a named folder that leads out of it is not followed: the file would be
+    indexed under the link's name, and ``--forget`` by its real path would not find it."""
     if not named and path.name.startswith("."):
         return []
     try:
@@ -128,6 +157,11 @@ def _walk_one(
         yield Skipped(path, "not a regular file")
         return []
     real = path.resolve()
+    if not named and not real.is_relative_to(root):
+        yield Skipped(
+            path, "a link to a file outside the folder you named (name the file to index it)"
+        )
+        return []
     if real in seen_files:
         return []
     seen_files.add(real)
@@ -198,16 +232,30 @@ def decode_text(data: bytes) -> str:
 
 
 def read(path: Path, data: bytes | None = None) -> Document:
-    """The file at ``path`` as units (``data``: its bytes, when already read)."""
+    """The file at ``path`` as units (``data``: its bytes, when already read), at most
+    :data:`MAX_TEXT_CHARS` of text."""
+    document = _read(path, read_bytes(path) if data is None else data)
+    units, total = [], 0
+    for unit in document.units:
+        total += len(unit.text)
+        if total > MAX_TEXT_CHARS:
+            keep = len(unit.text) - (total - MAX_TEXT_CHARS)
+            units.append(Unit(unit.text[:keep], unit.speaker, unit.time, unit.page))
+            why = f"its text is longer than {MAX_TEXT_CHARS:,} characters"
+            return Document(path, document.kind, tuple(units), why)
+        units.append(unit)
+    return document
+
+
+def _read(path: Path, raw: bytes) -> Document:
     suffix = path.suffix.lower()
-    raw = read_bytes(path) if data is None else data
     if suffix == ".pdf":
-        return Document(path, "pdf", tuple(_pdf(raw)))
+        return _pdf(path, raw)
     if suffix == ".eml":
         message = email.message_from_bytes(raw, policy=_MAIL_POLICY)
         return Document(path, "email", tuple(_email_units(message)))
     if suffix == ".mbox":
-        return Document(path, "email", tuple(_mbox(path)))
+        return _mbox(path)
     text = decode_text(raw)
     chat = chat_units(text)
     if chat is not None:
@@ -373,38 +421,37 @@ def _email_units(message: EmailMessage) -> list[Unit]:
     return units
 
 
-def _mbox(path: Path) -> Iterator[Unit]:
+def _mbox(path: Path) -> Document:
+    """A mailbox's messages; any error in one message (a damaged charset, a thousand
+    nested parts that exceed Python's recursion limit) leaves out that message only."""
+    units: list[Unit] = []
+    left_out = 0
     box = mailbox.mbox(path, factory=None, create=False)
     try:
         for key in box.iterkeys():
             raw = box.get_bytes(key)
-            try:  # one damaged message is left out, not the mailbox
-                units = _email_units(email.message_from_bytes(raw, policy=_MAIL_POLICY))
-            except (LookupError, ValueError, TypeError, AttributeError):
-                continue
-            yield from units
+            try:
+                units += _email_units(email.message_from_bytes(raw, policy=_MAIL_POLICY))
+            except Exception:  # one message, whatever its fault
+                left_out += 1
     except (OSError, mailbox.Error) as exc:
         raise Unreadable(f"not a readable mailbox: {exc}") from None
     finally:
         box.close()
+    cut = f"{left_out} message(s) in it could not be read and were left out" if left_out else ""
+    return Document(path, "email", tuple(units), cut)
 
 
-def _pdf(data: bytes) -> list[Unit]:
-    try:
-        import pypdf
-    except ImportError:
-        raise Unreadable("reading PDF needs the pypdf package (pip install pypdf)") from None
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        # Encrypted with an empty password (only printing or copying restricted):
-        # readable; with a password of its own, not.
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise Unreadable("an encrypted PDF (it needs a password)")
-        units: list[Unit] = []
-        for number, page in enumerate(reader.pages, start=1):
-            units += paragraphs(page.extract_text() or "", page=number)
-    except Unreadable:
-        raise
-    except Exception as exc:  # pypdf raises many kinds on damaged files
-        raise Unreadable(f"not a readable PDF ({type(exc).__name__})") from None
-    return units
+def _pdf(path: Path, data: bytes) -> Document:
+    """Its text page by page, read in a child process within a budget of time, memory
+    and characters (:mod:`assistant.files.pdftext`); the pages read before a stop are
+    kept, and the stop is said."""
+    read = pdftext.read(data, MAX_TEXT_CHARS)
+    if read.error:
+        raise Unreadable(read.error)
+    if read.stopped and not any(text.strip() for _n, text in read.pages):
+        raise Unreadable(read.stopped)
+    units: list[Unit] = []
+    for number, text in read.pages:
+        units += paragraphs(text, page=number)
+    return Document(path, "pdf", tuple(units), read.stopped)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,39 @@ class Store:
         """The conversation, its questions and its vault (the ledger keeps its uploads)."""
         with db.transaction(self.db):
             self.db.execute("DELETE FROM conversations WHERE id = ?", [conversation_id])
+
+    def forget_passages(self, paths: Sequence[str]) -> int:
+        """After files are forgotten: every answer from the files that read a passage of
+        one of ``paths`` loses those passages, their paths and the answer made from them
+        (the question stays); returns how many records changed."""
+        gone = set(paths)
+        if not gone:
+            return 0
+        removed = "(removed: this answer was read from a file you forgot)"
+        changed = 0
+        with db.transaction(self.db):
+            rows = self.db.execute(
+                "SELECT id, record FROM questions WHERE source = 'files' AND record IS NOT NULL"
+            ).fetchall()
+            for qid, sealed in rows:
+                record = json.loads(self.sealer.open(sealed, "questions.record") or "{}")
+                passages = record.get("passages") or []
+                kept = [p for p in passages if p.get("path") not in gone]
+                if len(kept) == len(passages):
+                    continue
+                record.update(passages=kept, answer=removed)
+                self.db.execute(
+                    "UPDATE questions SET record = ?, answer = ? WHERE id = ?",
+                    [
+                        self.sealer.seal(
+                            json.dumps(record, ensure_ascii=False), "questions.record"
+                        ),
+                        self.sealer.seal(removed, "questions.answer"),
+                        qid,
+                    ],
+                )
+                changed += 1
+        return changed
 
     def questions(self, conversation_id: int | None = None) -> list[dict[str, Any]]:
         where, params = (

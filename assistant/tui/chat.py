@@ -105,11 +105,16 @@ WELCOME = (
 class Turn(Vertical):
     """One question and its answer."""
 
-    def __init__(self, question: str, answer: str = "", note: str = "") -> None:
+    def __init__(
+        self, question: str, answer: str = "", note: str = "", *, from_files: bool = False
+    ) -> None:
         super().__init__(classes="turn")
         self.question = question
         self.answer = answer
         self.note = note
+        # Answered from the user's files: fixed when the question is asked (ctrl+l while
+        # it waits its turn does not send it to the teacher).
+        self.from_files = from_files
         self.result: AskResult | None = None
 
     def compose(self) -> ComposeResult:
@@ -393,7 +398,8 @@ class ChatScreen(DragScreen):
             app.call_from_thread(self.notify, f"not indexed: {why}", severity="error")
             return
         told = report.line()
-        reasons = [s.line() for s in report.skipped[:3]]
+        told_lines = [c.line() for c in report.cut] + [s.line() for s in report.skipped]
+        reasons = told_lines[:3]
         app.call_from_thread(
             self.notify,
             "\n".join([told, *reasons]),
@@ -416,11 +422,13 @@ class ChatScreen(DragScreen):
             return
         event.input.value = ""
         self.query("#welcome").remove()
+        where = " (from your files)" if self.from_files else ""
         turn = Turn(
             question,
-            note="… asked once the last answer's graph is in the cache"
+            note=f"… asked{where} once the last answer's graph is in the cache"
             if offer is Offer.WAIT
             else "… working",
+            from_files=self.from_files,
         )
         self.query_one("#messages", VerticalScroll).mount(turn)
         turn.scroll_visible()
@@ -483,7 +491,7 @@ class ChatScreen(DragScreen):
         try:
             with app.runtime_lock:
                 rt = app.runtime
-                if self.from_files:
+                if turn.from_files:
                     app.call_from_thread(turn.set_note, "… looking in your files")
                     result = localfiles.ask_files(rt, question, on_text=on_text)
                     flush()
