@@ -645,3 +645,12 @@ def test_a_pdf_is_read_within_its_budget_of_characters_and_time(
     monkeypatch.setattr(pdftext, "SECONDS", 0.001)
     with pytest.raises(readers.Unreadable, match=r"took longer than 0\.001 s"):
         readers.read(tmp_path / "lease.pdf", data)
+
+
+def test_the_learnt_names_are_bounded_senders_first() -> None:
+    """Issue 47, item 5: the list is bounded (every question's detector compiles it)."""
+    from assistant.privacy.entities import MAX_LEARNT, personal
+
+    found = [(f"Name{i} Surname{i}", False) for i in range(MAX_LEARNT + 50)]
+    learnt = personal([*found, ("Chat Sender", True)], set())
+    assert len(learnt) == MAX_LEARNT and "Chat Sender" in learnt

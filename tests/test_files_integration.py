@@ -22,6 +22,7 @@ from assistant.base import config
 from assistant.cli import cli
 from assistant.core import localfiles, pipeline
 from assistant.core.session import Session
+from assistant.privacy.detector import LEARNT
 from assistant.store import files as stored
 from tests.conftest import TEST_MODEL, SocketLog
 from tests.test_cli_errors import drag, one_line_error
@@ -277,7 +278,7 @@ def test_no_files_indexed_and_no_paths_are_one_line_errors() -> None:
     assert line.startswith("drag: error: no files are indexed yet: add some with drag index PATH")
     usage = drag("index")
     assert usage.returncode == 2 and b"Traceback" not in usage.stderr
-    assert b"name files or folders to index, or use --list or --forget" in usage.stderr
+    assert b"name files or folders to index, or use --list, --names or --forget" in usage.stderr
 
 
 def test_a_name_known_only_from_an_indexed_file_is_kept_from_the_teacher(
@@ -600,3 +601,38 @@ def test_a_file_over_its_passage_budget_is_indexed_in_part_and_says_so(
     assert f"read in part {root / 'chat.txt'}: it makes more than 20 passages" in result.stderr
     assert "indexed 2 new and 0 changed file(s), 21 chunks" in result.stdout
     assert "1 read in part" in result.stdout
+
+
+def test_a_chat_whose_senders_are_everyday_words_teaches_no_name(
+    tmp_path: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47, item 5: a chat export whose senders were common words (The, And, You,
+    String, Evidence, France) taught them all as people: "What is the capital of France"
+    was sent as placeholders, and questions holding "string" or "evidence" (words of the
+    request's own schema) were refused.  Stop words, the model's everyday words and
+    countries are never learnt, a real sender is; drag index --names shows the list, and
+    privacy.allow takes one off it."""
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    senders = ["The", "And", "You", "String", "Evidence", "France", "Farouk Haddad"]
+    lines = [f"{s}: message number {n} about the weekend" for n, s in enumerate(senders)]
+    (chats / "poison.txt").write_text("Time: 20260301_18:00\n" + "\n".join(lines) + "\n")
+    localfiles.index(runtime, [chats])
+    assert runtime.personal_names() == ["Farouk Haddad"]
+    detector = runtime.detector
+    for plain in (
+        "What is the capital of France?",
+        "How do I reverse a string and weigh the evidence?",
+        "And you, what do you think of the weekend?",
+    ):
+        assert detector.find(plain) == [], plain
+    assert [f.text for f in detector.find("Ask Farouk Haddad about it")] == ["Farouk Haddad"]
+    shown = CliRunner().invoke(cli, ["index", "--names"], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[0] == "Farouk Haddad  (a person)"
+    monkeypatch.setenv("DRAG_PRIVACY_ALLOW", "farouk haddad")
+    with Session(config.load()) as allowed:
+        found = allowed.detector.find("Ask Farouk Haddad about it")
+        assert not [f for f in found if f.recognizer == LEARNT], found
+    listed = CliRunner().invoke(cli, ["index", "--names", "--json"], catch_exceptions=False)
+    assert json.loads(listed.stdout)["names"] == []

@@ -33,6 +33,11 @@ def _size(n: float) -> str:
     type=click.Path(path_type=Path),
     help="Remove a file, or every file under a folder, from the index.",
 )
+@click.option(
+    "--names",
+    is_flag=True,
+    help="Show the names your files taught the detector (privacy.allow removes one).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def index_command(
@@ -41,6 +46,7 @@ def index_command(
     paths: tuple[Path, ...],
     list_: bool,
     forget: tuple[Path, ...],
+    names: bool,
     as_json: bool,
 ) -> None:
     """Add PATHS (files and folders) to the index of your own files; `drag ask --files`
@@ -49,8 +55,8 @@ def index_command(
     from assistant.core import localfiles
     from assistant.core.session import Session
 
-    if not (paths or list_ or forget):
-        raise click.UsageError("name files or folders to index, or use --list or --forget")
+    if not (paths or list_ or forget or names):
+        raise click.UsageError("name files or folders to index, or use --list, --names or --forget")
     settings = settings_of(ctx, {})
     out: dict[str, Any] = {}
     with Session(settings, status=status_printer(not as_json and sys.stderr.isatty())) as rt:
@@ -87,6 +93,17 @@ def index_command(
             ]
             if not as_json:
                 _print_list(listed)
+        if names:
+            learnt = rt.learnt()
+            allowed = {a.casefold() for a in settings.privacy.allow}
+            people = set(learnt.people)
+            out["names"] = [
+                {"name": n, "person": n in people}
+                for n in learnt.names
+                if n.casefold() not in allowed
+            ]
+            if not as_json:
+                _print_names(out["names"], settings.files.learn_names)
     if as_json:
         echo(to_json(out))
     missing = [p for p in paths if not (p.exists() or p.is_symlink())]
@@ -132,3 +149,16 @@ def _print_list(listed: list[Any]) -> None:
         echo(f"{name_line(s.path)}  {s.kind}  {_size(s.size)}  {s.chunks} chunks  indexed {when}")
     total = sum(s.size for s in listed)
     echo(f"{len(listed)} file(s), {_size(total)}")
+
+
+def _print_names(names: list[dict[str, Any]], learning: bool) -> None:
+    """One learnt name a line, a person's marked; what privacy.allow and
+    files.learn_names do to them."""
+    if not learning:
+        echo("files.learn_names is off: no name from your files is learnt")
+        return
+    for n in names:
+        echo(name_line(n["name"]) + ("  (a person)" if n["person"] else ""))
+    echo(
+        f"{len(names)} name(s) learnt from your files count as personal; privacy.allow removes one"
+    )

@@ -41,7 +41,7 @@ def index(
             own, runtime.embedder, runtime.entity_reader, paths, progress=progress
         )
         if report.added or report.replaced or report.removed:
-            _relearn(own)
+            _relearn(own, runtime.entity_reader.everyday_words())
     return report
 
 
@@ -52,14 +52,15 @@ def _learnt_values(runtime: Session) -> list[tuple[str, str]]:
     return [("PERSON" if n in people else "NAME", n) for n in learnt.names]
 
 
-def _relearn(store: Store) -> None:
+def _relearn(store: Store, words: frozenset[str]) -> None:
     """The names the detector learns from the files, worked out again and kept sealed
-    (the next question's detector picks them up: :meth:`Session.refresh_learnt`)."""
+    (the next question's detector picks them up: :meth:`Session.refresh_learnt`);
+    ``words``: the everyday words no learnt name is made of alone."""
     db, sealer = store.db, store.sealer
     common = lower_words(stored.chunk_texts(db, sealer))
     found = stored.personal_names(db, sealer)
-    names = personal([(name, sender) for name, sender, _person in found], common)
-    people = personal([(name, sender) for name, sender, person in found if person], common)
+    names = personal([(name, sender) for name, sender, _person in found], common, words)
+    people = personal([(name, sender) for name, sender, person in found if person], common, words)
     stored.save_learnt(db, sealer, stored.Learnt(tuple(names), tuple(people)))
 
 
@@ -81,7 +82,7 @@ def forget(runtime: Session, path: Path) -> list[str]:
         if not gone and target.resolve() != target:
             gone = stored.forget(runtime.store.db, runtime.store.sealer, target.resolve())
         if gone:
-            _relearn(runtime.store)
+            _relearn(runtime.store, runtime.entity_reader.everyday_words())
             # Nothing of a forgotten file stays: the history's answers read from it too.
             runtime.store.forget_passages(gone)
     return gone

@@ -166,10 +166,14 @@ class Detector:
         taught), in place of those learnt before; ``people``, those of them that name a
         person, are found as PERSON (a person's placeholder, and each part of the name
         kept from the teacher).  The egress guard, which holds this detector, checks
-        them too."""
-        persons = set(people)
-        others = TermList((n for n in names if n not in persons), LEARNT)
-        found_as_people = TermList(people, LEARNT, entity="PERSON")
+        them too.  A name on the user's allow list (``privacy.allow``, in any case) is
+        not learnt."""
+        allowed = {a.casefold() for a in self.allow}
+        persons = {n for n in people if n.casefold() not in allowed}
+        others = TermList(
+            (n for n in names if n not in persons and n.casefold() not in allowed), LEARNT
+        )
+        found_as_people = TermList(persons, LEARNT, entity="PERSON")
         with self._lock:
             if (others.terms, found_as_people.terms) != (
                 self._learnt.terms,

