@@ -45,8 +45,8 @@ def review_in_terminal(sanitized: Sanitized) -> bool:
     read = len(sanitized.read_values)
     by = f" · {read} found by the local model" if read else ""
     secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
-    if sanitized.unread:
-        secho(f"{sanitized.unread_line}: read the right side yourself", err=True, fg="yellow")
+    for line in sanitized.unchecked:
+        secho(f"{line}: read the right side yourself", err=True, fg="yellow")
     return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
 
 

@@ -15,7 +15,7 @@ Review = Callable[[Sanitized], "bool | Sanitized"]
 
 
 def needs_review(policy: str, sanitized: Sanitized) -> bool:
-    found = bool(sanitized.findings or sanitized.unread)
+    found = bool(sanitized.findings or sanitized.unchecked)
     return policy == "always" or (policy == "on-detection" and found)
 
 
@@ -31,14 +31,15 @@ def approved(sanitized: Sanitized, policy: str, review: Review | None) -> Saniti
     """The version of ``sanitized`` that may be sent under review ``policy`` (always |
     on-detection | never), asking ``review`` where the policy calls for it; raises
     PrivacyError (or Declined) when nothing may be sent."""
-    if sanitized.unread and (policy == "never" or review is None):  # never sent blind
-        fix = (
-            "ask it in shorter parts"
-            if sanitized.reader_stopped
-            else "turn the reader on (drag config set privacy.reader on)"
-        )
+    if sanitized.unchecked and (policy == "never" or review is None):  # never sent blind
+        if sanitized.reader_stopped:
+            fix = "ask it in shorter parts, or "
+        elif sanitized.unread and not sanitized.addressed:
+            fix = "turn the reader on (drag config set privacy.reader on), or "
+        else:
+            fix = ""
         raise PrivacyError(
-            f"not sent: {sanitized.unread_line}; {fix}, or ask with a review "
+            f"not sent: {'; '.join(sanitized.unchecked)}; {fix}ask with a review "
             "(drag ask --review) and read it yourself"
         )
     if not needs_review(policy, sanitized):

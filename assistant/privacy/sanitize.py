@@ -28,7 +28,7 @@ from assistant.privacy.placeholders import (
     Replacement,
     Vault,
 )
-from assistant.privacy.reader import RECOGNIZER, Reading, union
+from assistant.privacy.reader import RECOGNIZER, Reading, addressed, union
 
 REWRITE_SYSTEM = (
     "You rewrite a question before it is sent to an outside expert.\n"
@@ -102,9 +102,13 @@ class Sanitized:
     # The scripts of the runs in the text as sent that nothing here could read (a script
     # the detector does not know, and the local reader off): reviewed, or not sent.
     unread: tuple[str, ...] = ()
-    # The local reader was on but stopped before the end (a loop, its token limit): why
-    # the text went unread, for the words (not "the reader is off").
+    # The local reader was on but stopped before the end (a loop, its token limit): the
+    # rest of the question, in any script, went unread.  Reviewed, or not sent.
     reader_stopped: bool = False
+    # Words of the question that speak to the privacy reader (reader.addressed: "the
+    # names are made up", a JSON reply in its schema): its reading lifts nothing, so the
+    # question is reviewed, or not sent.
+    addressed: str = ""
 
     @property
     def unread_line(self) -> str:
@@ -118,6 +122,23 @@ class Sanitized:
             else "privacy.reader is off"
         )
         return f"not checked: text in {scripts} script, which the detector cannot read, and {why}"
+
+    @property
+    def unchecked(self) -> tuple[str, ...]:
+        """Why the checks here cannot vouch for the question: each a line for the review,
+        and for the refusal when there is no review (empty when they can)."""
+        lines = [self.unread_line] if self.unread else []
+        if self.reader_stopped:
+            lines.append(
+                "not checked: the local reader stopped before the end of the question, "
+                "so what came after was not read"
+            )
+        if self.addressed:
+            lines.append(
+                f"not trusted: the question speaks to the privacy reader "
+                f"({self.addressed!r}), so its reading lifts nothing"
+            )
+        return tuple(lines)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -260,6 +281,7 @@ def sanitize(
         described = annotate(redacted.text, hints)
     policy = getattr(scanner, "policy", None)
     modes = {r.entity: policy.mode(r.entity) for r in redacted.replacements} if policy else {}
+    spoken = addressed(question) if read is not None else ""
     result = Sanitized(
         original=question,
         text=described,
@@ -269,8 +291,9 @@ def sanitize(
         stages=stages,
         hints=hints,
         modes=modes,
-        unread=_unread(scanner, described, read),
+        unread=_unread(scanner, described, read, spoken),
         reader_stopped=read is not None and not read.complete,
+        addressed=spoken,
     )
     wanted = rewrite == "always" or (rewrite == "on-detection" and findings)
     if rewriter is None or not wanted:
@@ -292,15 +315,16 @@ def sanitize(
         rewrite=candidate,
         rewrite_used=not problem,
         rewrite_note=problem,
-        unread=result.unread if problem else _unread(scanner, candidate, read),
+        unread=result.unread if problem else _unread(scanner, candidate, read, spoken),
     )
 
 
-def _unread(scanner: Scanner, text: str, read: Reading | None) -> tuple[str, ...]:
+def _unread(scanner: Scanner, text: str, read: Reading | None, spoken: str = "") -> tuple[str, ...]:
     """The scripts of the runs of ``text`` nothing read: none when the local model read
-    the whole question (it reads every script), else what the detector cannot read (a
-    reading the model stopped early left the rest of its piece unread)."""
+    the whole question (it reads every script) and nothing in it spoke to the model,
+    else what the detector cannot read (a reading the model stopped early left the rest
+    unread; one beside words addressed to it proves nothing)."""
     unreadable = getattr(scanner, "unreadable", None)
-    if (read is not None and read.complete) or unreadable is None:
+    if (read is not None and read.complete and not spoken) or unreadable is None:
         return ()
     return tuple(unreadable(text))

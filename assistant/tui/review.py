@@ -97,9 +97,9 @@ class ReviewModal(ModalScreen[Verdict]):
             else:
                 yield Plain("no personal data detected", id="entities")
             yield Plain(self._note(), id="rewrite-note")
-            if s.unread:
+            if s.unchecked:
                 yield Plain(
-                    f"{s.unread_line}: read the right side yourself",
+                    "\n".join(f"{line}: read the right side yourself" for line in s.unchecked),
                     id="unread",
                     classes="warning",
                 )
