@@ -753,3 +753,27 @@ def test_item_10_the_review_marks_values_on_plain_text() -> None:
     assert shown.plain == "Ask Amelia Thompson [red]now[/red]"
     (span,) = shown.spans
     assert shown.plain[span.start : span.end] == "Amelia Thompson" and span.style == "bold"
+
+
+# Texts of about 2 MB built to make the guard's decoding (issue 47, item 11) retry from
+# every position: runs of what each decoding looks for, never completed.
+_ENCODED_SHAPES = {
+    "spaced": '"a " * (1_000_000 // K)',
+    "dashed": '"a-" * (1_000_000 // K)',
+    "mixed-separators": '"a-b." * (500_000 // K)',
+    "spaces": '" " * (2_000_000 // K) + "x"',
+    "percents": '"%" * (2_000_000 // K)',
+    "entities": '"&#" * (1_000_000 // K)',
+    "dots": '" dot" * (500_000 // K)',
+    "digits": '"५" * (2_000_000 // K)',
+}
+
+
+@pytest.mark.parametrize("shape", list(_ENCODED_SHAPES))
+def test_the_guard_decodes_a_text_in_linear_time(shape: str) -> None:
+    whole, pieces = linear_growth(
+        "from assistant.privacy.guard import decoded_forms\ndecoded_forms('५')",
+        "decoded_forms(text)",
+        _ENCODED_SHAPES[shape],
+    )
+    assert whole <= LINEAR_AT_MOST * pieces, (shape, whole, pieces)

@@ -264,3 +264,59 @@ def test_no_variant_of_a_detected_value_leaves(
     assert out is not None
     for part in re.findall(r"[^\W\d_]{4,}", value):
         assert fold(part) not in fold(out)
+
+
+# -- issue 47, item 11: encoded forms of a found value --------------------------------------
+
+
+class NoFindings:
+    """A fake detector that finds nothing: the guard's second look is left out, so what
+    is judged is its comparison with the protected values alone."""
+
+    def find(self, text: str) -> list[object]:
+        return []
+
+
+PROTECTED = (
+    ("PERSON", "Wolfgang Schulz"),
+    ("US_SSN", "536-22-8471"),
+    ("EMAIL_ADDRESS", "ws.1988@mailbox.example"),
+)
+
+
+@pytest.mark.parametrize(
+    ("outgoing", "form"),
+    [
+        ("See https://x.example/p?n=%57%6F%6C%66%67%61%6E%67", "percent-encoded"),
+        ("See https://x.example/p?n=%2557%256F%256C%2566%2567%2561%256E%2567", "percent"),
+        ("Ask W&#111;lfgang about it", "HTML character references"),
+        ("Ask W&#x6F;lfgang about it", "HTML character references"),
+        ("Ask W o l f g a n g about it", "letters spaced apart"),
+        ("Ask W.o.l.f.g.a.n.g about it", "letters spaced apart"),
+        ("The number is ५३६-२२-८४७१.", "another script's digits"),
+        ("The number is ৫৩৬২২৮৪৭১.", "another script's digits"),
+        ("Write to ws dot 1988 at mailbox dot example", "'dot' and 'at'"),
+        ("Write to ws [dot] 1988 (at) mailbox [dot] example", "'dot' and 'at'"),
+        ("See %53 c h u l z", "encoded"),
+    ],
+)
+def test_an_encoded_form_of_a_found_value_is_refused(outgoing: str, form: str) -> None:
+    guard = EgressGuard(NoFindings())  # type: ignore[arg-type]
+    with pytest.raises(GuardBlocked, match="nothing was sent") as refused:
+        guard.check(Outgoing((outgoing,), "", PROTECTED))
+    assert form in str(refused.value), str(refused.value)
+    said = str(refused.value).lower()  # the form, never the value
+    assert not [v for v in ("olfgang", "536", "1988") if v in said], said
+
+
+@pytest.mark.parametrize(
+    "outgoing",
+    [
+        "Meet at noon, then walk to the station.",
+        "What does %20 mean in a URL, and what is &amp; in HTML?",
+        "The U.S.A. and the U.K. signed it in १९४७.",
+        "Spell it out: a b c d e f.",
+    ],
+)
+def test_decoding_finds_nothing_in_text_without_the_values(outgoing: str) -> None:
+    EgressGuard(NoFindings()).check(Outgoing((outgoing,), "", PROTECTED))  # type: ignore[arg-type]

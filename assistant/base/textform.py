@@ -15,6 +15,7 @@ format (:func:`date_spans`).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -159,6 +160,22 @@ def find_folded(text: str | View, value: str) -> list[tuple[int, int]]:
 
 
 _DIGIT_RUN = re.compile(r"\d(?:[\d\s().+/-]*\d)?")
+
+
+@functools.cache
+def _digit_table() -> dict[int, str]:
+    """Every decimal digit of every script -> its ASCII digit (made once)."""
+    return {
+        c: str(unicodedata.decimal(chr(c)))
+        for c in range(0x80, 0x110000)
+        if unicodedata.category(chr(c)) == "Nd"
+    }
+
+
+def ascii_digits(text: str) -> str:
+    """``text`` with the digits of every script written as ASCII digits ("५३६" ->
+    "536"): digits compare by value whatever their script."""
+    return text if text.isascii() else text.translate(_digit_table())
 
 
 def digit_runs(flat: str) -> list[str]:

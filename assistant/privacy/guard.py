@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from assistant.base.errors import GuardBlocked
 from assistant.base.safetext import link_spans
-from assistant.base.textform import bounded, dates_in, digit_runs, normalise
+from assistant.base.textform import ascii_digits, bounded, dates_in, digit_runs, normalise
 from assistant.net import egress
 from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.placeholders import (
@@ -122,6 +122,71 @@ def _values(data: object) -> Iterator[str]:
         yield str(data)
 
 
+# Letters written one by one with a space, dot, dash, underscore or star between them
+# ("W o l f g a n g", "W.o.l.f.g.a.n.g"): four letters at least.
+# The same separator throughout, so that two spaced words stay two ("W.o.l.f
+# S-c-h-u-l-z"); after a sign, a space may follow ("W. o. l. f").
+_SPACED = re.compile(
+    r"(?<![^\W_])[^\W_](?:( )|([.\-_*·]) ?)(?:[^\W_](?:\1|\2 ?)){2,}[^\W_](?![^\W_])"
+)
+_SPACERS = re.compile(r"[ .\-_*·]")
+# "name dot surname at example dot com", "(at)", "[dot]".
+_SPELLED = re.compile(r"[ \t]?[(\[{<]?\b(dot|at)\b[)\]}>]?[ \t]?", re.IGNORECASE)
+
+
+def _percent(text: str) -> str:
+    from urllib.parse import unquote
+
+    for _ in range(3):  # encoded up to three times over
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _entities(text: str) -> str:
+    import html
+
+    for _ in range(3):
+        decoded = html.unescape(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _spelled(text: str) -> str:
+    return _SPELLED.sub(lambda m: "." if m.group(1).lower() == "dot" else "@", text)
+
+
+# The encodings undone before a text is judged, each named for the refusal; the last
+# form is all of them in turn (a value percent-encoded and spaced).
+_DECODINGS: tuple[tuple[str, Callable[[str], str]], ...] = (
+    ("percent-encoded", _percent),
+    ("as HTML character references", _entities),
+    ("in another script's digits", ascii_digits),
+    ("as letters spaced apart", lambda t: _SPACED.sub(lambda m: _SPACERS.sub("", m.group()), t)),
+    ("with 'dot' and 'at' written out", _spelled),
+)
+
+
+def decoded_forms(text: str) -> list[tuple[str, str]]:
+    """(how, ``text`` with that encoding undone) for each encoding it holds: what the
+    guard judges besides the text itself.  Not undone, and so not recognised: base64,
+    reversed text, a translation or a nickname."""
+    forms: list[tuple[str, str]] = []
+    combined = text
+    for how, decode in _DECODINGS:
+        once = decode(text)
+        if once != text:
+            forms.append((how, once))
+        combined = decode(combined)
+    if combined != text and all(combined != form for _how, form in forms):
+        forms.append(("encoded", combined))
+    return forms
+
+
 def _alnum(flat: str) -> str:
     """Normalised text with everything but ASCII letters and digits dropped."""
     return re.sub(r"[^0-9a-z]", "", flat)
@@ -204,7 +269,8 @@ class EgressGuard:
         protected = [(e, v) for e, v in out.protected if normalise(v) not in released]
         # The messages in every form; the other fields' values (our settings and schema,
         # whose words such as "object" or "string" are no part of a name) as whole values.
-        for text, whole in (*((t, False) for t in users), (out.rest, True)):
+        judged = [(form, False, what) for t in users for what, form in [("", t), *decoded_forms(t)]]
+        for text, whole, what in (*judged, (out.rest, True, "")):
             flat = normalise(text)
             for entity, value in protected:
                 how = value_form(entity, value, text, flat, self._distinctive, whole=whole)
@@ -212,6 +278,7 @@ class EgressGuard:
                     # Which form, never the value: an error line is copied into bug
                     # reports and shown in --json (value_form names the part it found).
                     said = "a part of it" if how.startswith("part ") else how
+                    said = f"{what}, {said}" if what else said
                     raise GuardBlocked(
                         f"the outgoing request still holds {_a(entity)} from your question "
                         f"({said}); nothing was sent"
