@@ -654,3 +654,35 @@ def test_the_learnt_names_are_bounded_senders_first() -> None:
     found = [(f"Name{i} Surname{i}", False) for i in range(MAX_LEARNT + 50)]
     learnt = personal([*found, ("Chat Sender", True)], set())
     assert len(learnt) == MAX_LEARNT and "Chat Sender" in learnt
+
+
+def test_the_pdf_reader_runs_no_code_from_the_folder_drag_runs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A json.py or pypdf.py in the folder drag index runs from (a cloned project) is not
+    imported by the PDF's child process (python -m put that folder first)."""
+    planted = tmp_path / "project"
+    planted.mkdir()
+    marker = tmp_path / "ran"
+    for name in ("json.py", "pypdf.py"):
+        (planted / name).write_text(f"open({str(marker)!r}, 'w').write('{name}')\n")
+    monkeypatch.chdir(planted)
+    doc = readers.read(planted / "letter.pdf", _pdf("The lease ends in May."))
+    assert [u.text for u in doc.units] == ["The lease ends in May."]
+    assert not marker.exists(), marker.read_text()
+
+
+def test_a_pages_text_with_a_line_separator_is_one_item() -> None:
+    """The child's lines are JSON in ASCII: U+2028 or U+0085 in a page's text split the
+    line (and the pages after it were lost without a word)."""
+    import contextlib
+    import io
+
+    from assistant.files import pdftext
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        pdftext._emit({"page": 1, "text": "one\u2028two\x85three"})
+        pdftext._emit({"page": 2, "text": "four"})
+    pages = pdftext.parse(out.getvalue().encode("ascii"))
+    assert pages.pages == [(1, "one\u2028two\x85three"), (2, "four")] and pages.stopped == ""

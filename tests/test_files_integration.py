@@ -609,30 +609,35 @@ def test_a_chat_whose_senders_are_everyday_words_teaches_no_name(
     """Issue 47, item 5: a chat export whose senders were common words (The, And, You,
     String, Evidence, France) taught them all as people: "What is the capital of France"
     was sent as placeholders, and questions holding "string" or "evidence" (words of the
-    request's own schema) were refused.  Stop words, the model's everyday words and
-    countries are never learnt, a real sender is; drag index --names shows the list, and
-    privacy.allow takes one off it."""
+    request's own schema) were refused.  Stop words and countries are never learnt; a
+    sender who is an everyday word (String, Rose) is learnt only as a name is written;
+    a real sender is learnt.  drag index --names shows the list, and privacy.allow
+    takes one off it."""
     chats = tmp_path / "chats"
     chats.mkdir()
-    senders = ["The", "And", "You", "String", "Evidence", "France", "Farouk Haddad"]
+    senders = ["The", "And", "You", "String", "Evidence", "France", "Rose", "Farouk Haddad"]
     lines = [f"{s}: message number {n} about the weekend" for n, s in enumerate(senders)]
     (chats / "poison.txt").write_text("Time: 20260301_18:00\n" + "\n".join(lines) + "\n")
     localfiles.index(runtime, [chats])
-    assert runtime.personal_names() == ["Farouk Haddad"]
+    learnt = runtime.learnt()
+    assert learnt.names == ("Evidence", "Farouk Haddad", "Rose", "String")
+    assert learnt.written == ("Evidence", "Rose", "String")
     detector = runtime.detector
     for plain in (
         "What is the capital of France?",
         "How do I reverse a string and weigh the evidence?",
         "And you, what do you think of the weekend?",
+        "Which rose grows best in shade?",
     ):
         assert detector.find(plain) == [], plain
-    assert [f.text for f in detector.find("Ask Farouk Haddad about it")] == ["Farouk Haddad"]
+    for named, value in (("Ask Farouk Haddad about it", "Farouk Haddad"), ("Ask Rose now", "Rose")):
+        assert value in [f.text for f in detector.find(named)], named
     shown = CliRunner().invoke(cli, ["index", "--names"], catch_exceptions=False)
     assert shown.exit_code == 0, shown.output
-    assert shown.stdout.splitlines()[0] == "Farouk Haddad  (a person)"
+    assert "Farouk Haddad  (a person)" in shown.stdout.splitlines()
     monkeypatch.setenv("DRAG_PRIVACY_ALLOW", "farouk haddad")
     with Session(config.load()) as allowed:
         found = allowed.detector.find("Ask Farouk Haddad about it")
         assert not [f for f in found if f.recognizer == LEARNT], found
     listed = CliRunner().invoke(cli, ["index", "--names", "--json"], catch_exceptions=False)
-    assert json.loads(listed.stdout)["names"] == []
+    assert "Farouk Haddad" not in [n["name"] for n in json.loads(listed.stdout)["names"]]

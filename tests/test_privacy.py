@@ -431,6 +431,17 @@ def test_the_longest_term_at_a_place_is_found_whatever_its_edges() -> None:
     assert [f.text for f in found] == ["C++", "Ana María", "東京"]
 
 
+def test_a_cased_term_is_found_only_as_a_name_is_written() -> None:
+    """A learnt sender who is an everyday word ("Will", "Rose Hill") is found as typed,
+    capitalised or in capitals, never as the word in lower case."""
+    from assistant.privacy.recognizers.terms import TermList
+
+    terms = TermList(["Will", "rose hill"], "test", cased=True)
+    found = terms.find("Will said WILL and will; Rose Hill, ROSE HILL, rose hill.")
+    assert [f.text for f in found] == ["Will", "WILL", "Rose Hill", "ROSE HILL", "rose hill"]
+    assert terms.find("I will walk up the hill where a rose grows.") == []
+
+
 _MANY_TERMS = """
 import re
 from assistant.privacy.recognizers.terms import TermList

@@ -298,6 +298,8 @@ PROTECTED = (
         ("Write to ws dot 1988 at mailbox dot example", "'dot' and 'at'"),
         ("Write to ws [dot] 1988 (at) mailbox [dot] example", "'dot' and 'at'"),
         ("See %53 c h u l z", "encoded"),
+        ("The number is &#37;35&#37;33&#37;36-22-8471.", "encoded"),
+        ("Ask W o l f g a n g S c h u l z about it", "letters spaced apart"),
     ],
 )
 def test_an_encoded_form_of_a_found_value_is_refused(outgoing: str, form: str) -> None:

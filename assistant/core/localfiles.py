@@ -18,7 +18,7 @@ from assistant.core.results import AskResult, ScoredPassage, student_record
 from assistant.core.session import Session
 from assistant.drag import answer, filesindex, filesjudge
 from assistant.files import readers
-from assistant.privacy.entities import lower_words, personal
+from assistant.privacy.entities import EntityReader, learnt_as_written, lower_words, personal
 from assistant.privacy.guard import LinkHold, withhold_links
 from assistant.store import Store
 from assistant.store import files as stored
@@ -41,7 +41,7 @@ def index(
             own, runtime.embedder, runtime.entity_reader, paths, progress=progress
         )
         if report.added or report.replaced or report.removed:
-            _relearn(own, runtime.entity_reader.everyday_words())
+            _relearn(own, runtime.entity_reader)
     return report
 
 
@@ -52,16 +52,21 @@ def _learnt_values(runtime: Session) -> list[tuple[str, str]]:
     return [("PERSON" if n in people else "NAME", n) for n in learnt.names]
 
 
-def _relearn(store: Store, words: frozenset[str]) -> None:
+def _relearn(store: Store, reader: EntityReader) -> None:
     """The names the detector learns from the files, worked out again and kept sealed
     (the next question's detector picks them up: :meth:`Session.refresh_learnt`);
-    ``words``: the everyday words no learnt name is made of alone."""
+    ``reader``'s word lists say which words no learnt name is made of alone, and which
+    names count only as a name is written."""
     db, sealer = store.db, store.sealer
+    words, stop = reader.everyday_words(), reader.stop_words()
     common = lower_words(stored.chunk_texts(db, sealer))
     found = stored.personal_names(db, sealer)
-    names = personal([(name, sender) for name, sender, _person in found], common, words)
-    people = personal([(name, sender) for name, sender, person in found if person], common, words)
-    stored.save_learnt(db, sealer, stored.Learnt(tuple(names), tuple(people)))
+    names = personal([(name, sender) for name, sender, _person in found], common, words, stop)
+    people = personal(
+        [(name, sender) for name, sender, person in found if person], common, words, stop
+    )
+    written = learnt_as_written(names, words)
+    stored.save_learnt(db, sealer, stored.Learnt(tuple(names), tuple(people), tuple(written)))
 
 
 def sources(runtime: Session) -> list[stored.Source]:
@@ -76,15 +81,22 @@ def forget(runtime: Session, path: Path) -> list[str]:
     passages from the answers in the history that read them."""
     target = readers.absolute(path)
     with runtime.local:
-        if not stored.count(runtime.store.db):
+        store = runtime.store
+        if not stored.count(store.db):
             return []
-        gone = stored.forget(runtime.store.db, runtime.store.sealer, target)
-        if not gone and target.resolve() != target:
-            gone = stored.forget(runtime.store.db, runtime.store.sealer, target.resolve())
-        if gone:
-            _relearn(runtime.store, runtime.entity_reader.everyday_words())
-            # Nothing of a forgotten file stays: the history's answers read from it too.
-            runtime.store.forget_passages(gone)
+        listed = [s.path for s in stored.sources(store.db, store.sealer)]
+        for where in (target, target.resolve()):
+            indexed = [p for p in listed if stored.under(p, where)]
+            if indexed:
+                break
+        else:
+            return []
+        # The history first: should it fail, the file is still indexed, and the next
+        # --forget tries again.  Nothing of a forgotten file stays: the answers read
+        # from it lose its passages too.
+        store.forget_passages(indexed)
+        gone = stored.forget(store.db, store.sealer, where)
+        _relearn(store, runtime.entity_reader)
     return gone
 
 

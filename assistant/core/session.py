@@ -215,7 +215,7 @@ class Session:
         self.status("loading the personal-data detector…")
         detector = Detector(allow=p.allow, deny=p.deny, categories=category_modes(p.categories))
         generation, learnt = self._learnt()
-        detector.learn(learnt.names, people=learnt.people)
+        detector.learn(learnt.names, people=learnt.people, written=learnt.written)
         self.__dict__["_learnt_generation"] = generation
         return detector
 
@@ -252,7 +252,7 @@ class Session:
         if stored_files.generation(self.store.db) == self.__dict__.get("_learnt_generation"):
             return
         generation, learnt = self._learnt()
-        learn(learnt.names, people=learnt.people)
+        learn(learnt.names, people=learnt.people, written=learnt.written)
         self.__dict__["_learnt_generation"] = generation
 
     @_Part

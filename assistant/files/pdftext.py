@@ -8,13 +8,12 @@ the parent stops at :data:`SECONDS` and that cannot map more than :data:`MEMORY_
 The child writes each page as one JSON line as soon as it is read, and stops once the
 text passes the character budget; the pages read before a stop are kept.
 
-    python -m assistant.files.pdftext MAX_CHARS MEMORY_BYTES < file.pdf
+    python -P -c "…; from assistant.files.pdftext import _main; _main()" MAX_CHARS MEMORY_BYTES
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -39,32 +38,23 @@ class Pages:
 def read(data: bytes, max_chars: int, *, seconds: float | None = None) -> Pages:
     """The text of the PDF ``data``, page by page, within the budget."""
     limit = SECONDS if seconds is None else seconds
-    here = str(Path(__file__).resolve().parents[2])  # the folder that holds `assistant`
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])),
-    }
-    command = [sys.executable, "-m", "assistant.files.pdftext", str(max_chars), str(MEMORY_BYTES)]
+    # -P: the folder drag runs in is not on the child's path (a json.py or pypdf.py
+    # there must not run); this package's folder goes last, after the standard library
+    # and site-packages, for a drag run from its source tree.
+    here = str(Path(__file__).resolve().parents[2])
+    start = (
+        f"import sys; sys.path.append({here!r}); from assistant.files.pdftext import _main; _main()"
+    )
+    command = [sys.executable, "-P", "-c", start, str(max_chars), str(MEMORY_BYTES)]
     timed_out = False
     try:
         done = subprocess.run(
-            command, input=data, capture_output=True, timeout=limit, env=env, check=False
+            command, input=data, capture_output=True, timeout=limit, cwd=here, check=False
         )
         out, err, code = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as exc:  # the child is stopped: keep what it wrote
         out, err, code, timed_out = exc.output or b"", exc.stderr or b"", -9, True
-    pages = Pages()
-    for line in out.decode("utf-8", "replace").splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:  # the last line, cut when the child was stopped
-            break
-        if "page" in item:
-            pages.pages.append((int(item["page"]), str(item["text"])))
-        elif "stopped" in item:
-            pages.stopped = str(item["stopped"])
-        elif "error" in item:
-            pages.error = str(item["error"])
+    pages = parse(out)
     if timed_out:
         pages.stopped = f"reading its text took longer than {limit:g} s"
     elif code != 0 and not pages.error:
@@ -78,8 +68,27 @@ def read(data: bytes, max_chars: int, *, seconds: float | None = None) -> Pages:
     return pages
 
 
+def parse(out: bytes) -> Pages:
+    """What the child wrote: one JSON line an item (in ASCII, so that no character of a
+    page's text breaks a line); a last line cut when the child was stopped is left."""
+    pages = Pages()
+    for line in out.split(b"\n"):
+        try:
+            item = json.loads(line)
+        except ValueError:
+            break
+        if "page" in item:
+            pages.pages.append((int(item["page"]), str(item["text"])))
+        elif "stopped" in item:
+            pages.stopped = str(item["stopped"])
+        elif "error" in item:
+            pages.error = str(item["error"])
+    return pages
+
+
 def _emit(item: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
+    """One JSON line in ASCII (a line separator in a page's text stays escaped)."""
+    sys.stdout.write(json.dumps(item) + "\n")
     sys.stdout.flush()
 
 
@@ -88,6 +97,12 @@ def _child(max_chars: int, memory: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    import logging
+    import warnings
+
+    # pypdf's notes on a damaged file would fill the parent's buffer: errors only.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
     data = sys.stdin.buffer.read()
     try:
         import pypdf
@@ -111,7 +126,9 @@ def _child(max_chars: int, memory: int) -> None:
     total = 0
     for number in range(1, count + 1):
         try:
-            text = pages[number - 1].extract_text() or ""
+            # A character pypdf decoded to a lone surrogate is not text: replaced.
+            raw = pages[number - 1].extract_text() or ""
+            text = raw.encode("utf-8", "replace").decode("utf-8")
         except MemoryError:
             raise
         except Exception as exc:  # a damaged page: the pages before it are kept
@@ -126,5 +143,5 @@ def _child(max_chars: int, memory: int) -> None:
         _emit({"page": number, "text": text})
 
 
-if __name__ == "__main__":
+def _main() -> None:
     _child(int(sys.argv[1]), int(sys.argv[2]))

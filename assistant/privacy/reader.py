@@ -133,10 +133,14 @@ EXAMPLES: tuple[tuple[str, list[list[str]]], ...] = (
 
 
 def fenced(text: str) -> str:
-    """``text`` as the model reads it: data between <message> and </message> (a closing
-    tag inside it is broken, so the text cannot end its own fence)."""
-    inside = re.sub(r"(?i)<\s*/\s*message\s*>", "</ message>", text)
+    """``text`` as the model reads it: data between <message> and </message> (a message
+    tag inside it is written with "‹" for its "<", so the text cannot end its own fence
+    or open another)."""
+    inside = _TAG.sub(lambda m: "‹" + m.group()[1:], text)
     return f"<message>\n{inside}\n</message>"
+
+
+_TAG = re.compile(r"(?i)<\s*/?\s*message\s*>")
 
 
 def messages(text: str) -> list[dict[str, str]]:
@@ -156,40 +160,67 @@ def messages(text: str) -> list[dict[str, str]]:
 # nothing, so it lifts no protection (assistant.privacy.sanitize).  A few languages;
 # the JSON signs hold in any.
 _NOT_REAL = r"(?:fictional|fictitious|made[- ]up|fake|invented|imaginary|not real)"
-_ADDRESSED = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r'"found"\s*:|\{\s*"found"',
-        r"\b(?:no|not|none|nothing|without|zero)\b[^.\n]{0,30}\bpersonal\s+values?\b",
-        r"\b(?:no|not|none|nothing|zero)\b[^.\n]{0,30}\b(?:personal|private|sensitive|"
-        r"identifying)\b[^.\n]{0,30}\b(?:here|in (?:this|it|the (?:text|message|question|note)))\b",
-        rf"\b(?:names?|people|persons?|values?|everyone|everybody)\b[^.\n]{{0,30}}\b(?:are|is)"
-        rf"\s+(?:all\s+)?{_NOT_REAL}\b",
-        rf"\b{_NOT_REAL}\s+names?\b",
-        r"\bignore\b[^.\n]{0,40}\b(?:instructions?|rules?|above|previous|prompt|system)\b",
-        r"\b(?:privacy|pii|redaction|personal[- ]data)\s+(?:reader|filter|check(?:er)?|"
-        r"scanner|model|detector|tool)\b",
-        r"\b(?:do not|don'?t|never)\s+(?:list|redact|hide|mask|flag)\b",
-        r"\b(?:reply|respond|answer|output|return)\s+(?:with\s+)?(?:an?\s+)?(?:empty|nothing|"
-        r"no\s+(?:values?|names?|items?))\b",
-        r"\b(?:correct|right|expected|only)\s+(?:reply|answer|output|response)\s+is\s*[:{\[]",
-        r"虚构|假名|假的名字|没有(?:任何)?个人|不含(?:任何)?个人|无个人信息|隐私(?:检查|过滤|读取)|"
-        r"忽略(?:以上|上面|之前|前面)?的?(?:指令|说明|规则)|不要列出",
-        r"架空の|個人情報(?:は|が)?(?:ありません|含まれていません|なし)|指示を無視",
-        r"вымышлен|выдуман|нет (?:никаких )?(?:личных|персональных)",
-        r"\bficti(?:cio|f|ve)|\bfiktiv|\bno hay datos personales|\bkeine personenbezogenen|"
-        r"\baucune donn[ée]e personnelle",
+_NOT_PERSONAL = "a claim that nothing in it is personal or real"
+# (what the refusal calls it, the pattern): the refusal names the kind, never the
+# words matched (they may hold a value).
+_ADDRESSED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(pattern, re.IGNORECASE))
+    for label, pattern in (
+        ("a reply in the privacy reader's own JSON form", r'"found"\s*:|\{\s*"found"'),
+        (
+            _NOT_PERSONAL,
+            r"\b(?:no|not|none|nothing|without|zero)\b[^.\n]{0,30}\bpersonal\s+values?\b",
+        ),
+        (
+            _NOT_PERSONAL,
+            r"\b(?:no|not|none|nothing|zero)\b[^.\n]{0,30}\b(?:personal|private|sensitive|"
+            r"identifying)\b[^.\n]{0,30}"
+            r"\b(?:here|in (?:this|it|the (?:text|message|question|note)))\b",
+        ),
+        (
+            _NOT_PERSONAL,
+            rf"\b(?:names?|people|persons?|values?|everyone|everybody)\b[^.\n]{{0,30}}\b(?:are|is)"
+            rf"\s+(?:all\s+)?{_NOT_REAL}\b|\b{_NOT_REAL}\s+names?\b",
+        ),
+        (
+            "an order to ignore instructions",
+            r"\bignore\s+(?:all\s+|any\s+)?(?:the\s+|your\s+|my\s+)?(?:previous|above|prior|"
+            r"earlier|system|former)\s+(?:instructions?|rules?|prompts?|messages?|conversations?)\b"
+            r"|\bignore\s+(?:all\s+|your\s+)?(?:instructions|rules)\b",
+        ),
+        (
+            "words addressed to a privacy checker",
+            r"\b(?:note|message|instructions?|dear|hey|attention)\s+(?:to|for)?\s*(?:the\s+)?"
+            r"(?:privacy|pii|redaction|personal[- ]data)\s+(?:reader|filter|checker|check|"
+            r"scanner|model|detector|tool)\b|\b(?:privacy|pii)\s+(?:reader|checker|filter)\s*:",
+        ),
+        (
+            "an order not to list or hide values",
+            r"\b(?:do not|don'?t|never)\s+(?:list|redact|mask|flag|hide)\s+(?:any\s+|the\s+|"
+            r"these\s+|this\s+|my\s+)?(?:names?|values?|people|persons?|personal)\b",
+        ),
+        (
+            _NOT_PERSONAL,
+            r"虚构|假名|假的名字|没有(?:任何)?个人|不含(?:任何)?个人|无个人信息|"
+            r"架空の|個人情報(?:は|が)?(?:ありません|含まれていません|なし)|"
+            r"вымышлен|выдуман|нет (?:никаких )?(?:личных|персональных)|"
+            r"\bficti(?:cio|f|ve)|\bfiktiv|\bno hay datos personales|\bkeine personenbezogenen|"
+            r"\baucune donn[ée]e personnelle",
+        ),
+        (
+            "an order to ignore instructions",
+            r"忽略(?:以上|上面|之前|前面)?的?(?:指令|说明|规则)|不要列出|隐私(?:检查|过滤|读取)|指示を無視",
+        ),
     )
-]
+)
 
 
 def addressed(text: str) -> str:
-    """The first words of ``text`` that speak to the privacy reader (see
-    :data:`_ADDRESSED`), as written and cut to 40 characters; "" when none."""
-    for pattern in _ADDRESSED:
-        m = pattern.search(text)
-        if m is not None:
-            return " ".join(m.group().split())[:40]
+    """What kind of words in ``text`` speak to the privacy reader (see
+    :data:`_ADDRESSED`): a description, never the words themselves; "" when none."""
+    for label, pattern in _ADDRESSED:
+        if pattern.search(text) is not None:
+            return label
     return ""
 
 

@@ -136,7 +136,7 @@ class Sanitized:
         if self.addressed:
             lines.append(
                 f"not trusted: the question speaks to the privacy reader "
-                f"({self.addressed!r}), so its reading lifts nothing"
+                f"({self.addressed}), so its reading lifts nothing"
             )
         return tuple(lines)
 

@@ -338,12 +338,17 @@ class Learnt:
 
     names: tuple[str, ...] = ()
     people: tuple[str, ...] = ()
+    # Those made of everyday words alone (a chat's sender "Will"): only as written.
+    written: tuple[str, ...] = ()
 
 
 def save_learnt(db: sqlite_utils.Database, sealer: Sealer, learnt: Learnt) -> None:
     """The names the detector learns from the files (assistant.privacy.entities.personal),
     sealed in one value, so that a question's detector need not open every chunk."""
-    value = json.dumps({"names": learnt.names, "people": learnt.people}, ensure_ascii=False)
+    value = json.dumps(
+        {"names": learnt.names, "people": learnt.people, "written": learnt.written},
+        ensure_ascii=False,
+    )
     sealed = sealer.seal(value, "meta.files_learnt")
     with transaction(db):
         db.execute(
@@ -362,7 +367,11 @@ def learnt(db: sqlite_utils.Database, sealer: Sealer) -> Learnt:
     if isinstance(opened, list):  # written before people were told apart: names only
         return Learnt(tuple(str(n) for n in opened))
     names = tuple(str(n) for n in opened.get("names", []))
-    return Learnt(names, tuple(str(n) for n in opened.get("people", []) if n in names))
+    return Learnt(
+        names,
+        tuple(str(n) for n in opened.get("people", []) if n in names),
+        tuple(str(n) for n in opened.get("written", []) if n in names),
+    )
 
 
 def chunk_texts(db: sqlite_utils.Database, sealer: Sealer) -> Iterator[str]:

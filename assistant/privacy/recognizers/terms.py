@@ -33,6 +33,10 @@ def _pattern(words: tuple[str, ...]) -> str:
     return _edged(r"\s+".join(map(re.escape, words)), left, right)
 
 
+def _capitalised(term: str) -> str:
+    return " ".join(w[:1].upper() + w[1:] for w in term.split())
+
+
 def _edged(body: str, left: bool, right: bool) -> str:
     return (f"(?<!{SPACED_WORD})" if left else "") + body + (f"(?!{SPACED_WORD})" if right else "")
 
@@ -43,8 +47,15 @@ class TermList:
     most four patterns, one per kind of edge, each edge written once: an edge class
     per term made a thousand learnt names cost nine seconds to compile."""
 
-    def __init__(self, terms: Iterable[str], recognizer: str, entity: str = ENTITY) -> None:
+    def __init__(
+        self, terms: Iterable[str], recognizer: str, entity: str = ENTITY, *, cased: bool = False
+    ) -> None:
+        """``cased``: each term only as a name is written (as typed, capitalised or in
+        capitals: "Will", "WILL", not "will"), for names that are everyday words."""
         self.recognizer, self.entity = recognizer, entity
+        self._flags = 0 if cased else re.IGNORECASE
+        if cased:
+            terms = {f for t in terms for f in (t, t.upper(), _capitalised(t))}
         words = {tuple(view(t).text.split()) for t in terms}
         words.discard(())
         self.terms = tuple(sorted(" ".join(w) for w in words))
@@ -54,7 +65,7 @@ class TermList:
         for w in ordered:
             groups.setdefault(_edges(w), []).append(r"\s+".join(map(re.escape, w)))
         self._patterns = [
-            re.compile(f"(?=({_edged('(?:' + '|'.join(bodies) + ')', *edges)}))", re.IGNORECASE)
+            re.compile(f"(?=({_edged('(?:' + '|'.join(bodies) + ')', *edges)}))", self._flags)
             for edges, bodies in sorted(groups.items())
         ]
 
@@ -83,7 +94,7 @@ class TermList:
         """The end of the longest term at ``start`` that is not allowed (rare: only when
         the longest one there is), or None."""
         for words in self._ordered:
-            m = re.compile(_pattern(words), re.IGNORECASE).match(text, start)
+            m = re.compile(_pattern(words), self._flags).match(text, start)
             if m is not None and m.group() not in allow:
                 return m.end()
         return None

@@ -407,7 +407,7 @@ def learnt_detector(modes: Any, database: Path) -> Detector:
     if not learnt.names:
         raise ValueError(f"--learnt-from {database}: its indexed files taught no names")
     detector = Detector(categories=modes)
-    detector.learn(learnt.names, people=learnt.people)
+    detector.learn(learnt.names, people=learnt.people, written=learnt.written)
     return detector
 
 
