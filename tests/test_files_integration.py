@@ -641,3 +641,27 @@ def test_a_chat_whose_senders_are_everyday_words_teaches_no_name(
         assert not [f for f in found if f.recognizer == LEARNT], found
     listed = CliRunner().invoke(cli, ["index", "--names", "--json"], catch_exceptions=False)
     assert "Farouk Haddad" not in [n["name"] for n in json.loads(listed.stdout)["names"]]
+
+
+def test_a_forget_whose_history_step_fails_leaves_the_file_for_the_next_forget(
+    notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history is cleaned before the index rows go: should that fail (here a fake
+    fault in place of the store's step), the file is still indexed, and the next
+    --forget does both."""
+    from assistant.base.errors import StoreError
+    from assistant.store import Store
+
+    localfiles.index(runtime, [notes])
+    real = Store.forget_passages
+
+    def failing(self: Store, paths: Any) -> int:  # a fake fault of the history step
+        raise StoreError("a sealed record could not be opened")
+
+    monkeypatch.setattr(Store, "forget_passages", failing)
+    with pytest.raises(StoreError):
+        localfiles.forget(runtime, notes / "garden.md")
+    assert str(notes / "garden.md") in [s.path for s in localfiles.sources(runtime)]
+    monkeypatch.setattr(Store, "forget_passages", real)
+    assert localfiles.forget(runtime, notes / "garden.md") == [str(notes / "garden.md")]
+    assert str(notes / "garden.md") not in [s.path for s in localfiles.sources(runtime)]
