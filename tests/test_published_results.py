@@ -143,9 +143,17 @@ def _units(folder: Path, method: str) -> tuple[float, float, list[float]]:
 def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
     """Each figure of the README's headline table, counted again from the per-item
     records in docs/results (plain counting: no code of the benchmark)."""
-    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95"
+    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v2"
     units, whole, reads = _units(unseen, "full+reader")
-    assert f"| {units:.2f} % ({whole:.2f} % whole) |" in _headline("PUPA-TNB real queries")
+    records = [
+        json.loads(line)
+        for line in (unseen / "privacy-items.jsonl").read_text("utf-8").splitlines()
+    ]
+    with_reader = [r for r in records if r["method"] == "full+reader"]
+    refused = sum(1 for r in with_reader if r["blocked"])
+    assert f"| {units:.2f} % ({whole:.2f} % whole; {refused} of {len(with_reader)} refused) |" in (
+        _headline("PUPA-TNB real queries")
+    )
     units, whole, _ = _units(unseen, "full")
     assert f"| {units:.2f} % ({whole:.2f} % whole) |" in _headline("the same, detector alone")
     p50 = (
@@ -157,7 +165,9 @@ def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> No
     assert f"| {p50:.1f} s / {p95:.1f} s |" in _headline("the reader's time")
     controls = [
         json.loads(line)
-        for line in (RESULTS / "privacy-reader" / "mmlu-controls-60-119" / "privacy-items.jsonl")
+        for line in (
+            RESULTS / "privacy-reader" / "mmlu-controls-60-119-reader-v2" / "privacy-items.jsonl"
+        )
         .read_text("utf-8")
         .splitlines()
     ]
@@ -216,9 +226,14 @@ def test_the_docs_accuracy_tables_are_their_folders_summaries(folder: str) -> No
 # The privacy tables of docs/benchmarks.md that stand on a results folder: the table
 # after the folder's link, one row per method, in this order and with these labels.
 PRIVACY_TABLES = {
+    "privacy-figures/pupa-unseen-95-reader-v2": {
+        "full (detector alone)": "full",
+        "full + reader (Qwen2.5-Coder-0.5B), reader-v2": "full+reader",
+        "Presidio defaults": "presidio-default",
+    },
     "privacy-figures/pupa-unseen-95": {
         "full (detector alone)": "full",
-        "full + reader (Qwen2.5-Coder-0.5B)": "full+reader",
+        "full + reader, reader-v1 (2026-11-26)": "full+reader",
         "Presidio defaults": "presidio-default",
     },
     "privacy-figures/pupa-seen-142": {

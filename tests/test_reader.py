@@ -143,7 +143,69 @@ def test_a_model_that_repeats_itself_is_stopped_and_its_first_values_kept() -> N
     model = FakeStreamingModel(found(*pairs))
     reading = R.SpanReader(model, common=never_common).read("priya at zenlytics in pune")
     assert [f.text for f in reading.findings] == ["priya", "zenlytics", "pune"]
-    assert not reading.complete  # what came after the loop was not read
+    assert len(model.schemas) == 1  # stopped at the loop, not read to its end
+    assert reading.complete  # it looped after the last of the text: nothing unread
+
+
+class FakeScriptedModel(FakeModel):
+    """Fake: streams the next of its replies to each chat, and records each text asked."""
+
+    def __init__(self, *replies: str) -> None:
+        super().__init__("")
+        self.replies = list(replies)
+
+    def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
+        self.asked.append(messages[-1]["content"])
+        self.schemas.append(kwargs["schema"])
+        reply = self.replies.pop(0)
+        for n in range(0, len(reply), 5):
+            kwargs["on_text"](reply[n : n + 5])
+        return FakeReply(reply)
+
+
+def test_after_a_loop_the_rest_of_the_text_is_read_again() -> None:
+    """The 0.5B often loops on a value halfway through (PUPA-TNB's seen half: 21 of 40
+    readings stopped): the rest, from where the furthest value it listed first stands,
+    is read again, and that reading vouches for the end."""
+    text = "pune is where priya met tomas, back in pune"
+    model = FakeScriptedModel(
+        found(*[("place", "pune")] * 10),  # a loop on its first value
+        found(("person", "priya"), ("person", "tomas")),
+    )
+    reading = R.SpanReader(model, common=never_common).read(text)
+    assert sorted({f.text for f in reading.findings}) == ["priya", "pune", "tomas"]
+    assert reading.complete
+    # The second reading starts where "pune" first stands, not at its later mention.
+    assert model.asked[1] == R.fenced(" is where priya met tomas, back in pune")
+
+
+def test_topics_the_model_lists_do_not_stop_it() -> None:
+    """Words of the text that are not worth hiding ("photosynthesis") are no values, but
+    the model is reading on: three in a row stopped it as a loop (on MMLU questions that
+    hold no personal data, half the readings stopped so, and were refused)."""
+
+    def common(word: str) -> bool:  # fake dictionary
+        return word in {"photosynthesis", "plants", "light", "needs"}
+
+    text = "photosynthesis in plants needs light; ask priya"
+    model = FakeScriptedModel(
+        found(
+            ("organisation", "photosynthesis"),
+            ("place", "plants"),
+            ("organisation", "light"),
+            ("person", "priya"),
+        )
+    )
+    reading = R.SpanReader(model, common=common).read(text)
+    assert [f.text for f in reading.findings] == ["priya"] and reading.complete
+
+
+def test_a_loop_that_gets_no_further_leaves_the_rest_unread() -> None:
+    text = "priya met tomas in pune"
+    model = FakeScriptedModel(found(*[("person", "nobody")] * 10))  # nothing of the text
+    reading = R.SpanReader(model, common=never_common).read(text)
+    assert reading.findings == [] and not reading.complete
+    assert len(model.asked) == 1
 
 
 def test_a_reading_to_the_end_of_the_reply_is_complete() -> None:

@@ -16,6 +16,8 @@ What the model says is checked, never trusted:
   model lists topics too, and a topic is what the teacher must see;
 * a model that lists on and on (a value again, or values not in the text, three times
   in a row; or up to its token limit) is stopped, and what it listed before is used;
+  the rest of the text, from where it got to, is read again (up to three times), and
+  a reading that gets no further leaves the question unchecked (reviewed, or not sent);
 * a model that fails, a reply that is not the JSON asked for, or one later than the
   reader's deadline is a :class:`~assistant.base.errors.PrivacyError`: nothing is sent.
 
@@ -52,6 +54,7 @@ MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
 MAX_SPAN_WORDS = 8  # a longer "value" is a sentence
 MAX_JUNK = 3  # values of no use in a row: the model is looping
 MAX_REPLY_TOKENS = 1024
+MAX_RESUMES = 3  # readings of the rest of a piece after the model looped
 CHUNK_CHARS = 1500  # a longer question is read in pieces of about this size
 
 # No maxItems or maxLength: llama.cpp checks every token of the vocabulary against the
@@ -397,7 +400,7 @@ class SpanReader:
         listed = dropped = 0
         complete = True
         for _offset, piece in chunks(text):
-            pairs, whole = self._ask(piece, deadline, lambda v: bool(self._spots(text, v)))
+            pairs, whole = self._read_piece(piece, deadline, lambda v: self._kind(text, v))
             complete = complete and whole
             for category, value in pairs:
                 listed += 1
@@ -414,6 +417,47 @@ class SpanReader:
     def find(self, text: str) -> list[Finding]:
         return self.read(text).findings
 
+    def _read_piece(
+        self, piece: str, deadline: float, kind: Callable[[str], str]
+    ) -> tuple[list[tuple[str, str]], bool]:
+        """The pairs the model lists in ``piece``, and whether the piece was read to its
+        end.  A small model that loops (one value again and again) has often listed
+        what comes before the loop: the rest of the piece, from where the furthest value
+        it listed first stands, is read again, up to :data:`MAX_RESUMES` times, as long
+        as each reading gets further.  A reading vouches for the piece when it closes
+        its list, or when it looped after the last of the text."""
+        pairs: list[tuple[str, str]] = []
+        start = 0
+        for _ in range(MAX_RESUMES + 1):
+            found, whole, mentioned = self._ask(piece[start:], deadline, kind)
+            pairs += [pair for pair in found if pair not in pairs]
+            if whole:
+                return pairs, True
+            # How far it got: each value it listed from the text (one to hide or not)
+            # where it first stands from here (a value said again later in the text
+            # says nothing of what lies between).
+            firsts = (
+                next(occurrences(piece[start:], v.strip()), None)
+                for v in (*(v for _c, v in found), *mentioned)
+                if v.strip()
+            )
+            reached = start + max((span[1] for span in firsts if span), default=0)
+            if reached <= start:
+                return pairs, False  # no further than before: what follows is unread
+            if not piece[reached:].strip():
+                return pairs, True  # it looped after the last of the text
+            start = reached
+        return pairs, False
+
+    def _kind(self, text: str, value: str) -> str:
+        """What a listed value is: "good" (to hide: :meth:`_spots`), "mentioned" (in the
+        text, but an ordinary word or a sentence: the model is reading on) or "absent"
+        (not in the text: copied from the prompt, made up)."""
+        if self._spots(text, value):
+            return "good"
+        value = value.strip()
+        return "mentioned" if value and next(occurrences(text, value), None) else "absent"
+
     def _spots(self, text: str, value: str) -> list[tuple[int, int]]:
         """Where a value the model listed stands in ``text``; none when it is not there,
         is not worth hiding (judged as the text writes it) or is longer than a name."""
@@ -426,13 +470,14 @@ class SpanReader:
         return spots
 
     def _ask(
-        self, piece: str, deadline: float, good: Callable[[str], bool]
-    ) -> tuple[list[tuple[str, str]], bool]:
-        """The (category, value) pairs the model lists in ``piece``, and whether it read
-        the piece to its end."""
+        self, piece: str, deadline: float, kind: Callable[[str], str]
+    ) -> tuple[list[tuple[str, str]], bool, list[str]]:
+        """The (category, value) pairs the model lists in ``piece``, whether it read the
+        piece to its end, and (when it did not) the other values of the text it listed
+        before it stopped."""
         tries = (None, SCHEMA) if self.free_first else (SCHEMA,)
         for schema in tries:
-            watch = _Watch(deadline, self.timeout, good, closes=schema is None)
+            watch = _Watch(deadline, self.timeout, kind, closes=schema is None)
             try:
                 reply = self.model.chat(
                     messages(piece),
@@ -442,8 +487,8 @@ class SpanReader:
                     on_text=watch,
                     schema=schema,
                 )
-            except _Rambling:
-                return watch.pairs, False  # it went on listing nothing of use: what came before
+            except _Rambling:  # it went on listing nothing of use: what came before
+                return watch.pairs, False, watch.mentioned
             except _Closed:
                 text = watch.reply  # the JSON is complete; what follows is not read
             except PrivacyError:
@@ -454,11 +499,11 @@ class SpanReader:
                     f"the local privacy reader failed ({why}); nothing was sent"
                 ) from None
             else:
-                if not getattr(reply, "finished", True):
-                    return watch.pairs, False  # cut while listing on: the values it completed
+                if not getattr(reply, "finished", True):  # cut while listing on
+                    return watch.pairs, False, watch.mentioned
                 text = reply.text
             try:
-                return parse(text, strict=schema is None), True
+                return parse(text, strict=schema is None), True, []
             except PrivacyError:
                 if schema is SCHEMA:
                     raise
@@ -482,21 +527,23 @@ _PAIR = re.compile(r'\[\s*"([a-z]+)"\s*,\s*("(?:[^"\\]|\\.)*")\s*\]')
 class _Watch:
     """Reads the reply as it streams: past the deadline it stops the reading (a
     PrivacyError); after :data:`MAX_JUNK` listed values in a row that are of no use (not
-    in the text, not worth hiding, or listed before: a loop) it stops the model, keeping
-    the pairs before."""
+    in the text, or listed before: a loop) it stops the model, keeping the pairs before.
+    A value of the text that is not worth hiding (a topic) is no pair, but the model is
+    reading on: it breaks a row of useless ones, and says how far the model got."""
 
     def __init__(
         self,
         deadline: float,
         timeout: float,
-        good: Callable[[str], bool],
+        kind: Callable[[str], str],
         *,
         closes: bool = False,
     ) -> None:
         self.closes = closes  # stop the model once the reply is one whole JSON object
         self.deadline = deadline
         self.timeout = timeout
-        self.good = good
+        self.kind = kind
+        self.mentioned: list[str] = []
         self.reply = ""
         self.scanned = 0
         self.junk = 0
@@ -525,9 +572,14 @@ class _Watch:
             except ValueError:
                 continue
             key = value.strip().casefold()
-            if m.group(1) in CATEGORIES and key not in self.seen and self.good(value):
+            what = self.kind(value) if key not in self.seen else "again"
+            if m.group(1) in CATEGORIES and what == "good":
                 self.seen.add(key)
                 self.pairs.append((m.group(1), value))
+                self.junk = 0
+            elif what == "mentioned":
+                self.seen.add(key)
+                self.mentioned.append(value)
                 self.junk = 0
             else:
                 self.junk += 1
