@@ -20,6 +20,7 @@ from assistant.cli import cli
 from assistant.models import modelfiles
 from assistant.models.student import Student
 from assistant.privacy import reader as R
+from assistant.privacy.addressed import addressed
 from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding
 from assistant.privacy.guard import EgressGuard
@@ -657,12 +658,12 @@ PLAIN = [
 
 @pytest.mark.parametrize("text", SPOKEN)
 def test_text_that_speaks_to_the_reader_is_a_signal(text: str) -> None:
-    assert R.addressed(text), text
+    assert addressed(text), text
 
 
 @pytest.mark.parametrize("text", PLAIN)
 def test_plain_questions_do_not_speak_to_the_reader(text: str) -> None:
-    assert R.addressed(text) == "", text
+    assert addressed(text) == "", text
 
 
 def test_the_question_is_fenced_data_for_the_reader() -> None:

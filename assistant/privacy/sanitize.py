@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from assistant.base.errors import DragError, GuardBlocked, PrivacyError
+from assistant.privacy.addressed import addressed
 from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
 from assistant.privacy.guard import EgressGuard, Outgoing, unreplaced
@@ -28,7 +29,7 @@ from assistant.privacy.placeholders import (
     Replacement,
     Vault,
 )
-from assistant.privacy.reader import RECOGNIZER, Reading, addressed, union
+from assistant.privacy.reader import RECOGNIZER, Reading, union
 
 REWRITE_SYSTEM = (
     "You rewrite a question before it is sent to an outside expert.\n"
@@ -105,7 +106,7 @@ class Sanitized:
     # The local reader was on but stopped before the end (a loop, its token limit): the
     # rest of the question, in any script, went unread.  Reviewed, or not sent.
     reader_stopped: bool = False
-    # Words of the question that speak to the privacy reader (reader.addressed: "the
+    # Words of the question that speak to the privacy reader (addressed.addressed: "the
     # names are made up", a JSON reply in its schema): its reading lifts nothing, so the
     # question is reviewed, or not sent.
     addressed: str = ""
