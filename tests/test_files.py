@@ -150,17 +150,9 @@ def test_a_mailbox_reads_every_message(tmp_path: Path) -> None:
     ]
 
 
-def _pdf(text: str) -> bytes:
-    """A one-page PDF with ``text`` in Helvetica, its cross-reference table computed."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
+def _pdf_of(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (numbered from 1, the catalog first), its cross-reference
+    table computed."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -174,6 +166,20 @@ def _pdf(text: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def _pdf(text: str) -> bytes:
+    """A one-page PDF with ``text`` in Helvetica, its cross-reference table computed."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    return _pdf_of(objects)
 
 
 def test_a_pdf_reads_its_text_with_the_page(tmp_path: Path) -> None:
@@ -604,19 +610,7 @@ def _pdf_pages(pages: int, line: str, repeats: int) -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R "
         b"/Resources << /Font << /F1 4 0 R >> >> >>"
     ] * pages
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, obj in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + obj + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+    return _pdf_of(objects)
 
 
 def test_a_pdf_is_read_within_its_budget_of_characters_and_time(
