@@ -55,22 +55,21 @@ class Found:
 
 @dataclass(frozen=True)
 class Skipped:
+    """A file not indexed, and why."""
+
     path: Path
     reason: str
+    said = "skipped"  # how its line begins
 
     def line(self) -> str:
-        return one_line(f"skipped {name_line(self.path)}: {self.reason}", 300)
+        return one_line(f"{self.said} {name_line(self.path)}: {self.reason}", 300)
 
 
 @dataclass(frozen=True)
-class Cut:
+class Cut(Skipped):
     """A file indexed in part: the reason is its budget's, or a part that failed."""
 
-    path: Path
-    reason: str
-
-    def line(self) -> str:
-        return one_line(f"read in part {name_line(self.path)}: {self.reason}", 300)
+    said = "read in part"
 
 
 @dataclass(frozen=True)
