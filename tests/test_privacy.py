@@ -270,6 +270,47 @@ def test_a_path_is_no_name_and_the_user_in_it_is(detector: Detector) -> None:
     assert kinds(detector.find(text)) == {"mhartley": "USERNAME"}
 
 
+def test_a_public_company_a_question_is_about_stays_and_one_tied_to_the_user_goes(
+    detector: Detector,
+) -> None:
+    """A listed company or a well-known platform is what a question about it must name,
+    even in a question about its writer; "applying to" or "I work at" ties it to the
+    user (issue 48).  A firm on no list is replaced in the same question."""
+    about = "I want to invest in Siemens or Oracle for my retirement, which is safer?"
+    assert kinds(detector.find(about)) == {}
+    assert kinds(detector.find("I work at Oracle in Austin")) == {
+        "Oracle": "ORGANIZATION",
+        "Austin": "LOCATION",
+    }
+    applying = "I am applying to Siemens as an engineer, please write my cover letter"
+    assert kinds(detector.find(applying)) == {"Siemens": "ORGANIZATION"}
+    unlisted = "I want to invest in Brightwave Analytica, is it safe for my retirement?"
+    assert "Brightwave Analytica" in kinds(detector.find(unlisted))
+
+
+def test_the_public_lists_ship_with_their_provenance() -> None:
+    from assistant.privacy import public
+
+    head = public.ORGS_FILE.read_text("utf-8").splitlines()[0]
+    assert head.startswith("# pytickersymbols 1.17.10 (MIT")
+    assert public.public("Oracle Corporation") and public.public("oracle")
+    assert public.public("Etsy") and public.public("ORCL")
+    assert not public.public("orcl")  # a ticker only as written
+    assert not public.public("News")  # "News Corp" without its legal form: any news
+    assert not public.public("moonfern")
+
+
+def test_a_name_inside_a_found_value_is_a_name_elsewhere(detector: Detector) -> None:
+    """The words of an e-mail's local part, a user name or a link's path, written
+    elsewhere on their own, are the same person's name (issue 48); a known word opening a
+    sentence ("Support" of support@…) is not."""
+    text = "My folder C:\\Users\\jkowalczyk\\Desktop is full, jkowalczyk is my login"
+    found = detector.find(text)
+    assert [(f.text, f.recognizer) for f in found if f.start > 30] == [("jkowalczyk", "ValuePart")]
+    plain = "Support is closed on Sunday. Write to support@firm-help.com"
+    assert kinds(detector.find(plain)) == {"support@firm-help.com": "EMAIL_ADDRESS"}
+
+
 def test_a_strict_finding_keeps_the_contextual_one_around_it(detector: Detector) -> None:
     """Context is decided before overlaps. Three words in capitals are a strict PERSON
     finding inside spaCy's organisation; resolving overlaps first, the longer

@@ -326,3 +326,42 @@ def test_learnt_from_refuses_a_file_that_is_not_a_drag_store_and_leaves_it_as_it
     assert other.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
         "other.db"
     ]
+
+
+def test_a_cached_reading_that_stopped_early_stays_one(tmp_path: Path) -> None:
+    """A reading that stopped before the end of the text is refused by the upload path;
+    taken from --reader-cache it must still say so (the cache once dropped the flag, and
+    a second run sent what the first refused)."""
+    from assistant.privacy.reader import Reading
+
+    path = tmp_path / "readings.jsonl"
+
+    def stopped(_question: str) -> Reading:
+        return Reading([], 2.0, 3, 3, complete=False)
+
+    leakage.cached_reads(stopped, path, "0.5b fallback")("Ask Ada about it")
+    again = leakage.cached_reads(stopped, path, "0.5b fallback")
+
+    def never(_question: str) -> Reading:
+        raise AssertionError("read again: the cache missed")
+
+    reading = leakage.cached_reads(never, path, "0.5b fallback")("Ask Ada about it")
+    assert reading is not None and reading.complete is False
+    assert again is not None
+
+
+def test_units_the_rule_calls_public_are_counted_apart_and_listed() -> None:
+    """The figures without the public units (a listed company, a well-known platform)
+    sit beside those with every unit, and the public units are named (issue 48)."""
+    item = leakage.Item(
+        "x",
+        "I sell on Etsy as moonfern, and my broker holds Oracle Corporation",
+        (("ORG", "Etsy"), ("ORG", "moonfern"), ("ORG", "Oracle Corporation")),
+    )
+    body = leakage.evidence_body("I sell on Etsy as <ORG_1>, my broker holds Oracle Corporation")
+    summary = leakage.summarise([leakage.score(item, leakage.Outcome(body.decode()))])
+    assert summary["units"] == 3 and summary["unit_leaked_whole"] == 2
+    assert summary["public_units"] == ["Etsy", "Oracle Corporation"]
+    assert summary["without_public"]["units"] == 1
+    assert summary["without_public"]["unit_leaked_whole"] == 0
+    assert "without the 2 public units" in leakage.render({"full": summary}, "t")

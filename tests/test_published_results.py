@@ -143,7 +143,7 @@ def _units(folder: Path, method: str) -> tuple[float, float, list[float]]:
 def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
     """Each figure of the README's headline table, counted again from the per-item
     records in docs/results (plain counting: no code of the benchmark)."""
-    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v2"
+    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v3"
     units, whole, reads = _units(unseen, "full+reader")
     records = [
         json.loads(line)
@@ -166,14 +166,16 @@ def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> No
     controls = [
         json.loads(line)
         for line in (
-            RESULTS / "privacy-reader" / "mmlu-controls-60-119-reader-v2" / "privacy-items.jsonl"
+            RESULTS / "privacy-reader" / "mmlu-controls-120-179-reader-v3" / "privacy-items.jsonl"
         )
         .read_text("utf-8")
         .splitlines()
     ]
-    shipped = [r for r in controls if r["method"] == "full+reader (grammar fallback)"]
+    shipped = [r for r in controls if r["method"] == "full+reader"]
     changed = sum(1 for r in shipped if r["control"] and (r["changed"] or r["blocked"]))
-    assert f"| {changed} / {len(shipped)} |" in _headline("MMLU controls 60–119")
+    refused = sum(1 for r in shipped if r["blocked"])
+    row = _headline("MMLU controls 120–179")
+    assert f"| {changed} / {len(shipped)} |" in row and f"({refused} refused" in row
     answers = _answers(RESULTS / "arc-c-n200")
     big = [a for a in answers if a["student"] == "qwen2.5-coder-1.5b-instruct"]
 
@@ -226,6 +228,14 @@ def test_the_docs_accuracy_tables_are_their_folders_summaries(folder: str) -> No
 # The privacy tables of docs/benchmarks.md that stand on a results folder: the table
 # after the folder's link, one row per method, in this order and with these labels.
 PRIVACY_TABLES = {
+    "privacy-figures/pupa-unseen-95-reader-v3": {
+        "full (detector alone)": "full",
+        "full without public": "full -public",
+        "full without value-parts": "full -value-parts",
+        "full + reader, reader-v3": "full+reader",
+        "full + reader without public": "full+reader -public",
+        "full + reader without value-parts": "full+reader -value-parts",
+    },
     "privacy-figures/pupa-unseen-95-reader-v2": {
         "full (detector alone)": "full",
         "full + reader (Qwen2.5-Coder-0.5B), reader-v2": "full+reader",
@@ -270,6 +280,32 @@ def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> Non
         f"| – | – | {100 * s['reference_kept_words']:.1f} % |"
     )
     assert reference in table.splitlines(), folder
+
+
+def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:
+    """Issue 48: the figures without the units the rule calls public, and those units,
+    as docs/benchmarks.md gives them, counted again from the per-item records."""
+    folder = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v3"
+    text = DOCS.read_text("utf-8")
+    section = text[text.index("](results/privacy-figures/pupa-unseen-95-reader-v3)") :]
+    section = section[: section.index("Without the") + 900]
+    named: set[str] = set()
+    for method in ("full+reader", "full+reader -public", "full", "full -public"):
+        units = [
+            v
+            for line in (folder / "privacy-items.jsonl").read_text("utf-8").splitlines()
+            if (r := json.loads(line))["method"] == method
+            for v in r["values"]
+            if v["present"]
+        ]
+        named |= {v["public"] for v in units if v.get("public")}
+        private = [v for v in units if not v.get("public")]
+        leaked = 100 * sum(1 for v in private if v["unit"]) / len(private)
+        whole = 100 * sum(1 for v in private if v["unit"] == "whole") / len(private)
+        assert f"{leaked:.2f} %" in section and f"({whole:.2f} %" in section, method
+    start = section.index("the rule calls public (") + len("the rule calls public (")
+    listed = " ".join(section[start : section.index(";", start)].split())
+    assert sorted(named) == sorted(n.strip() for n in listed.split(",")), listed
 
 
 # The tables of other sets: (folder, set label, method label, method key).
@@ -726,3 +762,29 @@ def test_the_store_figures_are_recounted_from_their_records() -> None:
             f"{row['database_mb']:.0f} MB |"
         )
         assert want in section, want
+
+
+@pytest.mark.parametrize(
+    ("folder", "label"),
+    [
+        ("mmlu-controls-120-179-reader-v3", "120–179, seen by no rule"),
+        ("mmlu-controls-60-119-reader-v3", "60–119, seen by the recheck rules"),
+    ],
+)
+def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label: str) -> None:
+    """docs/benchmarks.md's MMLU controls rows (issue 48): changed with the detector
+    alone, with the reader, and of those refused, counted from the per-item records."""
+    records = [
+        json.loads(line)
+        for line in (RESULTS / "privacy-reader" / folder / "privacy-items.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+
+    def changed(method: str) -> str:
+        rows = [r for r in records if r["method"] == method]
+        return f"{sum(1 for r in rows if r['changed'] or r['blocked'])} / {len(rows)}"
+
+    refused = sum(1 for r in records if r["method"] == "full+reader" and r["blocked"])
+    row = next(ln for ln in DOCS.read_text("utf-8").splitlines() if ln.startswith(f"| {label}"))
+    assert row.endswith(f"| {changed('full')} | {changed('full+reader')} | {refused} |"), row

@@ -209,6 +209,32 @@ def test_a_loop_that_gets_no_further_leaves_the_rest_unread() -> None:
     assert len(model.asked) == 1
 
 
+LOOP = found(*[("person", "nobody")] * 10)  # lists nothing of the text: no progress
+
+
+def test_a_piece_the_model_gets_no_further_in_is_read_in_halves() -> None:
+    """A loop belongs to the text it was given: what is left is read in two halves,
+    each on its own, and the reading vouches for the text when both are read to their
+    end (issue 48; on PUPA-TNB's seen half, 4 of 5 readings that stopped so were then
+    read whole)."""
+    first = "Priya met Tomas in Pune last spring at a cousin's wedding party. " * 2
+    second = "They now write to each other every week about the garden plans. " * 2
+    text = first + second
+    model = FakeScriptedModel(LOOP, found(("person", "Priya"), ("place", "Pune")), found())
+    reading = R.SpanReader(model, common=never_common).read(text)
+    assert reading.complete
+    assert sorted({f.text for f in reading.findings}) == ["Priya", "Pune"]
+    assert model.asked[1:] == [R.fenced(first), R.fenced(second)]
+
+
+def test_halves_that_loop_too_are_split_only_so_deep_and_vouch_for_nothing() -> None:
+    text = "A sentence about the garden plans and the weather in spring. " * 12
+    model = FakeScriptedModel(*[LOOP] * 20)
+    reading = R.SpanReader(model, common=never_common).read(text)
+    assert not reading.complete and reading.findings == []
+    assert len(model.asked) == 1 + 2 + 4  # the text, its halves, theirs: MAX_SPLITS deep
+
+
 def test_a_reading_to_the_end_of_the_reply_is_complete() -> None:
     model = FakeStreamingModel(found(("person", "priya"), ("place", "pune")))
     assert R.SpanReader(model, common=never_common).read("priya lives in pune").complete
@@ -230,6 +256,27 @@ def test_a_reader_past_its_deadline_raises() -> None:
     reader = R.SpanReader(Slow(""), common=never_common, timeout=0.0)
     with pytest.raises(PrivacyError, match="longer than"):
         reader.read("hey im priya")
+
+
+def test_the_deadline_grows_with_the_length_of_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """privacy.reader_timeout is the time for each 1,000 characters begun: a reading 15 s
+    in (a fake clock, moved by the fake model as it writes) is late for a short question
+    and in time for one of 2,500 characters."""
+    clock = [0.0]
+    monkeypatch.setattr(R.time, "perf_counter", lambda: clock[0])
+
+    class Slow(FakeModel):
+        def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
+            clock[0] += 15.0
+            kwargs["on_text"]('{"found": []}')
+            return FakeReply('{"found": []}')
+
+    reader = R.SpanReader(Slow(""), common=never_common, timeout=10.0)
+    assert [reader.allowed("x" * n) for n in (1, 1000, 1001, 3999)] == [10, 10, 20, 40]
+    with pytest.raises(PrivacyError, match="10 s for each 1,000 characters"):
+        reader.read("hey im priya. " * 30)
+    long = "Nothing personal at all here. " * 84  # 2,520 characters, read in two pieces
+    assert reader.read(long).complete
 
 
 def test_a_long_question_is_read_in_pieces_that_cover_it() -> None:
@@ -450,6 +497,40 @@ def test_the_tiny_model_answers_in_the_grammar_with_spans_of_the_question(
     for f in reading.findings:
         assert question[f.start : f.end] == f.text
         assert f.recognizer == R.RECOGNIZER
+
+
+@pytest.mark.integration
+def test_the_prompts_head_is_read_once_and_loaded_from_disk_by_a_new_model(
+    tmp_path: Path,
+) -> None:
+    """The reader's rules and examples are read once; their llama.cpp state, kept in the
+    cache folder, is loaded by the next process's model, which then answers exactly as
+    a model that read them itself.  A damaged state file is read afresh and replaced."""
+    path, _spec = modelfiles.resolve(TEST_MODEL)
+    folder = tmp_path / "prefix-state"
+    asked = R.messages("hey its dana from brightloop, my boss wants the q3 report")
+
+    def reply(model: Student) -> str:
+        return model.chat(asked, max_tokens=24, temperature=0.0).text
+
+    first = Student(path, n_ctx=2048)
+    assert first.keep_head(R.head(), R.HEAD_MARK, folder) == "saved"
+    first.close()
+    (state,) = folder.iterdir()
+    loaded = Student(path, n_ctx=2048)
+    assert loaded.keep_head(R.head(), R.HEAD_MARK, folder) == "loaded"
+    read = Student(path, n_ctx=2048)
+    assert read.keep_head(R.head(), R.HEAD_MARK, None) == "read"
+    assert reply(loaded) == reply(read)
+    loaded.close()
+    data = bytearray(state.read_bytes())
+    data[-100] ^= 0xFF
+    state.write_bytes(bytes(data))
+    again = Student(path, n_ctx=2048)
+    assert again.keep_head(R.head(), R.HEAD_MARK, folder) == "saved"
+    assert reply(again) == reply(read)
+    again.close()
+    read.close()
 
 
 def _reader_of(model: str) -> R.SpanReader:
@@ -785,3 +866,38 @@ def test_the_shipped_reader_cannot_be_talked_out_of_reading(
     outcome = _not_sent_with_yes(question, default_reader)
     assert outcome.startswith("not sent:"), outcome
     assert value not in outcome and value.split()[0] not in outcome
+
+
+def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None:
+    """Written from MMLU controls 60-119 (issue 48): a number is no link ("0.19"), a
+    capitalised word alone is a person's name however it was filed ("Leo" as a user
+    name: in a quiz a person the model alone found may stay), a formula is no name
+    ("AlBr3"), and ordinary words after an article are no value ("A fifteen year-old
+    boy").  Judged again whenever a reading is used (recheck)."""
+    assert R.shaped(R.entity_of("contact", "0.19"), "0.19") is None
+    assert R.entity_of("contact", "marek-dev.netlify.app") == "URL"
+    assert R.shaped("USERNAME", "Leo") == "PERSON"
+    assert R.shaped("USERNAME", "marekz") == "USERNAME"
+    assert R.shaped("PERSON", "AlBr3") is None
+
+    def common(word: str) -> bool:  # fake dictionary: every lower-case word
+        return word.islower()
+
+    read = [
+        Finding("PERSON", 0, 22, "A fifteen year-old boy", 0.9, R.RECOGNIZER),
+        Finding("USERNAME", 30, 33, "Leo", 0.9, R.RECOGNIZER),
+        Finding("PERSON", 40, 48, "J. Smith", 0.9, R.RECOGNIZER),
+    ]
+    assert [(f.entity, f.text) for f in R.recheck(read, common)] == [
+        ("PERSON", "Leo"),
+        ("PERSON", "J. Smith"),
+    ]
+
+
+def test_a_reading_taken_before_a_rule_changed_is_judged_by_todays() -> None:
+    """A contact kept as a link by an older rule ("0.19" once matched a domain) is judged
+    again by its shape when the reading is used."""
+    old = [Finding("URL", 0, 4, "0.19", 0.9, R.RECOGNIZER)]
+    assert R.recheck(old, str.islower) == []
+    link = [Finding("URL", 0, 21, "marek-dev.netlify.app", 0.9, R.RECOGNIZER)]
+    assert R.recheck(link, str.islower) == link

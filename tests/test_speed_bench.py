@@ -118,3 +118,16 @@ def test_builds_needs_two_environments(capsys: pytest.CaptureFixture[str]) -> No
 
     assert builds.main(["--python", "python3"]) == 2
     assert capsys.readouterr().err.startswith("bench: error: ")
+
+
+def test_reader_start_loads_the_prompts_head_in_a_new_process(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`drag bench reader-start`: each way in a process of its own; the state file made
+    by the first process is loaded by the next ones (the real llama.cpp binding)."""
+    from drag_bench import readerstart
+
+    assert readerstart.main(["--runs", "1", "--model", "smollm2-135m-instruct"]) == 0
+    printed = capsys.readouterr().out
+    assert "| disk | loaded |" in printed
+    assert "| read | read |" in printed and "| none | none |" in printed

@@ -220,8 +220,12 @@ class PrivacySettings:
         },
     )
     reader_timeout: float = field(
-        default=120.0,
-        metadata={"help": "seconds the reader may take; slower = not sent", "min": 0.1},
+        default=90.0,
+        metadata={
+            "help": "seconds the reader may take for each 1,000 characters of the question "
+            "(at least this); slower = not sent",
+            "min": 0.1,
+        },
     )
 
 

@@ -76,6 +76,16 @@ def bench_startup(ctx: click.Context) -> None:
     ctx.exit(startup.main(list(ctx.args)))
 
 
+@bench_group.command("reader-start", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_reader_start(ctx: click.Context) -> None:
+    """The privacy reader's first reading in a new process: its prompt's head from disk or not."""
+    with installed():
+        from drag_bench import readerstart
+
+    ctx.exit(readerstart.main(list(ctx.args)))
+
+
 @bench_group.command("store", context_settings=PASS_THROUGH)
 @click.pass_context
 def bench_store(ctx: click.Context) -> None:

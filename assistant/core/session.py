@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-from assistant.base import secrets
+from assistant.base import paths, secrets
 from assistant.base.config import Settings
 from assistant.base.errors import ConfigError, DragError, PrivacyError, StoreError
 from assistant.core import drafts
@@ -35,7 +35,8 @@ from assistant.privacy.generalise import Generaliser
 from assistant.privacy.guard import EgressGuard
 from assistant.privacy.placeholders import Vault
 from assistant.privacy.policy import category_modes, load_policy
-from assistant.privacy.reader import Reading, SpanReader
+from assistant.privacy.reader import HEAD_MARK, Reading, SpanReader
+from assistant.privacy.reader import head as reader_head
 from assistant.privacy.sanitize import Sanitized, sanitize
 from assistant.store import Store, cache
 from assistant.store import files as stored_files
@@ -334,6 +335,9 @@ class Session:
         self.status(f"loading the privacy reader {path.name}…")
         model = Student(path, n_ctx=2048, gpu=s.gpu, threads=s.threads, status=self.status)
         self._stack.callback(model.close)
+        # Its rules and examples read once, their state kept in the cache folder: a new
+        # process loads them instead of reading them again.
+        model.keep_head(reader_head(), HEAD_MARK, paths.cache_dir() / "prefix-state")
         common = getattr(self.detector, "common", None) or (lambda _word: False)
         return SpanReader(model, common=common, timeout=p.reader_timeout)
 

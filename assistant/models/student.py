@@ -218,6 +218,39 @@ class Student:
             max_tokens=1,
         )
 
+    def keep_head(self, messages: Sequence[dict[str, str]], mark: str, folder: Path | None) -> str:
+        """Hold read the head of the prompt of ``messages`` that comes before ``mark``
+        (a prompt whose every use differs only from there: the privacy reader's rules and
+        examples), its state kept in ``folder`` across processes
+        (:mod:`assistant.models.prefixstate`).  "loaded", "saved" or "read"; "none" when
+        the head is not a whole number of the prompt's tokens (then nothing is held)."""
+        from assistant.models import prefixstate
+
+        with self._lock:
+            try:
+                formatted = self._formatter()(messages=self._inert_messages(messages))
+            except Exception:  # another prompt format, a template that refuses: read as before
+                return "none"
+            cut = formatted.prompt.find(mark)
+            if cut < 0:
+                return "none"
+
+            def tokens(text: str) -> list[int]:
+                data = text.encode("utf-8")
+                return self._llm.tokenize(data, add_bos=not formatted.added_special, special=True)
+
+            head = tokens(formatted.prompt[:cut])
+            if tokens(formatted.prompt)[: len(head)] != head or len(head) + 64 >= self.n_ctx:
+                return "none"
+            return prefixstate.keep(
+                self._llm,
+                self.path,
+                head,
+                gpu_layers=self.gpu_layers,
+                n_ctx=self.n_ctx,
+                folder=folder,
+            )
+
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 

@@ -22,6 +22,7 @@ from assistant.base.textform import view
 from assistant.privacy.engine import offline_email_recognizer, spacy_engine
 from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.policy import BARE_DOMAIN, GLUED_NAME_WORD, Policy, load_policy
+from assistant.privacy.public import public
 from assistant.privacy.recognizers import Scan, find_in_tokens
 from assistant.privacy.recognizers.common import (
     option_label,
@@ -61,7 +62,7 @@ class Detector:
         self._first_person = words_pattern(c.first_person)
         self._sign_offs = words_pattern(c.sign_offs)
         self._greetings = words_pattern(c.greetings)
-        self._tie_phrase = words_pattern(c.tie_phrases)
+        self._tie_phrase = words_pattern((*c.tie_phrases, *c.work_ties))
         sites = self.policy.public_sites
         self._own_site = (
             re.compile(
@@ -259,6 +260,7 @@ class Detector:
         findings += p.given_names.find(scan, findings)
         findings += p.short_surnames.find(scan, findings)
         findings += p.pronouns.find(scan, findings)
+        findings += p.value_parts.find(scan, findings)
         findings = [f for f in findings if not self._public_site(text, f)]
         # Context first: a strict finding inside a contextual one that nothing ties to a
         # person (a user name in a path spaCy took for a firm) is kept.
@@ -408,7 +410,9 @@ class Detector:
                 tied = self._tie_phrase is not None and any(
                     p.end() >= len(before.rstrip()) - 4 for p in self._tie_phrase.finditer(before)
                 )
-                if not (personal or tied):
+                # A public organisation is the question's subject unless tied.
+                subject = f.entity in c.public and public(f.text)
+                if not ((personal and not subject) or tied):
                     continue
             kept.append(f)
         return kept

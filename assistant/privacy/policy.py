@@ -28,6 +28,7 @@ from assistant.privacy.recognizers import (
     RareWordRule,
     ShortSurnameRule,
     SpeakerRule,
+    ValuePartRule,
     VocativeRule,
 )
 
@@ -112,6 +113,10 @@ class ContextualRule:
     model_only: tuple[str, ...] = ()  # entities contextual when only ``model_from`` found them
     model_from: tuple[str, ...] = ()
     model_only_in_quiz: bool = False  # only in a multiple-choice question
+    # Entities whose public values (assistant/privacy/public.py) are replaced only when
+    # a tie phrase stands right before them, even in a text about its writer.
+    public: tuple[str, ...] = ()
+    work_ties: tuple[str, ...] = ()  # tie phrases of the user's own work
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,7 @@ class Policy:
     vocatives: VocativeRule = dataclasses.field(default_factory=VocativeRule)
     speakers: SpeakerRule = dataclasses.field(default_factory=SpeakerRule)
     pronouns: PronounRule = dataclasses.field(default_factory=PronounRule)
+    value_parts: ValuePartRule = dataclasses.field(default_factory=ValuePartRule)
     categories: dict[str, str] = dataclasses.field(default_factory=dict)
     contextual: ContextualRule = ContextualRule()
     generalise: GeneraliseRule = GeneraliseRule()
@@ -256,6 +262,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         vocatives=VocativeRule(**section("vocatives")),
         speakers=SpeakerRule(**section("speakers")),
         pronouns=PronounRule(**section("pronoun_persons")),
+        value_parts=ValuePartRule(**section("value_parts")),
         categories=categories,
         contextual=ContextualRule(**section("contextual")),
         generalise=GeneraliseRule(**section("generalise")),

@@ -36,26 +36,28 @@ from typing import Any, Protocol
 from assistant.base.errors import DragError, PrivacyError
 from assistant.base.textform import word_char
 from assistant.privacy.findings import Finding
+from assistant.privacy.values import (
+    CATEGORIES,
+    entity_of,
+    recheck,
+    shaped,
+    worth_hiding,
+)
 
-READER_VERSION = "reader-v2"
+__all__ = ["CATEGORIES", "entity_of", "recheck", "shaped", "worth_hiding"]
+
+READER_VERSION = "reader-v3"
 RECOGNIZER = "LocalModelReader"
 
-# The model's categories, and the policy entity each becomes.  "contact" is split by
-# the value's shape (see entity_of).
-CATEGORIES: dict[str, str] = {
-    "person": "PERSON",
-    "organisation": "ORGANIZATION",
-    "place": "LOCATION",
-    "address": "STREET_ADDRESS",
-    "contact": "USERNAME",
-    "id": "ID_NUMBER",
-}
 MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
 MAX_SPAN_WORDS = 8  # a longer "value" is a sentence
 MAX_JUNK = 3  # values of no use in a row: the model is looping
 MAX_REPLY_TOKENS = 1024
 MAX_RESUMES = 3  # readings of the rest of a piece after the model looped
+PER_CHARS = 1000  # the deadline is the timeout for each this many characters
 CHUNK_CHARS = 1500  # a longer question is read in pieces of about this size
+MAX_SPLITS = 2  # a piece the model loops on is read in halves, and those in halves
+MIN_SPLIT = 80  # characters: no half shorter
 
 # No maxItems or maxLength: llama.cpp checks every token of the vocabulary against the
 # grammar at each step, and bounded repetitions make that check much slower (measured:
@@ -157,6 +159,17 @@ def messages(text: str) -> list[dict[str, str]]:
     return out
 
 
+# Stands for the question in the prompt whose head (everything before it: the rules and
+# examples, the fence's opening) the model holds read (Student.keep_head).
+HEAD_MARK = "\ue000"
+
+
+def head() -> list[dict[str, str]]:
+    """The reader's prompt with :data:`HEAD_MARK` for the question: what comes before
+    the mark is the same for every question."""
+    return messages(HEAD_MARK)
+
+
 class Chat(Protocol):
     """The model: llama.cpp through :class:`assistant.models.student.Student` (or a test's fake)."""
 
@@ -211,70 +224,10 @@ def parse(reply: str, *, strict: bool = False) -> list[tuple[str, str]]:
     return [(c, v) for c, v in pairs if c in CATEGORIES]
 
 
-_LINK = re.compile(r"(?i)^(?:https?://|www\.)|^[\w-]+(?:\.[\w-]+)+(?:/\S*)?$")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.\w+$")
-_PHONE = re.compile(r"^\+?[\d\s().-]{6,}$")
-
-
-def entity_of(category: str, value: str) -> str:
-    """The policy entity of a (category, value): contact values by their shape."""
-    if category != "contact":
-        return CATEGORIES[category]
-    if _EMAIL.match(value):
-        return "EMAIL_ADDRESS"
-    if _PHONE.match(value) and sum(ch.isdigit() for ch in value) >= 6:
-        return "PHONE_NUMBER"
-    if _LINK.match(value):
-        return "URL"
-    return "USERNAME"
-
-
-def shaped(entity: str, value: str) -> str | None:
-    """The entity a value is replaced as, by its shape, or None when it is none: a user
-    name or handle is one token with a letter ("2017" is a year); an ID holds four digits,
-    or letters and digits mixed, and is no amount ("120", "55,000,000" are answers).  A
-    "contact" or "id" with words and no digits is a name the model filed wrongly, and is
-    judged as a person ("李娜" listed as a contact).  (Written from the bundled MMLU
-    controls 0-59 and PUPA-TNB's seen half.)"""
-    value = value.strip()
-    letters = sum(ch.isalpha() for ch in value)
-    digits = sum(ch.isdigit() for ch in value)
-    named = letters > 0 and digits == 0
-    if entity == "USERNAME":
-        if not any(ch.isspace() for ch in value) and letters:
-            return entity
-        return "PERSON" if named else None
-    if entity == "ID_NUMBER":
-        if named:
-            return "PERSON"
-        if _QUANTITY.match(value):
-            return None
-        return entity if digits >= 4 or (letters and digits + letters >= 5) else None
-    return entity
-
-
-_QUANTITY = re.compile(r"^[$€£]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+\.\d+$")
-
-
-_LETTERS = re.compile(r"[^\W\d_]+")
 # One word of two to four capitals; of a person, an organisation or a place it is read
 # as a term of the subject (a firm in capitals is longer: "WIPRO").
 _ACRONYM = re.compile(r"^[A-Z]{2,4}$")
 _NAMED = ("person", "organisation", "place")
-
-
-def worth_hiding(value: str, common: Callable[[str], bool]) -> bool:
-    """Whether a span the model listed can be personal: not one or two characters, and
-    not only ordinary lower-case words (``common``: a word of the language's dictionary).
-    A capital, a digit, a sign such as @ or a non-Latin letter keeps it."""
-    if sum(ch.isalnum() for ch in value) < 2:
-        return False
-    words = _LETTERS.findall(value)
-    if not words or any(not w.isascii() for w in words):
-        return True
-    if any(not ch.isalpha() and not ch.isspace() and ch not in "'-" for ch in value):
-        return True  # digits, @, dots, slashes: a number, a handle, a link
-    return any(not w.islower() or not common(w) for w in words)
 
 
 def occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
@@ -310,7 +263,7 @@ class SpanReader:
         model: Chat,
         *,
         common: Callable[[str], bool],
-        timeout: float = 120.0,
+        timeout: float = 90.0,
         free_first: bool = True,
     ) -> None:
         self.model = model
@@ -325,7 +278,7 @@ class SpanReader:
         """The model's findings in ``text``: each value it lists wherever it occurs.
         Any failure is a PrivacyError (the question is not sent)."""
         started = time.perf_counter()
-        deadline = started + self.timeout
+        deadline = started + self.allowed(text)
         findings: list[Finding] = []
         listed = dropped = 0
         complete = True
@@ -344,18 +297,26 @@ class SpanReader:
                 findings += [Finding(entity, s, e, text[s:e], 0.9, RECOGNIZER) for s, e in spots]
         return Reading(findings, time.perf_counter() - started, listed, dropped, complete)
 
+    def allowed(self, text: str) -> float:
+        """The seconds a reading of ``text`` may take: :attr:`timeout` for each 1,000
+        characters begun (a long paste takes longer to read), and at least that."""
+        return self.timeout * max(1, -(-len(text) // PER_CHARS))
+
     def find(self, text: str) -> list[Finding]:
         return self.read(text).findings
 
     def _read_piece(
-        self, piece: str, deadline: float, kind: Callable[[str], str]
+        self, piece: str, deadline: float, kind: Callable[[str], str], depth: int = 0
     ) -> tuple[list[tuple[str, str]], bool]:
         """The pairs the model lists in ``piece``, and whether the piece was read to its
         end.  A small model that loops (one value again and again) has often listed
         what comes before the loop: the rest of the piece, from where the furthest value
         it listed first stands, is read again, up to :data:`MAX_RESUMES` times, as long
         as each reading gets further.  A reading vouches for the piece when it closes
-        its list, or when it looped after the last of the text."""
+        its list, or when it looped after the last of the text.  A reading that gets no
+        further reads what is left in two halves, each on its own (a loop belongs to
+        the text it was given), down to :data:`MIN_SPLIT` characters, :data:`MAX_SPLITS`
+        deep; it vouches only when every half was read to its end."""
         pairs: list[tuple[str, str]] = []
         start = 0
         for _ in range(MAX_RESUMES + 1):
@@ -372,8 +333,16 @@ class SpanReader:
                 if v.strip()
             )
             reached = start + max((span[1] for span in firsts if span), default=0)
-            if reached <= start:
-                return pairs, False  # no further than before: what follows is unread
+            if reached <= start:  # no further than before: the rest in halves, or unread
+                rest = piece[start:]
+                if depth >= MAX_SPLITS or len(rest) < 2 * MIN_SPLIT:
+                    return pairs, False
+                whole = True
+                for _offset, half in chunks(rest, len(rest) // 2 + MIN_SPLIT // 2):
+                    found, done = self._read_piece(half, deadline, kind, depth + 1)
+                    pairs += [pair for pair in found if pair not in pairs]
+                    whole = whole and done
+                return pairs, whole
             if not piece[reached:].strip():
                 return pairs, True  # it looped after the last of the text
             start = reached
@@ -483,8 +452,8 @@ class _Watch:
     def __call__(self, piece: str) -> None:
         if time.perf_counter() > self.deadline:
             raise PrivacyError(
-                f"the local privacy reader took longer than {self.timeout:g} s "
-                "(privacy.reader_timeout); nothing was sent"
+                f"the local privacy reader took longer than its {self.timeout:g} s for "
+                "each 1,000 characters (privacy.reader_timeout); nothing was sent"
             )
         self.reply += piece
         if self.closes and "}" in piece and (start := self.reply.find("{")) >= 0:

@@ -30,6 +30,7 @@ from assistant.privacy.placeholders import (
     Vault,
 )
 from assistant.privacy.reader import RECOGNIZER, Reading, union
+from assistant.privacy.values import recheck
 
 REWRITE_SYSTEM = (
     "You rewrite a question before it is sent to an outside expert.\n"
@@ -250,7 +251,8 @@ def sanitize(
     findings = tuple(_find(scanner.find, question))
     stages["detect"] = time.perf_counter() - started
     if read is not None:
-        added = list(read.findings)
+        common = getattr(scanner, "common", None) or (lambda _word: False)
+        added = recheck(read.findings, common)
         judge = getattr(scanner, "in_context", None)
         if judge is not None:  # the policy's modes: an organisation in a plain question stays
             kept = judge(question, list(findings) + added)

@@ -18,6 +18,7 @@ from assistant.privacy.recognizers.names import (
     PronounRule,
     ShortSurnameRule,
     SpeakerRule,
+    ValuePartRule,
 )
 from assistant.privacy.recognizers.tokens import RareWordRule, VocativeRule, find_in_tokens
 
@@ -33,6 +34,7 @@ __all__ = [
     "Scan",
     "ShortSurnameRule",
     "SpeakerRule",
+    "ValuePartRule",
     "VocativeRule",
     "find_in_tokens",
 ]

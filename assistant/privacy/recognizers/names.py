@@ -200,3 +200,61 @@ class PronounRule:
             ):
                 out.append(dataclasses.replace(f, entity=self.entity, recognizer="Pronoun"))
         return out
+
+
+_VALUE_WORD = re.compile(r"[^\W\d_]+")
+_URL_HEAD = re.compile(r"^(?:[a-z][\w+.-]*://)?[^/?#]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ValuePartRule:
+    """A name inside a value that was found is a name wherever else the text writes it
+    (issue 48): the words of an e-mail's local part (split on dots, underscores,
+    hyphens and digits), of a user name or a user folder, and of a link's path (its
+    domain aside).  A word of ``min_letters``+ letters found elsewhere on its own, in any
+    case when the model's vectors do not know it ("kowalska"), is taken as ``entity``;
+    a word they know only when an e-mail or a user name holds it and the text writes it
+    capitalised, not at a sentence's start ("Anna" after anna.kowalska@…; "Support" of
+    support@… opening a sentence is no name).  The value itself is replaced whole
+    already; this hides the rest of the name."""
+
+    entity: str = ""
+    values: tuple[str, ...] = ()
+    min_letters: int = 4
+    score: float = 0.6
+
+    def _words(self, f: Finding) -> list[str]:
+        text = f.text
+        if "@" in text and not text.startswith("@"):
+            text = text.split("@", 1)[0]  # an e-mail's local part
+        elif f.entity == "URL":
+            text = _URL_HEAD.sub("", text)  # the path: the domain is a site's
+        return [w for w in _VALUE_WORD.findall(text) if len(w) >= self.min_letters]
+
+    def find(self, scan: Scan, found: list[Finding]) -> list[Finding]:
+        if not self.entity or not self.values:
+            return []
+        words: dict[str, bool] = {}  # word -> from an e-mail or a user name
+        for f in found:
+            if f.entity in self.values:
+                for w in self._words(f):
+                    words[w.casefold()] = words.get(w.casefold(), False) or f.entity != "URL"
+        if not words:
+            return []
+        taken = [(f.start, f.end) for f in found]
+        out = []
+        for m in _VALUE_WORD.finditer(scan.text):
+            word = m.group()
+            key = word.casefold()
+            if key not in words or any(s <= m.start() < e for s, e in taken):
+                continue
+            if scan.vocab.has_vector(word.lower()):
+                before = scan.text[: m.start()].rstrip()
+                opening = not before or before[-1] in '.!?:;\n"“'
+                if not (words[key] and word[:1].isupper() and not opening):
+                    continue
+            if scan.allowed(word):
+                continue
+            if scan.accepts(self.entity, word, self.score):
+                out.append(Finding(self.entity, m.start(), m.end(), word, self.score, "ValuePart"))
+        return out

@@ -38,6 +38,7 @@ conversation hash starts with 0-7 (the half whose leaks were read), ``unseen`` =
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import sqlite3
@@ -50,8 +51,9 @@ from assistant.base import config
 from assistant.base.errors import DragError
 from assistant.core.session import Session
 from assistant.privacy.detector import Detector
-from assistant.privacy.policy import category_modes
+from assistant.privacy.policy import Policy, category_modes, load_policy
 from assistant.privacy.reader import READER_VERSION, Reading
+from assistant.privacy.recognizers import ValuePartRule
 from drag_bench import arguments, split_choices
 from drag_bench.privacy.datasets import (
     METHODS,
@@ -257,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the full stack with these privacy.categories modes over policy.yaml's "
         "(e.g. ORGANIZATION=strict,LOCATION=strict); default: the policy's own",
     )
+    parser.add_argument(
+        "--without",
+        default="",
+        metavar="PART,...",
+        help=f"also run the full stack (and the reader) without these parts of the policy, "
+        f"side by side, on the same readings: some of {','.join(PARTS)}",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument("--resume", action="store_true")
     parser.add_argument(
@@ -328,11 +337,18 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--reader-grammar: fallback, always or both")
         label = "full" + "".join(f" {e}={m}" for e, m in modes.items())
         tail = "+rewrite" if args.rewrite else ""
+        parts = [p.strip() for p in args.without.split(",") if p.strip()]
+        if set(parts) - set(PARTS):
+            raise ValueError(f"--without: some of {', '.join(PARTS)}")
+        variants = {"": load_policy(), **{f" -{p}": without_part(p) for p in parts}}
         for name in names:
             if name == "full":
-                methods[label + tail] = make_full(
-                    Detector(categories=modes), rewriter if args.rewrite else None, send
-                )
+                for suffix, policy in variants.items():
+                    methods[label + suffix + tail] = make_full(
+                        Detector(policy=policy, categories=modes),
+                        rewriter if args.rewrite else None,
+                        send,
+                    )
                 if args.learnt_from is not None:
                     methods[label + "+learnt" + tail] = make_full(
                         learnt_detector(modes, args.learnt_from),
@@ -357,12 +373,13 @@ def main(argv: list[str] | None = None) -> int:
                         name_of = s.privacy.reader_model or s.student.model
                         reader = f"{name_of} {READER_VERSION} grammar {grammar}"
                         read = cached_reads(read, args.reader_cache, reader)
-                    methods[label + "+reader" + about_text + tail] = make_full(
-                        Detector(categories=modes),
-                        rewriter if args.rewrite else None,
-                        send,
-                        read,
-                    )
+                    for suffix, policy in variants.items():  # the same reading each
+                        methods[label + "+reader" + about_text + suffix + tail] = make_full(
+                            Detector(policy=policy, categories=modes),
+                            rewriter if args.rewrite else None,
+                            send,
+                            read,
+                        )
             elif name == "presidio":
                 methods["presidio-default"] = make_presidio_default()
             elif rewriter is not None:
@@ -382,6 +399,22 @@ def main(argv: list[str] | None = None) -> int:
     png = plot(summaries, title, args.out / "privacy-leakage.png")
     print(f"\nplot: {png}", file=sys.stderr)
     return 0
+
+
+# Parts of the policy a run can leave out (--without), each the rule of one issue.
+PARTS = ("public", "value-parts")
+
+
+def without_part(part: str) -> Policy:
+    """The policy without one part: "public" (issue 48: public organisations kept unless
+    tied, and the work tie phrases), "value-parts" (a name inside a found value)."""
+    policy = load_policy()
+    if part == "public":
+        c = dataclasses.replace(policy.contextual, public=(), work_ties=())
+        return dataclasses.replace(policy, contextual=c)
+    if part == "value-parts":
+        return dataclasses.replace(policy, value_parts=ValuePartRule())
+    raise ValueError(f"--without: {part!r} is none of {', '.join(PARTS)}")
 
 
 def learnt_detector(modes: Any, database: Path) -> Detector:

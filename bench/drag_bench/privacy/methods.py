@@ -108,6 +108,7 @@ def cached_reads(
                 row["seconds"],
                 row["listed"],
                 row["dropped"],
+                row.get("complete", True),
             )
 
     def cached(question: str) -> Reading | None:
@@ -125,6 +126,7 @@ def cached_reads(
             "seconds": reading.seconds,
             "listed": reading.listed,
             "dropped": reading.dropped,
+            "complete": reading.complete,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:

@@ -18,6 +18,7 @@ from assistant.privacy.policy import load_policy
 from drag_bench import leakscore
 from drag_bench.privacy.datasets import Item
 from drag_bench.privacy.methods import Outcome
+from drag_bench.privacy.publicunits import public_unit
 from drag_bench.stats import percentile
 
 _PROMPT_WORDS = template_fragments((evidence.USER,))  # the evidence prompt's own text
@@ -112,6 +113,8 @@ def score(item: Item, outcome: Outcome) -> dict[str, Any]:
                 "unit": (unit_view.how_sent(value) or "") if present and sent else "",
             }
         )
+        if present and public_unit(value):  # a public name, listed in the summary
+            record["values"][-1]["public"] = value
     units = [v for _, v in item.pii]
     if sent:
         record["kept_words"] = leakscore.kept_words(item.text, question, units)
@@ -158,6 +161,9 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     unit_leaks = sum(bool(v.get("unit")) for v in units)
     whole_leaks = sum(v.get("unit") == "whole" for v in units)
     with_reference = [r for r in records if "reference_kept_words" in r]
+    private = [v for v in units if not v.get("public")]
+    private_leaks = sum(bool(v.get("unit")) for v in private)
+    private_whole = sum(v.get("unit") == "whole" for v in private)
     return {
         "items": len(records),
         "injected": len(values),
@@ -169,6 +175,16 @@ def summarise(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "unit_leaked_whole": whole_leaks,
         "unit_whole_rate": _rate(whole_leaks, len(units)),
         "by_category": by_category,
+        # The same without the units the product's rule calls public (issue 48), and
+        # those units, so that the split can be read.
+        "public_units": sorted({v["public"] for v in units if v.get("public")}),
+        "without_public": {
+            "units": len(private),
+            "unit_leaked": private_leaks,
+            "unit_leak_rate": _rate(private_leaks, len(private)),
+            "unit_leaked_whole": private_whole,
+            "unit_whole_rate": _rate(private_whole, len(private)),
+        },
         "kept_words": leakscore.share(tuple(r["kept_words"]) for r in records if "kept_words" in r),
         "reference_kept_words": (
             leakscore.share(tuple(r["reference_kept_words"]) for r in with_reference)
@@ -230,12 +246,25 @@ def render(summaries: dict[str, dict[str, Any]], title: str) -> str:
             f"| {s['unit_leaked_whole']} ({s['unit_whole_rate']:.2%}) "
             f"| {s['blocked']} | {s['kept_words']:.1%} |"
         )
+    for method, s in summaries.items():
+        w = s.get("without_public")
+        if w and w["units"] < s["units"]:
+            lines.append(
+                f"| {method}, without the {s['units'] - w['units']} public units "
+                f"| {w['units']} | {w['unit_leaked']} | {w['unit_leak_rate']:.2%} "
+                f"| {w['unit_leaked_whole']} ({w['unit_whole_rate']:.2%}) | – | – |"
+            )
     ref = next(iter(summaries.values()), {})
     if ref.get("reference_kept_words") is not None:
         lines.append(
             f"| reference redaction (the dataset's) | {ref['units']} | – "
             f"| {ref['reference_unit_leak_rate']:.2%} | {ref['reference_whole_rate']:.2%} "
             f"| – | {ref['reference_kept_words']:.1%} |"
+        )
+    if ref.get("public_units"):
+        lines.append(
+            "\nUnits the product's rule calls public (a listed company or a well-known "
+            f"platform, docs/privacy.md): {', '.join(ref['public_units'])}."
         )
     if ref.get("units_absent"):
         lines.append(f"\n{ref['units_absent']} unit(s) not found in their own text: not counted.")

@@ -1,0 +1,79 @@
+"""The organisations this product calls public (issue 48), in one place.
+
+A question about a listed company or a well-known platform needs its name ("compare
+Siemens and ABB as investments", "how do I export my orders from Etsy?"): the name is
+what the teacher must see to answer.  The same name is personal when the text ties it
+to the writer ("I work at Siemens", "applying to Siemens"): then it is replaced like
+any other (the detector's tie phrases, ``policy.yaml``'s ``contextual.public``).
+
+Public is only what ships in two lists, never a guess:
+
+* ``data/public-orgs.tsv``: the members of 20 stock indices with their tickers, from
+  pytickersymbols 1.17.10 (MIT; index lists from Wikipedia), built by
+  ``tools/make_public_orgs.py``;
+* ``data/public-platforms.txt``: well-known platforms and services, hand-written.
+
+A name matches in full or without its legal form ("Oracle" for "Oracle Corporation"),
+in any case; a ticker matches only as written, in capitals ("ORCL").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from pathlib import Path
+
+DATA = Path(__file__).with_name("data")
+ORGS_FILE = DATA / "public-orgs.tsv"
+PLATFORMS_FILE = DATA / "public-platforms.txt"
+
+
+# Legal forms and the like at the end of a company's name ("Oracle Corporation").
+LEGAL = re.compile(
+    r"(?:[\s,]+(?:inc\.?|incorporated|corp\.?|corporation|company|co\.?|plc|p\.l\.c\.|ag|"
+    r"se|n\.?v\.?|s\.?a\.?|s\.?p\.?a\.?|ltd\.?|limited|kgaa|& co\.?|oyj|"
+    r"asa|ab|gmbh|llc|\(the\)))+\s*$",
+    re.IGNORECASE,
+)
+
+
+def short(name: str) -> str:
+    """``name`` without its legal form, when what is left is no short word ("News" of
+    "News Corp" is any news)."""
+    cut = re.sub(r"^the\s+", "", LEGAL.sub("", name).strip(" ,"), flags=re.IGNORECASE)
+    return cut if len(cut) >= 5 or (" " in cut and len(cut) >= 3) else name
+
+
+def fold(name: str) -> str:
+    """The key a name is looked up by: NFKC, case-folded, one space, no "the", no
+    trailing dot or comma."""
+    text = " ".join(unicodedata.normalize("NFKC", name).casefold().replace("’", "'").split())
+    if text.startswith("the "):
+        text = text[4:]
+    return text.strip(" .,")
+
+
+@functools.cache
+def _lists() -> tuple[frozenset[str], frozenset[str]]:
+    names: set[str] = set()
+    tickers: set[str] = set()
+    for line in ORGS_FILE.read_text("utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, short, ticker, _index = line.split("\t")
+        names.update((fold(name), fold(short)))
+        if len(ticker) >= 2 and ticker.isupper():
+            tickers.add(ticker)
+    for line in PLATFORMS_FILE.read_text("utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            names.add(fold(line))
+    return frozenset(names), frozenset(tickers)
+
+
+def public(value: str) -> bool:
+    """Whether ``value`` names a public organisation: a listed company, a well-known
+    platform, or a listed ticker written in capitals."""
+    names, tickers = _lists()
+    value = value.strip()
+    return fold(value) in names or fold(short(value)) in names or value in tickers

@@ -1,0 +1,52 @@
+"""Build ``data/public-orgs.tsv``, the companies this product calls public (issue 48):
+the members of 20 stock indices (S&P 500, S&P 600, NASDAQ 100, DOW JONES, FTSE 100,
+DAX, CAC 40, NIKKEI 225 …), with their tickers, as packaged by pytickersymbols.
+
+Provenance: pytickersymbols 1.17.10 (MIT, portfolio+; its index lists are built from
+Wikipedia's): ``pytickersymbols/indices_data.py``.  The output keeps a company's name,
+its name without a legal form ("Oracle Corporation" -> "Oracle"), its ticker and the
+first index it was found in.  Well-known platforms that are no listed company (Etsy's
+brand is, "Google" is Alphabet's) are hand-written in ``data/public-platforms.txt``.
+
+    pip download --no-deps pytickersymbols==1.17.10 && unzip pytickersymbols-1.17.10-*.whl -d pts
+    python tools/make_public_orgs.py pts/pytickersymbols/indices_data.py
+
+The output is committed; tests check its provenance line and a few entries.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from assistant.privacy.public import short
+
+OUT = Path(__file__).resolve().parents[1] / "assistant" / "privacy" / "data" / "public-orgs.tsv"
+HEADER = (
+    "# pytickersymbols 1.17.10 (MIT, portfolio+; index lists from Wikipedia): "
+    "name, short name, ticker, index"
+)
+
+
+def main(source: str) -> int:
+    spec = importlib.util.spec_from_file_location("indices_data", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows: dict[str, tuple[str, str, str]] = {}
+    for index, data in sorted(module.INDICES.items()):
+        for company in data["companies"]:
+            name = " ".join(str(company["name"]).split())
+            ticker = str(company.get("symbol") or "").split(".")[0]
+            if name and "\t" not in name:
+                rows.setdefault(name, (short(name), ticker, index))
+    lines = [HEADER] + [f"{n}\t{s}\t{t}\t{i}" for n, (s, t, i) in sorted(rows.items())]
+    OUT.write_text("\n".join(lines) + "\n", "utf-8")
+    print(f"{len(rows)} companies -> {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
