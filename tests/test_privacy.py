@@ -276,7 +276,7 @@ def test_a_public_company_a_question_is_about_stays_and_one_tied_to_the_user_goe
     """A listed company or a well-known platform is what a question about it must name,
     even in a question about its writer; "applying to" or "I work at" ties it to the
     user (issue 48).  A firm on no list is replaced in the same question."""
-    about = "I want to invest in Siemens or Oracle for my retirement, which is safer?"
+    about = "I want to invest in Siemens or Apple for my retirement, which is safer?"
     assert kinds(detector.find(about)) == {}
     assert kinds(detector.find("I work at Oracle in Austin")) == {
         "Oracle": "ORGANIZATION",
@@ -284,6 +284,13 @@ def test_a_public_company_a_question_is_about_stays_and_one_tied_to_the_user_goe
     }
     applying = "I am applying to Siemens as an engineer, please write my cover letter"
     assert kinds(detector.find(applying)) == {"Siemens": "ORGANIZATION"}
+    # A sentence about the writer's work makes a public one theirs, tie phrase or not.
+    assert kinds(detector.find("I'm a cashier at Target and need a letter")) == {
+        "Target": "ORGANIZATION"
+    }
+    assert kinds(detector.find("my manager at Amazon is rude, help me reply")) == {
+        "Amazon": "ORGANIZATION"
+    }
     unlisted = "I want to invest in Brightwave Analytica, is it safe for my retirement?"
     assert "Brightwave Analytica" in kinds(detector.find(unlisted))
 
@@ -293,11 +300,15 @@ def test_the_public_lists_ship_with_their_provenance() -> None:
 
     head = public.ORGS_FILE.read_text("utf-8").splitlines()[0]
     assert head.startswith("# pytickersymbols 1.17.10 (MIT")
-    assert public.public("Oracle Corporation") and public.public("oracle")
+    assert public.public("Apple Inc.") and public.public("apple")
     assert public.public("Etsy") and public.public("ORCL")
     assert not public.public("orcl")  # a ticker only as written
     assert not public.public("News")  # "News Corp" without its legal form: any news
     assert not public.public("moonfern")
+    # A user's firm is matched whole ("Hawkins, Inc." is listed), a short form that is a
+    # surname is not listed ("Rogers Corporation"), a ticker of two letters is a word.
+    assert not public.public("Hawkins & Co.") and not public.public("Rogers")
+    assert public.public("Rogers Corporation") and not public.public("MS")
 
 
 def test_a_name_inside_a_found_value_is_a_name_elsewhere(detector: Detector) -> None:

@@ -303,7 +303,7 @@ def test_the_docs_figures_without_the_public_units_are_counted_from_the_records(
         leaked = 100 * sum(1 for v in private if v["unit"]) / len(private)
         whole = 100 * sum(1 for v in private if v["unit"] == "whole") / len(private)
         assert f"{leaked:.2f} %" in section and f"({whole:.2f} %" in section, method
-    start = section.index("the rule calls public (") + len("the rule calls public (")
+    start = section.index("call public (") + len("call public (")
     listed = " ".join(section[start : section.index(";", start)].split())
     assert sorted(named) == sorted(n.strip() for n in listed.split(",")), listed
 

@@ -530,6 +530,12 @@ def test_the_prompts_head_is_read_once_and_loaded_from_disk_by_a_new_model(
     assert again.keep_head(R.head(), R.HEAD_MARK, folder) == "saved"
     assert reply(again) == reply(read)
     again.close()
+    (state,) = folder.iterdir()  # a header that is JSON but no object: read afresh
+    state.write_bytes(b"drag-prefix-state 1\nnull\n" + state.read_bytes()[-64:])
+    last = Student(path, n_ctx=2048)
+    assert last.keep_head(R.head(), R.HEAD_MARK, folder) == "saved"
+    last.close()
+    assert [p.suffix for p in folder.iterdir()] == [".state"]  # no part file left
     read.close()
 
 
@@ -878,7 +884,9 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
     assert R.entity_of("contact", "marek-dev.netlify.app") == "URL"
     assert R.shaped("USERNAME", "Leo") == "PERSON"
     assert R.shaped("USERNAME", "marekz") == "USERNAME"
+    assert R.shaped("USERNAME", "NOVA") == "USERNAME"  # a handle in capitals stays one
     assert R.shaped("PERSON", "AlBr3") is None
+    assert R.shaped("PERSON", "jsmith42") == "PERSON"  # digits beside a name: still one
 
     def common(word: str) -> bool:  # fake dictionary: every lower-case word
         return word.islower()
@@ -887,10 +895,15 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
         Finding("PERSON", 0, 22, "A fifteen year-old boy", 0.9, R.RECOGNIZER),
         Finding("USERNAME", 30, 33, "Leo", 0.9, R.RECOGNIZER),
         Finding("PERSON", 40, 48, "J. Smith", 0.9, R.RECOGNIZER),
+        # Lower-case words that a number or an initial makes worth hiding stay.
+        Finding("LOCATION", 50, 61, "42 oak lane", 0.9, R.RECOGNIZER),
+        Finding("PERSON", 70, 83, "mark j. white", 0.9, R.RECOGNIZER),
     ]
     assert [(f.entity, f.text) for f in R.recheck(read, common)] == [
         ("PERSON", "Leo"),
         ("PERSON", "J. Smith"),
+        ("LOCATION", "42 oak lane"),
+        ("PERSON", "mark j. white"),
     ]
 
 

@@ -4,8 +4,9 @@ DAX, CAC 40, NIKKEI 225 …), with their tickers, as packaged by pytickersymbols
 
 Provenance: pytickersymbols 1.17.10 (MIT, portfolio+; its index lists are built from
 Wikipedia's): ``pytickersymbols/indices_data.py``.  The output keeps a company's name,
-its name without a legal form ("Oracle Corporation" -> "Oracle"), its ticker and the
-first index it was found in.  Well-known platforms that are no listed company (Etsy's
+its name without a legal form ("Oracle Corporation" -> "Oracle"; not when that is one
+word spaCy's model reads as a person's name: "Rogers"), its ticker and the first index
+it was found in.  Well-known platforms that are no listed company (Etsy's
 brand is, "Google" is Alphabet's) are hand-written in ``data/public-platforms.txt``.
 
     pip download --no-deps pytickersymbols==1.17.10 && unzip pytickersymbols-1.17.10-*.whl -d pts
@@ -30,6 +31,25 @@ HEADER = (
 )
 
 
+def person_like(words: list[str]) -> set[str]:
+    """Those of ``words`` that spaCy's model (the product's) reads as a person's name in a
+    plain sentence: a short form such as "Rogers" (of "Rogers Corporation") is a surname
+    too, and is not listed on its own."""
+    import spacy
+
+    from assistant.privacy.engine import spacy_model
+    from assistant.privacy.policy import load_policy
+
+    nlp = spacy.load(spacy_model(load_policy().model), disable=["parser"])
+    out = set()
+    for word in words:
+        for template in ("I talked to {} yesterday.", "Ask {} about it."):
+            doc = nlp(template.format(word))
+            if any(e.label_ == "PERSON" and e.text == word for e in doc.ents):
+                out.add(word)
+    return out
+
+
 def main(source: str) -> int:
     spec = importlib.util.spec_from_file_location("indices_data", source)
     assert spec is not None and spec.loader is not None
@@ -42,6 +62,10 @@ def main(source: str) -> int:
             ticker = str(company.get("symbol") or "").split(".")[0]
             if name and "\t" not in name:
                 rows.setdefault(name, (short(name), ticker, index))
+    ones = [s for n, (s, _t, _i) in rows.items() if s != n and " " not in s]
+    people = person_like(ones)
+    rows = {n: (n if s in people else s, t, i) for n, (s, t, i) in rows.items()}
+    print(f"{len(people)} short forms read as people's names, not listed: {sorted(people)}")
     lines = [HEADER] + [f"{n}\t{s}\t{t}\t{i}" for n, (s, t, i) in sorted(rows.items())]
     OUT.write_text("\n".join(lines) + "\n", "utf-8")
     print(f"{len(rows)} companies -> {OUT}")

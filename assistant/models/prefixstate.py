@@ -57,6 +57,8 @@ def _load(llm: Any, path: Path, key: str, tokens: list[int]) -> bool:
         meta = json.loads(head)
     except ValueError:
         return False
+    if not isinstance(meta, dict):
+        return False
     if meta.get("key") != key or meta.get("sha256") != hashlib.sha256(body).hexdigest():
         return False
     size = len(body)
@@ -81,8 +83,11 @@ def _save(llm: Any, path: Path, key: str) -> None:
     for old in path.parent.glob(path.name.split("-")[0] + "-*.state"):
         old.unlink(missing_ok=True)
     part = path.with_suffix(f".part{os.getpid()}")
-    paths.write_private(part, MAGIC + meta.encode("utf-8") + b"\n" + body)
-    part.replace(path)
+    try:
+        paths.write_private(part, MAGIC + meta.encode("utf-8") + b"\n" + body)
+        part.replace(path)
+    finally:
+        part.unlink(missing_ok=True)  # left only when the write or the rename failed
 
 
 def keep(

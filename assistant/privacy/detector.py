@@ -73,6 +73,7 @@ class Detector:
             else None
         )
         self._task_verb = words_pattern(c.task_verbs)
+        self._work_word = words_pattern(c.work_words)
         self.allow = [a for a in allow if a.strip()]
         # The policy's pattern recognizers per entity (_rule_backed asks them again).
         self._patterns: dict[str, list[Any]] = {}
@@ -410,12 +411,23 @@ class Detector:
                 tied = self._tie_phrase is not None and any(
                     p.end() >= len(before.rstrip()) - 4 for p in self._tie_phrase.finditer(before)
                 )
-                # A public organisation is the question's subject unless tied.
+                # A public organisation is the question's subject, unless tied or, in a
+                # text about its writer, in a sentence about their work.
                 subject = f.entity in c.public and public(f.text)
+                if subject and personal and self._about_work(text, f):
+                    subject = False
                 if not ((personal and not subject) or tied):
                     continue
             kept.append(f)
         return kept
+
+    def _about_work(self, text: str, f: Finding) -> bool:
+        """Whether the sentence holding ``f`` has one of the policy's work words."""
+        if self._work_word is None:
+            return False
+        start = max(text.rfind(c, 0, f.start) for c in ".!?\n") + 1
+        ends = [i for i in (text.find(c, f.end) for c in ".!?\n") if i >= 0]
+        return self._work_word.search(text, start, min(ends, default=len(text))) is not None
 
     def _allowed(self, text: str) -> bool:
         """On the user's allow list (the recognizers' findings are filtered by Presidio)."""

@@ -117,6 +117,7 @@ class ContextualRule:
     # a tie phrase stands right before them, even in a text about its writer.
     public: tuple[str, ...] = ()
     work_ties: tuple[str, ...] = ()  # tie phrases of the user's own work
+    work_words: tuple[str, ...] = ()  # in a public one's sentence: the writer's work
 
 
 @dataclass(frozen=True)

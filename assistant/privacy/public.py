@@ -13,8 +13,11 @@ Public is only what ships in two lists, never a guess:
   ``tools/make_public_orgs.py``;
 * ``data/public-platforms.txt``: well-known platforms and services, hand-written.
 
-A name matches in full or without its legal form ("Oracle" for "Oracle Corporation"),
-in any case; a ticker matches only as written, in capitals ("ORCL").
+A value matches as a whole, in any case, a listed name or its short form ("Apple" for
+"Apple Inc."; the user's own "Hawkins & Co." is not "Hawkins, Inc."); a short
+form of one word that spaCy reads as a person's name ("Rogers", "Hawkins") is not
+listed (``tools/make_public_orgs.py``); a ticker of three letters or more matches only
+as written, in capitals ("ORCL").
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def _lists() -> tuple[frozenset[str], frozenset[str]]:
             continue
         name, short, ticker, _index = line.split("\t")
         names.update((fold(name), fold(short)))
-        if len(ticker) >= 2 and ticker.isupper():
+        if len(ticker) >= 3 and ticker.isupper():  # "IT", "MS", "AI" are words
             tickers.add(ticker)
     for line in PLATFORMS_FILE.read_text("utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
@@ -76,4 +79,4 @@ def public(value: str) -> bool:
     platform, or a listed ticker written in capitals."""
     names, tickers = _lists()
     value = value.strip()
-    return fold(value) in names or fold(short(value)) in names or value in tickers
+    return fold(value) in names or value in tickers

@@ -47,19 +47,20 @@ def shaped(entity: str, value: str) -> str | None:
     "contact" or "id" with words and no digits is a name the model filed wrongly, and is
     judged as a person ("李娜" listed as a contact).  (Written from the bundled MMLU
     controls 0-59 and PUPA-TNB's seen half.)  A user name that is one capitalised word
-    ("Leo") is a person's name; a person's name holds no digit ("AlBr3" is a formula).
+    ("Leo"; not one in capitals, which the person rule would drop) is a person's name; a
+    chemical formula is no name ("AlBr3").
     (Written from MMLU controls 60-119, issue 48.)"""
     value = value.strip()
     letters = sum(ch.isalpha() for ch in value)
     digits = sum(ch.isdigit() for ch in value)
     named = letters > 0 and digits == 0
     if entity == "USERNAME":
-        if value.isalpha() and value[:1].isupper():
+        if value.isalpha() and value[:1].isupper() and not value.isupper():
             return "PERSON"  # a capitalised word alone ("Leo") is a name filed as a handle
         if not any(ch.isspace() for ch in value) and letters:
             return entity
         return "PERSON" if named else None
-    if entity == "PERSON" and digits:
+    if entity == "PERSON" and _FORMULA.match(value):
         return None  # "AlBr3", "CaCl2": a formula, not a name
     if entity == "ID_NUMBER":
         if named:
@@ -70,6 +71,8 @@ def shaped(entity: str, value: str) -> str | None:
     return entity
 
 
+# Element symbols and counts, a digit among them ("AlBr3", "H2O"): a chemical formula.
+_FORMULA = re.compile(r"^(?=.*\d)(?:[A-Z][a-z]?\d*)+$")
 _QUANTITY = re.compile(r"^[$€£]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^\d+\.\d+$")
 
 
@@ -90,10 +93,15 @@ def worth_hiding(value: str, common: Callable[[str], bool]) -> bool:
     return any(not w.islower() or not common(w) for w in words)
 
 
+# Words after an article: letters, spaces, hyphens and apostrophes only (a digit, a dot
+# or an initial may be what makes a value worth hiding: "42 oak lane", "mark j. white").
+_PHRASE = re.compile(r"^(?:a|an|the|A|An|The)\s[^\W\d_]+(?:[\s'’-]+[^\W\d_]+)+$")
+
+
 def recheck(findings: Sequence[Finding], common: Callable[[str], bool]) -> list[Finding]:
     """The reader's findings judged again by the rules on values (:func:`shaped`, and
-    a phrase is worth hiding only for a word of two letters or more: "A fifteen
-    year-old boy" is ordinary words after an article), whenever a reading is used: a
+    words after an article are worth hiding only for a word of two letters or more:
+    "A fifteen year-old boy" is ordinary words), whenever a reading is used: a
     reading taken before a rule changed is judged by today's rules.  (Written from
     MMLU controls 60-119, issue 48.)"""
     out = []
@@ -102,7 +110,11 @@ def recheck(findings: Sequence[Finding], common: Callable[[str], bool]) -> list[
         kind = entity_of("contact", f.text) if f.entity in contacts else f.entity
         entity = shaped(kind, f.text)
         words = [w for w in _LETTERS.findall(f.text) if len(w) > 1]
-        phrase = entity in ("PERSON", "ORGANIZATION", "LOCATION") and len(words) > 1
+        phrase = (
+            entity in ("PERSON", "ORGANIZATION", "LOCATION")
+            and _PHRASE.match(f.text) is not None
+            and len(words) > 1
+        )
         if entity is None or (phrase and not worth_hiding(" ".join(words), common)):
             continue
         out.append(f if entity == f.entity else dataclasses.replace(f, entity=entity))

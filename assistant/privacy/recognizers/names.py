@@ -249,7 +249,7 @@ class ValuePartRule:
             if key not in words or any(s <= m.start() < e for s, e in taken):
                 continue
             if scan.vocab.has_vector(word.lower()):
-                before = scan.text[: m.start()].rstrip()
+                before = scan.text[: m.start()].rstrip(" \t")
                 opening = not before or before[-1] in '.!?:;\n"“'
                 if not (words[key] and word[:1].isupper() and not opening):
                     continue

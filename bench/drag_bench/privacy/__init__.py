@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import sqlite3
@@ -366,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                     about += [f"grammar {grammar}"] if len(grammars) > 1 else []
                     about_text = f" ({', '.join(about)})" if about else ""
                     read: Callable[[str], Reading | None] = runtime.read
+                    if args.reader_cache is None and len(variants) > 1:
+                        read = functools.lru_cache(maxsize=4)(read)  # one reading each
                     if args.reader_cache is not None:
                         s = runtime.settings
                         # The model as it resolves (a name or a path), the reader's prompt
@@ -410,7 +413,7 @@ def without_part(part: str) -> Policy:
     tied, and the work tie phrases), "value-parts" (a name inside a found value)."""
     policy = load_policy()
     if part == "public":
-        c = dataclasses.replace(policy.contextual, public=(), work_ties=())
+        c = dataclasses.replace(policy.contextual, public=(), work_ties=(), work_words=())
         return dataclasses.replace(policy, contextual=c)
     if part == "value-parts":
         return dataclasses.replace(policy, value_parts=ValuePartRule())

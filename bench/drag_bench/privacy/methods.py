@@ -108,7 +108,7 @@ def cached_reads(
                 row["seconds"],
                 row["listed"],
                 row["dropped"],
-                row.get("complete", True),
+                row.get("complete", False),  # a row from before the flag: not vouched
             )
 
     def cached(question: str) -> Reading | None:
