@@ -18,17 +18,33 @@ The output is committed; tests check its provenance line and a few entries.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from assistant.privacy.public import short
 
 OUT = Path(__file__).resolve().parents[1] / "assistant" / "privacy" / "data" / "public-orgs.tsv"
 HEADER = (
     "# pytickersymbols 1.17.10 (MIT, portfolio+; index lists from Wikipedia): "
     "name, short name, ticker, index"
 )
+
+
+# Legal forms and the like at the end of a company's name ("Oracle Corporation").
+LEGAL = re.compile(
+    r"(?:[\s,]+(?:inc\.?|incorporated|corp\.?|corporation|company|co\.?|plc|p\.l\.c\.|ag|"
+    r"se|n\.?v\.?|s\.?a\.?|s\.?p\.?a\.?|ltd\.?|limited|kgaa|& co\.?|oyj|"
+    r"asa|ab|gmbh|llc|\(the\)))+\s*$",
+    re.IGNORECASE,
+)
+
+
+def short(name: str) -> str:
+    """``name`` without its legal form, when what is left is no short word ("News" of
+    "News Corp" is any news)."""
+    cut = re.sub(r"^the\s+", "", LEGAL.sub("", name).strip(" ,"), flags=re.IGNORECASE)
+    return cut if len(cut) >= 5 or (" " in cut and len(cut) >= 3) else name
 
 
 def person_like(words: list[str]) -> set[str]:

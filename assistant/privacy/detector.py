@@ -26,6 +26,7 @@ from assistant.privacy.public import public
 from assistant.privacy.recognizers import Scan, find_in_tokens
 from assistant.privacy.recognizers.common import (
     option_label,
+    sentence_span,
     subject_words,
     unknown,
     words_pattern,
@@ -425,9 +426,7 @@ class Detector:
         """Whether the sentence holding ``f`` has one of the policy's work words."""
         if self._work_word is None:
             return False
-        start = max(text.rfind(c, 0, f.start) for c in ".!?\n") + 1
-        ends = [i for i in (text.find(c, f.end) for c in ".!?\n") if i >= 0]
-        return self._work_word.search(text, start, min(ends, default=len(text))) is not None
+        return self._work_word.search(text, *sentence_span(text, f.start, f.end)) is not None
 
     def _allowed(self, text: str) -> bool:
         """On the user's allow list (the recognizers' findings are filtered by Presidio)."""

@@ -23,29 +23,12 @@ as written, in capitals ("ORCL").
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
 ORGS_FILE = DATA / "public-orgs.tsv"
 PLATFORMS_FILE = DATA / "public-platforms.txt"
-
-
-# Legal forms and the like at the end of a company's name ("Oracle Corporation").
-LEGAL = re.compile(
-    r"(?:[\s,]+(?:inc\.?|incorporated|corp\.?|corporation|company|co\.?|plc|p\.l\.c\.|ag|"
-    r"se|n\.?v\.?|s\.?a\.?|s\.?p\.?a\.?|ltd\.?|limited|kgaa|& co\.?|oyj|"
-    r"asa|ab|gmbh|llc|\(the\)))+\s*$",
-    re.IGNORECASE,
-)
-
-
-def short(name: str) -> str:
-    """``name`` without its legal form, when what is left is no short word ("News" of
-    "News Corp" is any news)."""
-    cut = re.sub(r"^the\s+", "", LEGAL.sub("", name).strip(" ,"), flags=re.IGNORECASE)
-    return cut if len(cut) >= 5 or (" " in cut and len(cut) >= 3) else name
 
 
 def fold(name: str) -> str:

@@ -69,6 +69,14 @@ def symbols(run: str) -> bool:
     )
 
 
+def sentence_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Where the sentence holding ``text[start:end]`` begins and ends: after the last
+    ".", "!", "?" or line break before it, up to the first one after it."""
+    begins = max(text.rfind(c, 0, start) for c in ".!?\n") + 1
+    ends = [i for i in (text.find(c, end) for c in ".!?\n") if i >= 0]
+    return begins, min(ends, default=len(text))
+
+
 def words_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
     """Any of ``words`` as whole words, case-insensitive (None for no words)."""
     if not words:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assistant.privacy.findings import Finding
-from assistant.privacy.recognizers.common import Scan
+from assistant.privacy.recognizers.common import Scan, sentence_span
 
 # One space, then a word with no capital after its first letter (ShortSurnameRule).
 _SHORT_WORD_AFTER = re.compile(r" ([^\W\d_][^\W\d_A-Z]{1,7})(?![\w'’-])")
@@ -189,9 +189,7 @@ class PronounRule:
                 or not all(w[:1].isupper() and w[1:].islower() for w in words)
             ):
                 continue
-            start = max(text.rfind(c, 0, f.start) for c in ".!?\n") + 1
-            ends = [i for i in (text.find(c, f.end) for c in ".!?\n") if i >= 0]
-            end = min(ends, default=len(text))
+            start, end = sentence_span(text, f.start, f.end)
             alone = not any(start <= p.start < end for p in people)
             if (
                 alone
