@@ -4,8 +4,10 @@ personal pronoun shows to be a person.  Each is set from its section of ``policy
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -239,16 +241,26 @@ class ValuePartRule:
                     words[w.casefold()] = words.get(w.casefold(), False) or f.entity != "URL"
         if not words:
             return []
-        taken = [(f.start, f.end) for f in found]
+        # The findings by start, with the furthest end reached so far: whether a word
+        # stands inside one is a binary search, not a look at each (linear in the text).
+        taken = sorted((f.start, f.end) for f in found)
+        starts = [start for start, _end in taken]
+        reach = list(itertools.accumulate((end for _start, end in taken), max))
+        text = scan.text
         out = []
-        for m in _VALUE_WORD.finditer(scan.text):
+        for m in _VALUE_WORD.finditer(text):
             word = m.group()
             key = word.casefold()
-            if key not in words or any(s <= m.start() < e for s, e in taken):
+            if key not in words:
+                continue
+            i = bisect.bisect_right(starts, m.start()) - 1
+            if i >= 0 and reach[i] > m.start():
                 continue
             if scan.vocab.has_vector(word.lower()):
-                before = scan.text[: m.start()].rstrip(" \t")
-                opening = not before or before[-1] in '.!?:;\n"“'
+                at = m.start()  # the last character before it, spaces and tabs aside
+                while at > 0 and text[at - 1] in " \t":
+                    at -= 1
+                opening = at == 0 or text[at - 1] in '.!?:;\n"“'
                 if not (words[key] and word[:1].isupper() and not opening):
                     continue
             if scan.allowed(word):
