@@ -88,27 +88,77 @@ def test_auto_reads_both_ways_alone_first_and_records_why() -> None:
     assert (record["reply_alone"], record["reply_with_context"]) == ("B", "A")
 
 
-def test_a_choice_keeps_the_context_unless_the_student_is_clearly_surer_alone() -> None:
-    """Letters: the context is used unless the student alone is surer by more than
-    MARGIN_CHOICES (0.2, chosen on the dev splits); a free answer keeps margin 0."""
-    assert gate.MARGIN_CHOICES == -0.2 and gate.MARGIN == 0.0
+def test_a_choice_takes_the_context_unless_it_leads_where_the_student_alone_found_unlikely() -> (
+    None
+):
+    """Letters (issue 49): the context is used when it keeps the student's letter, or
+    moves it to one the student alone gives at least PLAUSIBLE (0.3) times the
+    probability of its own; a free answer keeps the margin rule (0)."""
+    assert gate.PLAUSIBLE == 0.3 and gate.MARGIN == 0.0
+    ln = math.log
 
-    def letters(alone: float, context: float) -> gate.Decision:
+    def letters(alone: dict[str, float], context: dict[str, float]) -> gate.Decision:
+        pick = max(alone, key=alone.__getitem__), max(context, key=context.__getitem__)
         student = FakeProber(
-            FakeReading("B", (alone,), {"A": -3.0, "B": alone}),
-            FakeReading("A", (context,), {"A": context, "B": -3.0}),
+            FakeReading(pick[0], (alone[pick[0]],), alone),
+            FakeReading(pick[1], (context[pick[1]],), context),
         )
-        return gate.choose(student, "auto", ALONE, WITH, ("A", "B"))
+        return gate.choose(student, "gate", ALONE, WITH, ("A", "B", "C"))
 
-    slightly = letters(alone=-0.5, context=-0.6)  # surer alone by 0.1: not clearly
-    assert slightly.way == "evidence" and slightly.to_dict()["margin"] == -0.2
-    assert gate.describe(slightly.to_dict()) == (
-        "context used: the student was not clearly surer alone"
+    # Alone: B at 0.5, A at 0.2 (0.4 of B's); the context moves to A, however sure.
+    moved = letters(
+        {"A": ln(0.2), "B": ln(0.5), "C": ln(0.3)}, {"A": ln(0.9), "B": -3.0, "C": -3.0}
     )
-    assert letters(alone=-0.5, context=-0.8).way == "alone"  # surer alone by 0.3
+    assert moved.way == "evidence" and moved.to_dict()["rule"] == "plausible:0.3"
+    assert gate.describe(moved.to_dict()) == (
+        "context used: it led to no choice the student had ruled out"
+    )
+    # Alone: B at 0.8, A at 0.1 (an eighth of B's): a sure context does not move it there.
+    ruled_out = letters(
+        {"A": ln(0.1), "B": ln(0.8), "C": ln(0.1)}, {"A": -0.01, "B": -5.0, "C": -5.0}
+    )
+    assert ruled_out.way == "alone" and ruled_out.reading.text == "B"
+    assert gate.describe(ruled_out.to_dict()) == (
+        "context not used: it led to a choice the student alone found unlikely"
+    )
+    # The same letter both ways: the context's reading, even where it is less sure.
+    same = letters({"A": ln(0.1), "B": ln(0.8), "C": ln(0.1)}, {"A": -1.0, "B": -0.9, "C": -2.0})
+    assert same.way == "evidence"
+    record = same.to_dict()
+    assert record["choices_alone"]["B"] == pytest.approx(ln(0.8), abs=1e-4)
+    assert set(record["choices_with_context"]) == {"A", "B", "C"}
     free = FakeProber(FakeReading("Paris", (-0.5,)), FakeReading("Lyon", (-0.6,)))
-    decision = gate.choose(free, "auto", ALONE, WITH)
+    decision = gate.choose(free, "gate", ALONE, WITH)
     assert decision.way == "alone" and decision.to_dict()["margin"] == 0.0
+    assert decision.to_dict()["rule"] == "margin" and "choices_alone" not in decision.to_dict()
+
+
+def test_auto_answers_alone_with_the_embedded_teacher_and_reads_with_any_other() -> None:
+    """The default, measured (issue 49): with the embedded teacher, no stronger than the
+    student, the student answers alone without being read, and the record and the
+    plain words say why; with another teacher "auto" is the gate."""
+    sure_with = (
+        FakeReading("B", (-2.0,), {"A": -0.2, "B": -2.0}),
+        FakeReading("A", (-0.1,), {"A": -0.1, "B": -3.0}),
+    )
+    student = FakeProber(*sure_with)
+    embedded = gate.choose(student, "auto", ALONE, WITH, ("A", "B"), embedded_teacher=True)
+    assert embedded.way == "alone" and student.asked == []
+    record = embedded.to_dict()
+    assert (record["setting"], record["ran"], record["rule"]) == ("auto", "never", None)
+    assert gate.describe(record) == (
+        "context shown, not used: the embedded teacher is no stronger than the student "
+        "(pipeline.gate = auto)"
+    )
+    remote = gate.choose(student, "auto", ALONE, WITH, ("A", "B"), embedded_teacher=False)
+    assert remote.way == "evidence" and [w for w, _, _ in student.asked] == ["alone", "context"]
+    assert (remote.to_dict()["setting"], remote.to_dict()["ran"]) == ("auto", "gate")
+    # What the user sets is what runs, whatever the teacher.
+    forced = gate.choose(
+        FakeProber(*sure_with), "gate", ALONE, WITH, ("A", "B"), embedded_teacher=True
+    )
+    assert forced.to_dict()["ran"] == "gate" and forced.way == "evidence"
+    assert gate.resolve("always-evidence", True) == ("always-evidence", "")
 
 
 def test_auto_answers_alone_when_the_context_makes_the_student_less_sure() -> None:
@@ -178,7 +228,7 @@ def test_a_free_replys_opening_is_not_kept_in_the_record() -> None:
     assert free.to_dict()["reply_alone"] == free.to_dict()["reply_with_context"] == ""
     letters = gate.choose(
         FakeProber(
-            FakeReading("B", (-1.0,), {"A": -2.0, "B": -0.2}),
+            FakeReading("B", (-1.0,), {"A": -0.9, "B": -0.5}),
             FakeReading("A", (-1.0,), {"A": -0.1, "B": -2.4}),
         ),
         "auto",
@@ -222,3 +272,14 @@ def test_a_reading_that_is_no_log_probability_is_a_stated_fallback(odd: float) -
     mixed = FakeProber(FakeReading("x", (-math.inf, odd)), FakeReading("y", (-0.5,)))
     decision = gate.choose(mixed, "auto", ALONE, WITH)
     assert decision.way == "evidence" and decision.error, decision
+
+
+def test_doctor_says_what_the_gate_does_with_this_teacher_and_why() -> None:
+    embedded = gate.explain("auto", embedded_teacher=True)
+    assert embedded.startswith("auto → never: the embedded teacher is no stronger than the student")
+    assert "evidence is shown beside the answer" in embedded and "--gate gate" in embedded
+    assert gate.explain("auto", embedded_teacher=False).startswith("auto → gate: the student reads")
+    assert "under 0.3 of its own's probability" in gate.explain("gate", embedded_teacher=True)
+    assert (
+        gate.explain("never", embedded_teacher=False) == "never: the student never uses the context"
+    )

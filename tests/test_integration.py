@@ -317,6 +317,62 @@ def test_control_tokens_written_in_a_statement_are_plain_text_to_the_student(
         student.close()
 
 
+def test_a_choice_read_at_its_first_step_is_the_letter_the_grammar_writes(
+    test_model_path: Path,
+) -> None:
+    """An answer limited to one-token choices (a multiple-choice letter) is read from the
+    first step's distribution, as the gate reads it: the same letter that greedy
+    decoding under the choices' grammar writes, and no second step is computed."""
+    from drag_bench.mc import bundled, load_arc
+
+    from assistant.drag import answer
+    from assistant.models.student import Student
+
+    student = Student(test_model_path, n_ctx=1024)
+    try:
+        for q in load_arc(bundled("arc_challenge_first200.jsonl"))[:6]:
+            asked = answer.build_messages(q.student_prompt("letter"), [], [], "none")
+            written = student.chat(asked, max_tokens=2, choices=q.labels)
+            student.forget()
+            read = student.read_choice(asked, q.labels)
+            assert read.text == written.text and read.text in q.labels
+            student.forget()
+            probe = student.probe(asked, max_tokens=2, choices=q.labels)
+            # The letter was never fed back: llama.cpp holds the prompt's tokens only.
+            assert student._llm.n_tokens == probe.prompt_tokens and probe.text == read.text
+            student.forget()
+    finally:
+        student.close()
+
+
+def test_a_reply_the_gate_began_is_written_on_to_the_same_text_as_a_whole_reply(
+    test_model_path: Path,
+) -> None:
+    """The gate reads the opening of a free reply; the answer goes on from it instead of
+    writing it again, and is the very text a whole greedy reply is, streamed whole."""
+    from assistant.drag import answer
+    from assistant.models.student import Student
+
+    student = Student(test_model_path, n_ctx=1024)
+    try:
+        cases = (("Describe the city of Paris in three sentences.", 4), ("Say hi.", 40))
+        for question, tokens in cases:
+            asked = answer.build_messages(question, ["Paris is in France."], [], "evidence")
+            whole = student.chat(asked, max_tokens=48)
+            student.forget()
+            began = student.probe(asked, max_tokens=tokens)
+            streamed: list[str] = []
+            after = student.answer_after(began, asked, max_tokens=48, on_text=streamed.append)
+            assert after is not None and after.text == whole.text
+            assert "".join(streamed).strip() == whole.text and after.finished == whole.finished
+            student.forget()
+            # The first is written on past the probe's 4 tokens (48 at most, not whole);
+            # the second ended within its 40: nothing more is asked.
+            assert (began.ended, after.completion_tokens > tokens) == (tokens == 40, tokens == 4)
+    finally:
+        student.close()
+
+
 def test_real_embedder_ranks_most_similar_first(embedder: OnnxEmbedder) -> None:
     texts = [
         "Bananas are rich in potassium.",
@@ -544,6 +600,7 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "embedder",
         "personal-data detector",
         "privacy reader model",
+        "context gate",
         "local store",
         "teacher reachable",
     }
@@ -560,6 +617,8 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
     assert "mode 0600, yours alone" in checks["local store"]["detail"]  # as read, not said
     assert re.search(r"key id [0-9a-f]{8}", checks["local store"]["detail"])
     assert ALIAS in checks["teacher reachable"]["detail"]
+    # The test teacher is a server at an address, not the embedded one: auto is the gate.
+    assert checks["context gate"]["detail"].startswith("auto → gate: the student reads")
     # The tests turn the reader off (conftest): the check says so rather than loading it.
     assert "off by setting privacy.reader" in checks["privacy reader model"]["detail"]
 

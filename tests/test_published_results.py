@@ -12,13 +12,18 @@ import gzip
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
-FOLDERS = sorted(p.parent for p in RESULTS.glob("*/summary.json"))
+# Accuracy runs: a summary recounted from its answers (the gate's cost folders keep
+# times.jsonl instead, recounted by their own test).
+FOLDERS = sorted(
+    p.parent for p in RESULTS.glob("*/summary.json") if (p.parent / "answers.jsonl.gz").exists()
+)
 
 
 def _answers(folder: Path) -> list[dict[str, Any]]:
@@ -788,3 +793,101 @@ def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label:
     refused = sum(1 for r in records if r["method"] == "full+reader" and r["blocked"])
     row = next(ln for ln in DOCS.read_text("utf-8").splitlines() if ln.startswith(f"| {label}"))
     assert row.endswith(f"| {changed('full')} | {changed('full+reader')} | {refused} |"), row
+
+
+RULE_SEARCHES = sorted(RESULTS.glob("*/rules.md"))
+
+
+def _uses_context(rule: str, dist_alone: dict[str, float | None], a: str, b: str,
+                  dist_context: dict[str, float | None]) -> bool:  # fmt: skip
+    """The rule's way, written here again from its description in rules.md's folder
+    (docs/benchmarks.md, "A teacher that is confidently wrong")."""
+
+    def lp(d: dict[str, float | None], letter: str) -> float:
+        v = d.get(letter)
+        return -math.inf if v is None else v
+
+    family, _, value = rule.partition(":")
+    if family == "never":
+        return False
+    if family == "margin":
+        return lp(dist_context, b) > lp(dist_alone, a) + float(value)
+    if a == b:
+        return True
+    if family == "plausible":
+        return math.exp(lp(dist_alone, b)) >= float(value) * math.exp(lp(dist_alone, a))
+    if family == "unsure":
+        return math.exp(lp(dist_alone, a)) < float(value)
+    assert family == "top", rule
+    order = sorted(dist_alone, key=lambda x: (-lp(dist_alone, x), x))
+    return b in order[: int(value)]
+
+
+@pytest.mark.parametrize("table", RULE_SEARCHES, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_the_gate_rule_search_is_recounted_from_the_stored_letters(table: Path) -> None:
+    """rules.md (issue 49): per rule and row (student · teacher kind), right alone /
+    without the gate / with the rule (the context used), recounted from the gated
+    answers' two distributions over the letters and the run's answers alone."""
+    answers = _answers(table.parent)
+    alone = {(a["student"], a["teacher"], a["id"]): a for a in answers if a["mode"] == "none"}
+    kinds = {"SIMULATION: answer key": "helpful", "SIMULATION: wrong key": "misleading",
+             "SIMULATION: subtle wrong": "subtle"}  # fmt: skip
+    lines = table.read_text("utf-8").splitlines()
+    head = next(ln for ln in lines if ln.startswith("| rule |"))
+    names = [c.strip() for c in head.strip("|").split("|")[2:]]
+    body = [ln for ln in lines if ln.startswith("| ") and not ln.startswith(("| rule", "|---"))]
+    assert len(body) == int(re.search(r"(\d+) rules tried", table.read_text("utf-8"))[1])
+    for line in body:
+        rule, _met, *cells = (c.strip() for c in line.strip("|").split("|"))
+        for name, cell in zip(names, cells, strict=True):
+            size, kind = name.split(" · ")
+
+            def kind_of(teacher: str) -> str:
+                return next((v for k, v in kinds.items() if teacher.startswith(k)), "real")
+
+            gated = [
+                g
+                for g in answers
+                if g["mode"].endswith("+gate")
+                and g["gate"].get("choices_alone")
+                and size in g["student"]
+                and kind_of(g["teacher"]) == kind
+            ]
+            right = [0, 0, 0]
+            used = 0
+            for g in gated:
+                r = g["gate"]
+                a, b = r["reply_alone"].strip(), r["reply_with_context"].strip()
+                take = _uses_context(rule, r["choices_alone"], a, b, r["choices_with_context"])
+                used += take
+                right[0] += alone[(g["student"], g["teacher"], g["id"])]["correct"]
+                right[1] += b == g["answer_key"]
+                right[2] += (b if take else a) == g["answer_key"]
+            want = f"{right[0]} / {right[1]} / {right[2]} ({used})"
+            assert cell.removesuffix(" ✗") == want, (rule, name)
+
+
+@pytest.mark.parametrize("form", ["letter", "reason"])
+def test_the_gates_cost_table_is_recounted_from_each_answers_time(form: str) -> None:
+    """docs/benchmarks.md, "What the gate costs": per student, the mean seconds of an
+    answer without and with the gate, the median of the paired difference and the
+    cost, recounted from times.jsonl (one line per answer)."""
+    folder = RESULTS / f"gate-cost-mmlu-dev-{form}"
+    assert f"](results/gate-cost-mmlu-dev-{form})" in DOCS.read_text("utf-8")
+    times = [json.loads(line) for line in (folder / "times.jsonl").read_text().splitlines()]
+    lines = DOCS.read_text("utf-8").splitlines()
+    for student in dict.fromkeys(t["student"] for t in times):
+        mine = [t for t in times if t["student"] == student]
+        by_id: dict[str, dict[str, float]] = {}
+        for t in mine:
+            by_id.setdefault(t["id"], {})[t["way"]] = t["seconds"]
+        plain = [w["always-evidence"] for w in by_id.values()]
+        gated = [w["gate"] for w in by_id.values()]
+        added = statistics.median(g - p for p, g in zip(plain, gated, strict=True))
+        cost = statistics.fmean(gated) / statistics.fmean(plain) - 1
+        size = "0.5B" if "0.5b" in student else "1.5B"
+        row = (
+            f"| {form} | {size} | {len(by_id)} | {statistics.fmean(plain):.2f} "
+            f"| {statistics.fmean(gated):.2f} | {added:+.2f} s | {100 * cost:+.1f} % |"
+        )
+        assert row in lines, row

@@ -30,7 +30,7 @@ MODES: tuple[str, ...] = get_args(Mode)
 # The student's prompt: the question first (the paper's order) or the context first.
 Order = Literal["question-first", "context-first"]
 ORDERS: tuple[str, ...] = get_args(Order)
-Gate = Literal["auto", "always-evidence", "never"]
+Gate = Literal["auto", "gate", "always-evidence", "never"]
 Structured = Literal["auto", "json_schema", "json_object", "off"]
 Source = Literal["default", "file", "env", "flag"]
 
@@ -170,10 +170,12 @@ class PipelineSettings:
     gate: Gate = field(
         default="auto",
         metadata={
-            "help": "answer the way the student is surer, with the teacher's context or "
-            "alone (auto; a choice keeps the context unless the student is surer alone by "
-            "more than 0.2), always with it (always-evidence), or never (the student alone; "
-            "the teacher is still asked and its context shown and cached)"
+            "help": "auto: with the embedded local teacher the student answers alone and "
+            "the evidence is shown beside it, with any other teacher the gate; gate: the "
+            "student reads its reply with the context and alone (a choice: the context "
+            "unless it leads to one the student alone found unlikely; a free reply: the "
+            "surer way); always-evidence; never (the student alone; the teacher is still "
+            "asked and its context shown and cached)"
         },
     )
 

@@ -86,6 +86,16 @@ def bench_reader_start(ctx: click.Context) -> None:
     ctx.exit(readerstart.main(list(ctx.args)))
 
 
+@bench_group.command("gate-cost", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_gate_cost(ctx: click.Context) -> None:
+    """What the confidence gate adds to an answer's time, with and without it side by side."""
+    with installed():
+        from drag_bench import gatecost
+
+    ctx.exit(gatecost.main(list(ctx.args)))
+
+
 @bench_group.command("store", context_settings=PASS_THROUGH)
 @click.pass_context
 def bench_store(ctx: click.Context) -> None:

@@ -81,8 +81,8 @@ mode_option = click.option("--mode", type=click.Choice(MODES), help="Context for
 gate_option = click.option(
     "--gate",
     type=click.Choice(get_args(Gate)),
-    help="Answer the way the student is surer, with the context or alone (auto), always "
-    "with it, or never.",
+    help="auto: the gate, or with the embedded teacher the student alone (the evidence "
+    "shown); gate: the student reads its reply both ways and picks; always-evidence; never.",
 )
 k_option = click.option("--k", type=int, help="Top evidence/triples given to the student.")
 n_option = click.option("--n", type=int, help="Evidence statements asked of the teacher.")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from assistant.base import secrets
 from assistant.base.errors import DragError
 from assistant.core.session import Session
+from assistant.drag import gate
 from assistant.models import llamabuild, llamacheck, modelfiles
 from assistant.models.embedder import onnxruntime_packages
 from assistant.models.student import gpu_offload_supported
@@ -153,6 +154,9 @@ def checks(runtime: Session) -> Iterator[Check]:
     )
 
     yield reader_check(runtime)
+    yield Check(
+        "context gate", True, gate.explain(settings.pipeline.gate, runtime.teacher_is_local)
+    )
 
     def store() -> str:
         st = runtime.store

@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 
 from assistant.base.config import Gate, Mode
-from assistant.base.errors import DragError, GuardBlocked, InputError, NotCovered
+from assistant.base.errors import DragError, GuardBlocked, InputError, ModelError, NotCovered
 from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple, student_record
 from assistant.core.session import TEACHER_PROMPTS, Session
 from assistant.drag import answer, evidence, gate, graph, recall
@@ -455,12 +455,10 @@ def respond(
     """The student's part: answer with the top K context of ``result.mode`` (fewer where
     ``pipeline.context_tokens`` ends first), in the order ``pipeline.order`` says.
 
-    ``prompt`` replaces the question in the student's prompt (the benchmark
-    adds answer-format instructions); the teacher never sees it.  ``choices``
-    limits the reply to one of them (a multiple-choice benchmark's labels).
-    The confidence gate (``pipeline.gate``, or ``gate_setting``) decides whether the
-    context is read at all: ``result.gate`` says which way it went.
-    """
+    ``prompt`` replaces the question in the student's prompt (the benchmark adds
+    answer-format instructions; the teacher never sees it).  ``choices`` limits the reply
+    to one of them (a multiple-choice benchmark's labels).  The gate (``pipeline.gate``,
+    or ``gate_setting``) decides whether the context is read: ``result.gate`` says how."""
     student = runtime.student
     p = runtime.settings.pipeline
     result.fitted = None
@@ -474,12 +472,16 @@ def respond(
     messages = answer.build_messages(
         prompt or result.question, evidences, relationships, result.mode, order=p.order
     )
-    result.gate, read = {}, None
+    s = runtime.settings.student
+    result.gate, read, began = {}, None, None
     if evidences or relationships:
         alone = answer.build_messages(prompt or result.question, [], [], "none", order=p.order)
         runtime.status("the student weighs the context…")
         with timed(result.timings, "gate"):
-            decision = gate.choose(student, gate_setting or p.gate, alone, messages, choices)
+            setting, local = gate_setting or p.gate, runtime.teacher_is_local
+            decision = gate.choose(
+                student, setting, alone, messages, choices, embedded_teacher=local
+            )
         result.gate = decision.to_dict()
         if decision.error:
             result.warnings.append(f"the gate did not run: {decision.error}")
@@ -487,8 +489,9 @@ def respond(
             messages = alone
         if choices and decision.reading is not None:  # the choice as the gate read it
             read = student.as_generation(decision.reading, messages)
+        elif decision.reading is not None and s.temperature == 0:
+            began = decision.reading  # a free reply the gate began, greedily: written on
     runtime.status("the student is answering…")
-    s = runtime.settings.student
 
     # The student read the real values: a link it writes that carries one is withheld,
     # in the stream as in the answer (a click would send the value).
@@ -500,6 +503,14 @@ def respond(
 
     held = LinkHold(on_text, runtime.vault.values, distinctive) if on_text else None
     with timed(result.timings, "answer"):
+        if choices and read is None:  # a choice read the way the gate reads one, where
+            with contextlib.suppress(ModelError):  # it can be (else under a grammar)
+                read = student.read_choice(messages, choices)
+        if read is not None and held is not None:
+            held(read.text)
+        if read is None and began is not None:
+            with contextlib.suppress(ModelError):  # raised before a word is written
+                read = student.answer_after(began, messages, max_tokens=s.max_tokens, on_text=held)
         gen = read or student.chat(
             messages,
             max_tokens=s.max_tokens,
@@ -507,8 +518,6 @@ def respond(
             on_text=held,
             choices=choices,
         )
-        if read is not None and held is not None:
-            held(read.text)
     if held is not None:
         held.flush()
     restored = runtime.vault.restore(gen.text)

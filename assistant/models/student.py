@@ -98,6 +98,8 @@ class Probe:
     choice_logprobs: dict[str, float]
     prompt_tokens: int
     seconds: float
+    tokens: tuple[int, ...] = ()  # the tokens written, as the model wrote them
+    ended: bool = False  # the reply ended within them
 
 
 class _LastRow:
@@ -340,8 +342,11 @@ class Student:
                     f"the prompt needs {len(tokens)} tokens but the student's context is "
                     f"{self.n_ctx}; lower pipeline.k or raise student.n_ctx"
                 )
-            firsts = [self._llm.tokenize(c.encode("utf-8"), add_bos=False)[:1] for c in choices]
+            whole = [self._llm.tokenize(c.encode("utf-8"), add_bos=False) for c in choices]
+            firsts = [w[:1] for w in whole]
             distinct = len({tuple(f) for f in firsts}) == len(firsts) and all(firsts)
+            # Choices of one token each: the first token is the whole reply, read once.
+            single = distinct and all(len(w) == 1 for w in whole)
             last = _LastRow()
             vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
             started = time.perf_counter()
@@ -355,6 +360,7 @@ class Student:
                 logits_processor=llama_cpp.LogitsProcessorList([last]),
                 grammar=self._grammar(tuple(choices)) if choices else None,
             )
+            ended = False
             for token in steps:
                 if not written and choices and distinct:
                     import numpy as np
@@ -364,10 +370,11 @@ class Student:
                     norm = top + float(np.log(np.exp(picked - top).sum()))
                     by_choice = {c: float(v) - norm for c, v in zip(choices, picked, strict=True)}
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    ended = True
                     break
                 written.append(token)
                 logprobs.append(float(last.row[token]))
-                if len(written) >= max_tokens:
+                if len(written) >= max_tokens or (choices and single):
                     break
             steps.close()
             text = self._llm.detokenize(written).decode("utf-8", errors="replace")
@@ -377,6 +384,63 @@ class Student:
                 choice_logprobs=by_choice,
                 prompt_tokens=len(tokens),
                 seconds=time.perf_counter() - started,
+                tokens=tuple(written),
+                ended=ended,
+            )
+
+    def answer_after(
+        self,
+        probe: Probe,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Generation | None:
+        """The greedy reply to ``messages`` that ``probe`` (a reading of the same prompt)
+        began, written on from where it stopped: llama.cpp still holds the prompt and the
+        probe's tokens, so they are not computed again.  The same text as :meth:`chat` at
+        temperature 0.  None, before anything is written, where the probe's tokens are not
+        whole characters (then the caller answers with :meth:`chat`)."""
+        with self._lock:
+            formatted = self._formatter()(messages=self._inert_messages(messages))
+            tokens = self._llm.tokenize(
+                formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+            )
+            try:
+                head = self._llm.detokenize(list(probe.tokens)).decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            started = time.perf_counter()
+            pieces, count, finish = [head], len(probe.tokens), None
+            if on_text is not None and head:
+                on_text(head)
+            left = min(max_tokens, self.n_ctx - len(tokens) - 16) - count
+            if not probe.ended and left > 0:
+                stream: Any = self._llm.create_completion(
+                    prompt=[*tokens, *probe.tokens],
+                    max_tokens=left,
+                    temperature=0.0,
+                    stream=True,
+                    stop=formatted.stop,
+                )
+                for chunk in stream:
+                    choice = chunk["choices"][0]
+                    finish = choice.get("finish_reason") or finish
+                    if piece := choice.get("text"):
+                        count += 1
+                        pieces.append(piece)
+                        if on_text is not None:
+                            on_text(piece)
+            elif not probe.ended:
+                finish = "length"
+            ended = time.perf_counter()
+            return Generation(
+                text="".join(pieces).strip(),
+                prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),  # as chat
+                completion_tokens=count,
+                prompt_seconds=probe.seconds,
+                decode_seconds=ended - started,
+                finished=finish != "length",
             )
 
     def as_generation(self, probe: Probe, messages: Sequence[dict[str, str]]) -> Generation:
@@ -389,6 +453,11 @@ class Student:
             prompt_seconds=probe.seconds,
             decode_seconds=0.0,
         )
+
+    def read_choice(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> Generation:
+        """The reply limited to ``choices``, read the way the gate reads one: the likeliest
+        choice at the first step (what a grammar allowing only them makes greedily)."""
+        return self.as_generation(self.probe(messages, max_tokens=2, choices=choices), messages)
 
     def chat(
         self,

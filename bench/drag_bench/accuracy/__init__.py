@@ -166,9 +166,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--simulated-teacher",
-        action="store_true",
-        help="also a SIMULATED strong teacher's row: each teacher's statements plus one "
-        "written from the answer key at a random rank in the top K (benchmark only)",
+        nargs="?",
+        const="helpful",
+        default="",
+        metavar="KINDS",
+        help="also SIMULATED teachers' rows (benchmark only): each teacher's statements plus "
+        "one at a random rank in the top K; KINDS, comma-separated: helpful (the answer "
+        "key, the default), misleading (a wrong option as the key), subtle (a sentence "
+        "for that wrong option)",
     )
     parser.add_argument("--out", type=Path, default=None, help="run folder (resumes if it exists)")
     parser.add_argument("--fresh", action="store_true", help="start the run folder afresh")
@@ -253,15 +258,22 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
         "repeat_threshold": base.pipeline.repeat_threshold,
         "context_tokens": base.pipeline.context_tokens,
         "answer_prompt": answer.PROMPT_VERSION,
+        # letters read from the first step's distribution (Student.probe), since issue 49
+        "choice_reading": "probe-v1" if args.answer_format == "letter" else None,
     }
     if any(m.endswith(GATED) for m in modes):  # older runs, without the gate, still resume
         scope |= {
             "gate_margin": gate.MARGIN,
-            "gate_margin_choices": gate.MARGIN_CHOICES,
+            # the rule a gated letter is answered with (a margin before issue 49)
+            "gate_choice_rule": f"plausible:{gate.PLAUSIBLE:g}",
             "gate_probe_tokens": gate.PROBE_TOKENS,
         }
-    if args.simulated_teacher:
-        scope["simulated_teacher"] = simulated.VERSION
+    asked = args.simulated_teacher
+    kinds = split_choices(asked, simulated.KINDS, "simulation") if asked else []
+    if kinds == ["helpful"]:  # the answer key alone, as issue 32's runs added it
+        scope["simulated_teacher"] = "key-statement-v1"
+    elif kinds:
+        scope["simulated_teacher"] = {"version": simulated.VERSION, "kinds": kinds}
     out.mkdir(parents=True, exist_ok=True)
     run_file = out / "run.json"
     if args.fresh:
@@ -283,7 +295,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
 
     cols = columns(modes, ks)
     # A row per (student, teacher), teachers outermost: the order the work is done in.
-    simulations = [simulated.name(t) for t in teachers] if args.simulated_teacher else []
+    simulations = [simulated.name(t, kind) for t in teachers for kind in kinds]
     rows = (
         []
         if args.teacher_only and not args.rescore
@@ -301,7 +313,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                     for q in questions
                     if any(
                         not records.answered(s, t, q.id, m, k)
-                        for t in [teacher, *([simulated.name(teacher)] if simulations else [])]
+                        for t in [teacher, *(simulated.name(teacher, kind) for kind in kinds)]
                         for s in students
                         for m, k in cols
                         if m != "none"
@@ -336,16 +348,16 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = _stderr) -> Path:
                         log,
                         answer_format=args.answer_format,
                     )
-                    if args.simulated_teacher:
+                    for kind in kinds:
                         keyed: dict[str, AskResult | None] = {
-                            q.id: simulated.with_key(found, q, min(ks), args.seed)
+                            q.id: simulated.with_statement(found, q, min(ks), args.seed, kind)
                             for q in questions
                             if (found := gathered.get(q.id)) is not None and found.mode != "none"
                         }
                         answer_all(
                             rt,
                             student,
-                            simulated.name(teacher),
+                            simulated.name(teacher, kind),
                             questions,
                             keyed,
                             cols,

@@ -6,8 +6,10 @@
 
 A gated answer's record keeps both readings (the choice and how sure the student was,
 with the context and alone), so every margin can be scored from one run without the
-model.  This is how ``assistant.drag.gate.MARGIN_CHOICES`` is chosen: on development splits
-only (``--dataset arc-c-dev``, ``medmcqa-dev``, ``mmlu-dev``); the folder's run.json says which.
+model.  This is how ``assistant.drag.gate.MARGIN_CHOICES`` was chosen before issue 49
+(since then ``drag_bench.accuracy.rules`` searches other rules too): on development
+splits only (``--dataset arc-c-dev``, ``medmcqa-dev``, ``mmlu-dev``); the folder's
+run.json says which.
 With ``--after-choice`` a run on any split (a test split, once the margin is chosen) is
 scored at the margins given, as its gated column would read at each: the context used,
 right alone, without the gate and with it, the lift kept and the exact McNemar p against
@@ -44,6 +46,12 @@ def _records(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def _read(gate: dict[str, Any]) -> bool:
+    """Whether the gate read the student for this answer ("auto" in runs before issue
+    49, when it always did; "gate" since)."""
+    return gate.get("ran", gate.get("setting")) in ("auto", "gate")
+
+
 def _sure(value: float | None) -> float:
     return -math.inf if value is None else value
 
@@ -62,7 +70,7 @@ def table(
     out = []
     for (student, teacher, mode, k), triples in gate_triples(answers).items():
         # Only answers the gate read (a question without teacher work had no gate).
-        got = [t for t in triples if t[2]["gate"].get("setting") == "auto"]
+        got = [t for t in triples if _read(t[2]["gate"])]
         gated = [g for _, _, g in got]
         row: dict[str, Any] = {
             "student": student,
@@ -96,7 +104,7 @@ def after_choice(
     for (student, teacher, mode, k), triples in gate_triples(answers).items():
         used, gated_right = 0, []
         for _, _, g in triples:
-            if margin == as_run or g["gate"].get("setting") != "auto" or g["gate"].get("error"):
+            if margin == as_run or not _read(g["gate"]) or g["gate"].get("error"):
                 gated_right.append(bool(g["correct"]))  # no reading: the answer as recorded
                 used += g["gate"].get("went") == "evidence"
                 continue
@@ -180,6 +188,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if scope.get("answer_format") != "letter":
         print("margins: error: only letter answers keep readings to score", file=sys.stderr)
+        return 2
+    if "gate_choice_rule" in scope:
+        print(
+            "margins: error: this run's letters were gated by a rule, not a margin: "
+            "score it with python -m drag_bench.accuracy.rules",
+            file=sys.stderr,
+        )
         return 2
     if args.after_choice:
         if alone_sure:

@@ -192,7 +192,7 @@ def answer_all(
                 attempt,
                 prompt=q.student_prompt(answer_format),
                 choices=q.labels if answer_format == "letter" else (),
-                gate_setting="auto" if gated else "always-evidence",
+                gate_setting="gate" if gated else "always-evidence",
             )
             choice = extract_choice(attempt.answer, q)
             records.add(

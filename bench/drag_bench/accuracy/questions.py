@@ -20,10 +20,16 @@ DATASETS = {
     "medmcqa": "medmcqa_sample.jsonl",
     "medmcqa-dev": "medmcqa_sample.jsonl",
     "medmcqa-test": "medmcqa_sample.jsonl",
+    # MMLU test items no gate choice has seen (issue 49): the n=100 seed-0 runs used the others.
+    "mmlu-rest": "mmlu_sample.jsonl",
 }
 # The parts of a set split by its published test sample (n, seed): "in" the test part,
 # or the development part it left "out".
-PARTS = {"medmcqa-dev": (200, 0, "out"), "medmcqa-test": (200, 0, "in")}
+PARTS = {
+    "medmcqa-dev": (200, 0, "out"),
+    "medmcqa-test": (200, 0, "in"),
+    "mmlu-rest": (100, 0, "out"),
+}
 DATASET_NAMES = {
     "arc-c": "ARC-Challenge",
     "arc-c-dev": "ARC-Challenge dev (items 201-400)",
@@ -32,6 +38,7 @@ DATASET_NAMES = {
     "medmcqa": "MedMCQA",
     "medmcqa-dev": "MedMCQA dev (the 100 items the n=200 seed-0 test sample leaves out)",
     "medmcqa-test": "MedMCQA test (the n=200 seed-0 sample of the published table)",
+    "mmlu-rest": "MMLU test (the 242 items the n=100 seed-0 sample leaves out)",
 }
 Z95 = 1.959964
 ANSWER_FORMATS = ("reason", "letter")
