@@ -194,6 +194,16 @@ def test_the_app_says_when_the_answer_did_not_use_the_context_and_still_shows_it
     result.gate = gate.Decision("auto", "evidence", -1.4, -0.2).to_dict()
     assert "answered alone" not in badge(result)
     assert "Evidence used (1 of 1):" in context_text(result)
+    # "auto" with the embedded teacher did not read the student: the badge says so.
+    result.gate = gate.choose(FakeProber(FakeReading("x"), FakeReading("y")), "auto", ALONE, WITH,
+                              embedded_teacher=True).to_dict()  # fmt: skip
+    assert badge(result).endswith("○ answered alone (embedded teacher)")
+    assert "Evidence offered, not used (1 of 1):" in context_text(result)
+    assert "the embedded teacher is no stronger than the student" in context_text(result)
+    result.gate = gate.choose(
+        FakeProber(FakeReading("x"), FakeReading("y")), "never", ALONE, WITH
+    ).to_dict()
+    assert badge(result).endswith("○ answered alone (never)")
 
 
 class FakeBrokenProber:

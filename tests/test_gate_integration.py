@@ -66,3 +66,36 @@ def test_drag_ask_says_in_plain_words_when_the_context_was_not_used(
     out = ask(env, "--k", "2", "--gate", "never").stdout
     assert "Evidence offered, not used (top " in out
     assert "Gate: context not used (pipeline.gate = never)" in out
+
+
+def test_with_the_embedded_teacher_auto_answers_alone_and_keeps_the_evidence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default with the embedded local teacher (issue 49): the real tiny student
+    answers the prompt without the context, the gate not read; the evidence stays in
+    the result to be shown.  No teacher is started: the context is given."""
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.results import AskResult, ScoredEvidence
+    from assistant.core.session import Session
+    from tests.conftest import TEST_MODEL
+
+    monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", "local")
+    statement = "Paris is the capital and the largest city of France."
+    given = [ScoredEvidence(1, statement, 1, 0.5, 0.1, statement)]
+    with Session(config.load()) as rt:
+        assert rt.teacher_is_local
+        answered = {}
+        for setting in ("auto", "gate", "always-evidence"):
+            result = AskResult(question=QUESTION, mode="evidence", n=3, k=1, evidence=given)
+            chosen = None if setting == "auto" else setting  # auto: the setting's default
+            answered[setting] = pipeline.respond(rt, result, gate_setting=chosen)  # type: ignore[arg-type]
+    auto, forced, always = answered["auto"], answered["gate"], answered["always-evidence"]
+    assert (auto.gate["setting"], auto.gate["ran"], auto.gate["went"]) == ("auto", "never", "alone")
+    assert "embedded teacher" in auto.gate["why"] and not auto.context_used
+    assert auto.gate["confidence_alone"] is None  # the student was not read both ways
+    assert [e.text for e in auto.evidence] == [statement]  # still there to be shown
+    # The prompt it answered is the one without the statement: fewer tokens.
+    assert auto.student["prompt_tokens"] < always.student["prompt_tokens"]
+    assert forced.gate["ran"] == "gate" and forced.gate["confidence_alone"] is not None

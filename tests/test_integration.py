@@ -369,6 +369,10 @@ def test_a_reply_the_gate_began_is_written_on_to_the_same_text_as_a_whole_reply(
             # The first is written on past the probe's 4 tokens (48 at most, not whole);
             # the second ended within its 40: nothing more is asked.
             assert (began.ended, after.completion_tokens > tokens) == (tokens == 40, tokens == 4)
+            # Its speed counts what it decoded after the probe, over the time that took.
+            assert (after.decoded, after.decode_seconds > 0) == (
+                (after.completion_tokens - tokens, True) if tokens == 4 else (0, False)
+            )
     finally:
         student.close()
 

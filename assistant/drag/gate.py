@@ -109,7 +109,7 @@ def decide_choice(alone: Mapping[str, float], with_context: Mapping[str, float])
     alone and with the context (log-probabilities): with the context when it picks the
     same choice, or one the student alone gives at least PLAUSIBLE times its own's."""
     if not alone or not with_context:
-        return "evidence"  # no distribution (two choices share a first token): as before
+        return "evidence"  # no distribution (two choices share a first token): the context
     a = max(alone, key=lambda c: alone[c])
     b = max(with_context, key=lambda c: with_context[c])
     if a == b or alone.get(b, -math.inf) - alone[a] >= math.log(PLAUSIBLE):
@@ -157,9 +157,11 @@ class Decision:
             "confidence_alone": rounded(self.alone),
             "confidence_with_context": rounded(self.with_context),
             "margin": self.margin if read else None,
-            "rule": (f"plausible:{PLAUSIBLE:g}" if self.alone_choices else "margin")
-            if read
-            else None,
+            "rule": None
+            if not read or self.error
+            else "margin"
+            if self.margin is not None
+            else f"plausible:{PLAUSIBLE:g}",
             "reply_alone": self.alone_reply,
             "reply_with_context": self.context_reply,
             "seconds": round(self.seconds, 4),

@@ -78,13 +78,15 @@ class Generation:
     prompt_seconds: float  # until the first token
     decode_seconds: float  # first token to last
     finished: bool = True  # False: cut at max_tokens
+    decoded: int | None = None  # the tokens decode_seconds covers, where not all but the first
 
     @property
     def tokens_per_second(self) -> float:
         # Decode speed excludes the first token, which carries the prompt's cost.
-        if self.completion_tokens < 2 or self.decode_seconds <= 0:
+        decoded = self.completion_tokens - 1 if self.decoded is None else self.decoded
+        if decoded < 1 or self.decode_seconds <= 0:
             return 0.0
-        return (self.completion_tokens - 1) / self.decode_seconds
+        return decoded / self.decode_seconds
 
 
 @dataclass(frozen=True)
@@ -410,10 +412,10 @@ class Student:
                 head = self._llm.detokenize(list(probe.tokens)).decode("utf-8")
             except UnicodeDecodeError:
                 return None
-            started = time.perf_counter()
             pieces, count, finish = [head], len(probe.tokens), None
             if on_text is not None and head:
                 on_text(head)
+            started = time.perf_counter()  # what is decoded from here, the probe's excluded
             left = min(max_tokens, self.n_ctx - len(tokens) - 16) - count
             if not probe.ended and left > 0:
                 stream: Any = self._llm.create_completion(
@@ -439,8 +441,9 @@ class Student:
                 prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),  # as chat
                 completion_tokens=count,
                 prompt_seconds=probe.seconds,
-                decode_seconds=ended - started,
+                decode_seconds=ended - started if count > len(probe.tokens) else 0.0,
                 finished=finish != "length",
+                decoded=count - len(probe.tokens),
             )
 
     def as_generation(self, probe: Probe, messages: Sequence[dict[str, str]]) -> Generation:

@@ -37,7 +37,11 @@ def badge(result: AskResult) -> str:
     """Where the answer's context came from, and whether the answer used it."""
     p = result.provenance
     uploads = " ".join(f"#{u}" for u in p.get("uploads") or [])
-    used = "" if result.context_used else " · ○ answered alone (gate)"
+    # Alone: the gate's choice, "auto" with the embedded teacher, or the setting "never".
+    g = result.gate or {}
+    ran = g.get("ran", "gate")  # a record before issue 49: the gate ran ("auto")
+    why = "embedded teacher" if g.get("why") else "gate" if ran in ("gate", "auto") else ran
+    used = "" if result.context_used else f" · ○ answered alone ({why})"
     if result.source == "cache":
         how = f"{p.get('how')} {p.get('score', 0):.2f}"
         return f"◆ from cache · {how} · uploads {uploads} · nothing sent{used}"

@@ -3,7 +3,7 @@
     drag bench gate-cost --dataset mmlu-dev --n 30 [--answer-format letter|reason]
 
 Each question is answered twice by the same student from the same teacher context:
-without the gate (``always-evidence``) and with it (``auto``), the two taking turns in
+without the gate (``always-evidence``) and with it (``gate``), the two taking turns in
 which goes first, question by question, so that they share the machine's load.  Before
 each answer the student forgets what it read and reads the system prompt again, as a
 new question finds it in the product (``Session`` primes it): the question, the
