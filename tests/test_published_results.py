@@ -838,7 +838,8 @@ def test_the_gate_rule_search_is_recounted_from_the_stored_letters(table: Path) 
     body = [ln for ln in lines if ln.startswith("| ") and not ln.startswith(("| rule", "|---"))]
     assert len(body) == int(re.search(r"(\d+) rules tried", table.read_text("utf-8"))[1])
     for line in body:
-        rule, _met, *cells = (c.strip() for c in line.strip("|").split("|"))
+        rule, met, *cells = (c.strip() for c in line.strip("|").split("|"))
+        verdicts: list[bool] = []
         for name, cell in zip(names, cells, strict=True):
             size, kind = name.split(" · ")
 
@@ -854,7 +855,7 @@ def test_the_gate_rule_search_is_recounted_from_the_stored_letters(table: Path) 
                 and kind_of(g["teacher"]) == kind
             ]
             right = [0, 0, 0]
-            used = 0
+            used = won = lost = 0  # against the answer without the gate
             for g in gated:
                 r = g["gate"]
                 a, b = r["reply_alone"].strip(), r["reply_with_context"].strip()
@@ -863,8 +864,25 @@ def test_the_gate_rule_search_is_recounted_from_the_stored_letters(table: Path) 
                 right[0] += alone[(g["student"], g["teacher"], g["id"])]["correct"]
                 right[1] += b == g["answer_key"]
                 right[2] += (b if take else a) == g["answer_key"]
+                won += (b if take else a) == g["answer_key"] != b
+                lost += b == g["answer_key"] != (b if take else a)
             want = f"{right[0]} / {right[1]} / {right[2]} ({used})"
-            assert cell.removesuffix(" ✗") == want, (rule, name)
+            # Issue 49's targets, per kind of teacher; one that does not apply is left out.
+            n, (n_alone, n_plain, n_gated) = len(gated), right
+            if kind in ("misleading", "subtle"):
+                mine = [100 * (n_gated - n_alone) / n >= -3]
+                if n_plain < n_alone:
+                    mine.append(n_gated > n_plain and _mcnemar(won, lost) < 0.05)
+            elif kind == "helpful":
+                lift = n_plain - n_alone
+                mine = [(n_gated - n_alone) >= 0.85 * lift] if lift > 0 else []
+            else:
+                mine = [100 * (n_gated - n_alone) / n >= -2]
+            verdicts += mine
+            assert cell == want + ("" if all(mine) else " ✗"), (rule, name)
+        assert met == f"{sum(verdicts)}/{len(verdicts)}", rule
+    # The sentence the docs and the README rest on: no rule of the search meets every target.
+    assert all(re.match(r"\| \S+ \| (\d+)/(?!\1 )\d+ \|", line) for line in body)
 
 
 @pytest.mark.parametrize("form", ["letter", "reason"])
