@@ -82,15 +82,23 @@ def test_with_the_embedded_teacher_auto_answers_alone_and_keeps_the_evidence(
 
     monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
     monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", "local")
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "4")  # fewer than the gate reads (8)
     statement = "Paris is the capital and the largest city of France."
     given = [ScoredEvidence(1, statement, 1, 0.5, 0.1, statement)]
-    with Session(config.load()) as rt:
+    said: list[str] = []
+    with Session(config.load(), status=said.append) as rt:
         assert rt.teacher_is_local
-        answered = {}
+        answered, weighed = {}, {}
         for setting in ("auto", "gate", "always-evidence"):
             result = AskResult(question=QUESTION, mode="evidence", n=3, k=1, evidence=given)
             chosen = None if setting == "auto" else setting  # auto: the setting's default
+            said.clear()
             answered[setting] = pipeline.respond(rt, result, gate_setting=chosen)  # type: ignore[arg-type]
+            weighed[setting] = "the student weighs the context…" in said
+    # The app's status line says the student weighs the context only where it does.
+    assert weighed == {"auto": False, "gate": True, "always-evidence": False}
+    # No answer is longer than student.max_tokens, the gate's 8-token reading included.
+    assert all(a.student["completion_tokens"] <= 4 for a in answered.values())
     auto, forced, always = answered["auto"], answered["gate"], answered["always-evidence"]
     assert (auto.gate["setting"], auto.gate["ran"], auto.gate["went"]) == ("auto", "never", "alone")
     assert "embedded teacher" in auto.gate["why"] and not auto.context_used

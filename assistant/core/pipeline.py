@@ -476,9 +476,10 @@ def respond(
     result.gate, read, began = {}, None, None
     if evidences or relationships:
         alone = answer.build_messages(prompt or result.question, [], [], "none", order=p.order)
-        runtime.status("the student weighs the context…")
+        setting, local = gate_setting or p.gate, runtime.teacher_is_local
+        if gate.resolve(setting, local)[0] == "gate":  # it reads the student both ways
+            runtime.status("the student weighs the context…")
         with timed(result.timings, "gate"):
-            setting, local = gate_setting or p.gate, runtime.teacher_is_local
             decision = gate.choose(
                 student, setting, alone, messages, choices, embedded_teacher=local
             )
@@ -489,7 +490,7 @@ def respond(
             messages = alone
         if choices and decision.reading is not None:  # the choice as the gate read it
             read = student.as_generation(decision.reading, messages)
-        elif decision.reading is not None and s.temperature == 0:
+        elif decision.reading and s.temperature == 0 and s.max_tokens >= gate.PROBE_TOKENS:
             began = decision.reading  # a free reply the gate began, greedily: written on
     runtime.status("the student is answering…")
 
