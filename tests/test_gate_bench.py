@@ -31,27 +31,27 @@ def evidence(n: int) -> list[ScoredEvidence]:
 
 
 def test_the_simulated_statement_is_the_key_in_words_without_its_letter() -> None:
-    assert simulated.key_statement(Q) == "The correct answer is: carbon dioxide."
+    assert simulated.statement(Q) == "The correct answer is: carbon dioxide."
 
 
 def test_the_simulated_statement_goes_at_a_seeded_rank_within_the_top_k() -> None:
     result = AskResult(question=Q.text(), mode="evidence", n=15, k=10, evidence=evidence(12))
     seen = set()
     for seed in range(40):
-        keyed = simulated.with_key(result, Q, k=10, seed=seed)
+        keyed = simulated.with_statement(result, Q, 10, seed, "helpful")
         texts = [e.text for e in keyed.evidence]
-        at = texts.index(simulated.key_statement(Q)) + 1
+        at = texts.index(simulated.statement(Q)) + 1
         assert 1 <= at <= 10
         assert [t for t in texts if t.startswith("statement")] == [e.text for e in evidence(12)]
         assert [e.rank for e in keyed.evidence] == list(range(1, 14))
-        assert keyed == simulated.with_key(result, Q, k=10, seed=seed)  # seeded
+        assert keyed == simulated.with_statement(result, Q, 10, seed, "helpful")  # seeded
         seen.add(at)
     assert len(seen) > 5  # random, not always the same place
     assert result.evidence == evidence(12)  # the real teacher's result is not changed
     few = AskResult(question=Q.text(), mode="evidence", n=15, k=10, evidence=evidence(2))
     assert {
-        [e.text for e in simulated.with_key(few, Q, 10, s).evidence].index(
-            simulated.key_statement(Q)
+        [e.text for e in simulated.with_statement(few, Q, 10, s, "helpful").evidence].index(
+            simulated.statement(Q)
         )
         for s in range(30)
     } <= {0, 1, 2}

@@ -37,7 +37,6 @@ ROW_PREFIXES = {
     "misleading": "SIMULATION: wrong key + ",
     "subtle": "SIMULATION: subtle wrong + ",
 }
-PREFIX = ROW_PREFIXES["helpful"]
 
 
 def name(teacher: str, kind: str = "helpful") -> str:
@@ -88,11 +87,6 @@ def statement(q: MCQuestion, kind: str = "helpful", seed: int = 0) -> str:
     raise ValueError(f"unknown simulation {kind!r} (one of {', '.join(KINDS)})")
 
 
-def key_statement(q: MCQuestion) -> str:
-    """The answer key in plain words: the correct option's text, no letter."""
-    return statement(q, "helpful")
-
-
 def with_statement(result: AskResult, q: MCQuestion, k: int, seed: int, kind: str) -> AskResult:
     """``result`` with the statement of ``kind`` placed at a random rank
     1..min(K, statements + 1) (seeded by ``seed`` and the question, the same for every
@@ -103,8 +97,3 @@ def with_statement(result: AskResult, q: MCQuestion, k: int, seed: int, kind: st
     items = [*result.evidence[: at - 1], key, *result.evidence[at - 1 :]]
     ranked = [dataclasses.replace(e, rank=i) for i, e in enumerate(items, start=1)]
     return dataclasses.replace(result, evidence=ranked, timings={})
-
-
-def with_key(result: AskResult, q: MCQuestion, k: int, seed: int) -> AskResult:
-    """``result`` with the answer key's statement (the helpful simulation)."""
-    return with_statement(result, q, k, seed, "helpful")
