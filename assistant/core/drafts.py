@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,34 @@ def _write_sealed(record: dict[str, Any], sealer: Sealer) -> Path:
     return path
 
 
-def keep(question: str | bytes, error: str, teacher_reply: str | None = None) -> Path:
+def keep(
+    question: str | bytes,
+    error: str,
+    teacher_reply: str | None = None,
+    *,
+    release_key: str | None = None,
+    would_send: str | None = None,
+) -> Path:
     """Save a question that was not answered, sealed; returns where it went.  Raises
-    StoreError when the store key cannot be had (nothing is written in the clear)."""
+    StoreError when the store key cannot be had (nothing is written in the clear).
+
+    ``release_key``: a request of another program (`drag serve`) that `drag drafts
+    release` can let through once, when that program sends it again (one draft for
+    each such request: a program that asks again is not kept twice); ``would_send``:
+    what would leave, placeholders in place."""
+    if release_key is not None:
+        for path, kept in _each(_sealer()):
+            if kept.get("release_key") == release_key and not kept.get("released"):
+                return path
     record: dict[str, Any] = {
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "error": error,
         "teacher_reply": teacher_reply,
     }
+    if release_key is not None:
+        record["release_key"] = release_key
+    if would_send is not None:
+        record["would_send"] = would_send
     if isinstance(question, bytes):  # not valid text: keep the exact bytes
         record["question_base64"] = base64.b64encode(question).decode("ascii")
     else:
@@ -124,6 +145,50 @@ def listing() -> list[dict[str, Any]]:
 
 def remove(name: str) -> None:
     _path(name).unlink()
+
+
+def release(name: str) -> None:
+    """Let the request kept as ``name`` through once: the next time its program sends
+    the same messages, they go as its review would send them (placeholders in place)."""
+    sealer = _sealer()
+    record = read(name, sealer)
+    if "release_key" not in record:
+        raise InputError(
+            f"{name} is a question of yours, not a request of another program: ask it "
+            "again with drag ask --review"
+        )
+    record["released"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    path = _path(name)
+    part = path.with_name(path.name + ".part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(sealer.seal(json.dumps(record, ensure_ascii=False), _COLUMN))
+    part.replace(path)
+
+
+def _each(sealer: Sealer) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every draft that can be opened now (one removed meanwhile, or damaged, is not)."""
+    folder = paths.data_dir() / "unsent"
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.glob("*" + SUFFIX)):
+        try:
+            yield path, read(path.stem, sealer)
+        except (DragError, OSError, ValueError):
+            continue
+
+
+def take_release(key: str) -> bool:
+    """Whether a released draft holds the request ``key``; it is removed (a release
+    lets the request through once, however many ask at the same moment)."""
+    for path, record in _each(_sealer()):
+        if record.get("release_key") == key and record.get("released"):
+            try:
+                path.unlink()
+            except FileNotFoundError:  # another request took it first
+                continue
+            return True
+    return False
 
 
 def purge(days: int) -> int:

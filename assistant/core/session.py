@@ -373,10 +373,14 @@ class Session:
         )
         return reply.text
 
-    def sanitize(self, question: str, read: Reading | None = None) -> Sanitized:
+    def sanitize(
+        self, question: str, read: Reading | None = None, *, rewrite: bool = True
+    ) -> Sanitized:
         """``question`` as it may be sent; with ``read`` (:meth:`read`), the reader's
-        values replaced too."""
+        values replaced too.  ``rewrite=False``: never rewritten by the student (another
+        program's messages, which the proxy passes on: their words are theirs)."""
         p = self.settings.privacy
+        how = p.rewrite if rewrite else "never"
         self.status("checking the question for personal data…")
         self.refresh_learnt()
         return sanitize(
@@ -384,8 +388,8 @@ class Session:
             scanner=self.detector,
             vault=self.vault,
             guard=self.guard,
-            rewriter=self.rewrite if p.rewrite != "never" else None,
-            rewrite=p.rewrite,
+            rewriter=self.rewrite if how != "never" else None,
+            rewrite=how,
             generaliser=self.generaliser,
             read=read,
         )

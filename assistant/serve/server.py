@@ -1,0 +1,451 @@
+"""The HTTP side of `drag serve`: OpenAI's chat API on the loopback interface.
+
+Every request is checked in this order, and refused with an OpenAI-shaped error: its
+``Host`` must be a loopback name (a web page that rebinds its own name to 127.0.0.1
+gets 403), it must carry a client's token (401), a chat request's body must be a JSON
+object of at most :data:`MAX_BODY` bytes (413) that :func:`proxy.parse` accepts (400),
+and at most ``queue`` chat requests are in flight or waiting (429 beyond).  The models
+do one request's work at a time; the models stay loaded between requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import re
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+from assistant.base.config import Settings
+from assistant.base.errors import (
+    DragError,
+    InputError,
+    ModelError,
+    NotCovered,
+    PrivacyError,
+    StoreError,
+    TeacherError,
+    one_line,
+)
+from assistant.core import proxy
+from assistant.core.results import AskResult
+from assistant.core.session import Session
+from assistant.models import localserver
+from assistant.serve import shapes, tokens
+
+MAX_BODY = 4 * 1024 * 1024
+MAX_CONNECTIONS = 64  # open at once; more are closed unanswered
+PORT = re.compile(r"(:[0-9]{1,5})?")
+PARTS = ("detector", "reader", "student", "embedder", "teacher")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str | None) -> str | None:
+    """The name in a ``Host`` header, without its port (``[::1]:80`` gives ``::1``);
+    None for anything else than a name or an address with an optional port."""
+    value = (header or "").strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        name, rest = value[1:end], value[end + 1 :]
+    else:
+        name, _, port = value.partition(":")
+        rest = f":{port}" if port or value.endswith(":") else ""
+    return name if name and end_ok(rest) else None
+
+
+def end_ok(rest: str) -> bool:
+    return PORT.fullmatch(rest) is not None
+
+
+def addressed_here(header: str | None, names: frozenset[str]) -> bool:
+    """A ``Host`` this server answers: "localhost", an IP address (a page's own name
+    rebound to 127.0.0.1 is neither), or a name given with --allow-network."""
+    name = host_name(header)
+    if name is None:
+        return False
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return name == "localhost" or name in names
+    return True
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        session: Session,
+        *,
+        queue: int = 8,
+        hosts: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(address, Handler)
+        self.session = session
+        self.slots = threading.BoundedSemaphore(queue)
+        self.queue = queue
+        self.work = threading.Lock()
+        self.hosts = frozenset(h.lower() for h in hosts)
+        self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._count = threading.Lock()
+        self.waiting = 0  # chat requests in flight or waiting (busy())
+        # Set when the ledger could not record an upload: nothing more is sent.
+        self.stopped: str | None = None
+        names = [shapes.DRAG_MODEL]
+        teacher = localserver.ALIAS if session.teacher_is_local else session.settings.teacher.model
+        self.models = tuple(names + ([teacher] if teacher else []))
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        shown = f"[{name}]" if ":" in name else name
+        return f"http://{shown}:{port}/v1"
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.acquire(blocking=False):  # no unbounded threads
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.connections.release()
+
+    def busy(self) -> int:
+        """Chat requests in flight or waiting."""
+        return self.waiting
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed outside a request's own handling (the client went
+        during its headers): nothing to tell it, nothing printed."""
+        return None
+
+    def loaded(self) -> list[str]:
+        return [part for part in PARTS if part in self.session.__dict__]
+
+
+class _Stream:
+    """A streamed reply (server-sent events), its headers sent with its first event so
+    that a refusal before any text is still a plain HTTP error.  A client that goes away
+    is noted; the work goes on (its answer is kept) with nothing more written."""
+
+    def __init__(self, handler: Handler, ident: str, model: str) -> None:
+        self.handler, self.ident, self.model = handler, ident, model
+        self.started = self.gone = False
+
+    def event(self, data: object) -> None:
+        payload = b"[DONE]" if data is None else shapes.encode(data)
+        if self.gone:
+            return
+        try:
+            if not self.started:
+                self.started = True
+                h = self.handler
+                h.send_response(200)
+                h.send_header("Content-Type", "text/event-stream")
+                h.send_header("Cache-Control", "no-cache")
+                h.send_header("Connection", "close")
+                h.end_headers()
+                h.close_connection = True
+            self.handler.wfile.write(b"data: " + payload + b"\n\n")
+            self.handler.wfile.flush()
+        except OSError:  # the client went away
+            self.gone = True
+
+    def text(self, piece: str) -> None:
+        """A piece of the answer; the first event carries the role too."""
+        if piece or not self.started:
+            delta = {"content": piece} if self.started else {"role": "assistant", "content": piece}
+            self.event(shapes.chunk(self.ident, self.model, delta))
+
+    def end(self, finish: str | None, usage: tuple[int, int] | None) -> None:
+        self.event(shapes.chunk(self.ident, self.model, {}, finish or "stop"))
+        if usage is not None:
+            self.event(shapes.usage_chunk(self.ident, self.model, usage))
+        self.event(None)
+
+
+def _error_of(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and OpenAI-shaped body for a failure (no traceback, no value)."""
+    if isinstance(exc, proxy.NotSent):
+        return 403, shapes.error(str(exc), "privacy_error", "not_sent", exc.draft)
+    if isinstance(exc, PrivacyError):
+        return 403, shapes.error(str(exc), "privacy_error", "not_sent")
+    if isinstance(exc, InputError):
+        return 400, shapes.error(str(exc), "invalid_request_error", "invalid_request")
+    if isinstance(exc, TeacherError):
+        return 502, shapes.error(str(exc), "teacher_error", "teacher_failed")
+    if isinstance(exc, NotCovered):
+        return 503, shapes.error(str(exc), "not_covered", "not_covered")
+    if isinstance(exc, ModelError):
+        return 500, shapes.error(str(exc), "model_error", "model_failed")
+    if isinstance(exc, DragError):
+        return 500, shapes.error(str(exc), "drag_error", "failed")
+    return 500, shapes.error(
+        f"drag serve failed ({type(exc).__name__}); the next request works",
+        "server_error",
+        "internal_error",
+    )
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "drag-serve"
+    sys_version = ""
+    timeout = 60.0  # a client that sends nothing for a minute is let go
+    server: Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None  # nothing of a request is logged (its path may carry a value)
+
+    def _json(self, status: int, data: object, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        body = shapes.encode(data)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if status >= 400 and status != 429:  # the same request would fail the same way
+            self.send_header("x-should-retry", "false")
+        if self.close_connection:  # said, so that a client never sends on a closed one
+            self.send_header("Connection", "close")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(body)
+
+    def _refuse(self, status: int, message: str, kind: str, code: str) -> None:
+        self.close_connection = True
+        self._json(status, shapes.error(message, kind, code))
+
+    def _client(self) -> str | None:
+        """The client's name, after the Host and token checks; None: refused (answered)."""
+        if not addressed_here(self.headers.get("Host"), self.server.hosts):
+            self._refuse(
+                403,
+                "drag serve answers requests addressed to this machine's loopback names only",
+                "permission_error",
+                "host_not_allowed",
+            )
+            return None
+        # Read at each request: a token made by `drag serve --token NAME` works at once.
+        try:
+            held = tokens.tokens()
+        except DragError as exc:
+            self._refuse(500, str(exc), "server_error", "tokens_unreadable")
+            return None
+        client = tokens.client_of(self.headers.get("Authorization"), held)
+        if client is None:
+            self._refuse(
+                401,
+                "a drag serve token is needed as the API key (drag serve --token prints it)",
+                "authentication_error",
+                "invalid_api_key",
+            )
+        return client
+
+    def do_GET(self) -> None:
+        if self._client() is None:
+            return
+        if self.path == "/v1/models":
+            self._json(200, shapes.models(self.server.models))
+        elif self.path == "/health":
+            self._json(200, {"status": "ok", "loaded": self.server.loaded()})
+        else:
+            self._refuse(404, f"no such path {self.path[:80]!r}", "invalid_request_error", "404")
+
+    def do_POST(self) -> None:
+        client = self._client()
+        if client is None:
+            return
+        if self.path != "/v1/chat/completions":
+            self._refuse(404, f"no such path {self.path[:80]!r}", "invalid_request_error", "404")
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self._refuse(411, "a request needs a Content-Length", "invalid_request_error", "411")
+            return
+        if length <= 0:
+            self._refuse(400, "the request has no body", "invalid_request_error", "empty")
+            return
+        if length > MAX_BODY:
+            self._refuse(
+                413,
+                f"a request body holds at most {MAX_BODY:,} bytes",
+                "invalid_request_error",
+                "request_too_large",
+            )
+            return
+        try:
+            body = json.loads(self.rfile.read(length).decode("utf-8"))
+            limit = self.server.session.settings.pipeline.max_question_chars
+            call = proxy.parse(body, limit, self.server.models)
+        except (UnicodeDecodeError, ValueError, RecursionError, InputError) as exc:
+            message = str(exc) if isinstance(exc, InputError) else "the body is not JSON"
+            self._refuse(400, one_line(message), "invalid_request_error", "invalid_request")
+            return
+        if self.server.stopped is not None:
+            self._refuse(503, self.server.stopped, "server_error", "ledger_failed")
+            return
+        if not self.server.slots.acquire(blocking=False):
+            self._json(
+                429,
+                shapes.error(
+                    f"drag serve is busy: {self.server.queue} requests are in flight or "
+                    "waiting (drag serve --queue); try again",
+                    "rate_limit_error",
+                    "busy",
+                ),
+                (("Retry-After", "1"),),
+            )
+            return
+        with self.server._count:
+            self.server.waiting += 1
+        try:
+            with self.server.work:
+                self._chat(call, client)
+                with contextlib.suppress(OSError):
+                    tokens.record_state(self.server.url, self.server.loaded())
+        finally:
+            with self.server._count:
+                self.server.waiting -= 1
+            self.server.slots.release()
+
+    def _chat(self, call: proxy.ChatCall, client: str) -> None:
+        ident = shapes.new_id()
+        stream = _Stream(self, ident, call.model) if call.stream else None
+        answered: list[bool] = []
+
+        def finish(text: str, finish: str | None, used: tuple[int, int]) -> None:
+            """The whole reply told: the rest of the work (the graph built for the
+            cache after a drag answer) does not hold the client."""
+            answered.append(True)
+            if stream is None:
+                self._json(200, shapes.completion(ident, call.model, text, finish, used))
+                return
+            if not stream.started and text:
+                stream.text(text)  # an answer that was not streamed (a cached one)
+            stream.end(finish, used if call.include_usage else None)
+
+        def done(result: AskResult) -> None:
+            s = result.student
+            finish(
+                result.answer or "",
+                "stop",
+                (int(s.get("prompt_tokens", 0)), int(s.get("completion_tokens", 0))),
+            )
+
+        try:
+            if call.model == shapes.DRAG_MODEL:
+                on_text = stream.text if stream is not None else None
+                result = proxy.answer(self.server.session, call, client, on_text, done)
+                if not answered:
+                    done(result)
+            else:
+                reply = proxy.forward(self.server.session, call, client)
+                if stream is not None:
+                    for piece in proxy.pieces(reply.text):
+                        stream.text(piece)
+                finish(
+                    reply.text, reply.finish_reason, (reply.prompt_tokens, reply.completion_tokens)
+                )
+        except Exception as exc:
+            if isinstance(exc, StoreError):  # the ledger failed: nothing more is sent
+                self.server.stopped = (
+                    f"drag serve sends nothing more: {exc}; check it with drag audit "
+                    "verify, then start drag serve again"
+                )
+            if answered:
+                return  # told already; what failed came after (the graph for the cache)
+            status, body = _error_of(exc)
+            if stream is not None and stream.started:
+                stream.event(body)  # the stream has begun: the error is its last event
+                return
+            self.close_connection = True
+            self._json(status, body)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM, and SIGINT even where a shell started the server ignoring it, stop it."""
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    before = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def run(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    queue: int,
+    allow_network: bool,
+    announce: Callable[[str], None],
+) -> None:
+    """Serve until a signal; the models load with the first request that needs them."""
+    if not is_loopback(host) and not allow_network:
+        raise InputError(
+            f"drag serve listens on the loopback interface; {host} needs --allow-network "
+            "(every client still needs a token)"
+        )
+    if not 1 <= queue <= 1024:
+        raise InputError("--queue must be between 1 and 1024")
+    with Session(settings) as session:
+        try:  # the keeping settings, once (each `drag ask` applies them too)
+            session.tidy()
+        except DragError as exc:
+            announce(f"drag serve: warning: the keeping settings were not applied: {exc}")
+        try:
+            server = Server(
+                (host, port), session, queue=queue, hosts=(host,) if allow_network else ()
+            )
+        except OSError as exc:
+            raise InputError(f"drag serve cannot listen on {host}:{port}: {exc.strerror}") from None
+        with server, _stopped_by_signals():
+            tokens.tokens()  # the default client's key, made before any request asks
+            tokens.record_state(server.url, [])
+            if allow_network and not is_loopback(host):
+                announce(
+                    "drag serve: warning: plain HTTP on the network: keys, questions and "
+                    "answers with your values travel unencrypted"
+                )
+            announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                tokens.forget_state()
+                # The request under way ends before the models close (its ledger row
+                # and history are written whole); a stuck one is given a minute.
+                if server.work.acquire(timeout=60):
+                    server.work.release()

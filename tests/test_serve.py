@@ -1,0 +1,558 @@
+"""`drag serve`: OpenAI's chat API on the loopback interface, with the privacy layer in
+front of the teacher (issue 50).
+
+The server runs in this process on a free port with the real parts (Presidio, SQLite,
+the egress guard, the ledger), reached with the real ``openai`` client.  The curious
+teacher that writes back what it received (tests/hostile_teacher.py, mode ``echo``) shows
+what left and what was restored; the real llama_cpp.server answers the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from click.testing import CliRunner
+
+from assistant.base import config
+from assistant.base.errors import InputError
+from assistant.cli import cli
+from assistant.core import drafts, proxy
+from assistant.core.session import Session
+from assistant.serve import server as serving
+from assistant.serve import tokens
+from assistant.store import Store, ledger
+from tests import hostile_teacher
+from tests.conftest import TEST_MODEL, SocketLog
+from tests.test_cli_errors import drag, one_line_error
+
+NAME, MAIL = "Jonathan Whitfield", "jonathan.whitfield@example.com"
+OTHER_NAME, OTHER_MAIL = "Margaret Holloway", "m.holloway@example.org"
+
+
+def note_for(name: str, mail: str) -> str:
+    return f"Write a two-line note to {name} ({mail}) saying the invoice is paid."
+
+
+@pytest.fixture(scope="module")
+def curious() -> Iterator[hostile_teacher.HostileTeacher]:
+    teacher = hostile_teacher.start()
+    yield teacher
+    teacher.close()
+
+
+@contextlib.contextmanager
+def running(queue: int = 8) -> Iterator[serving.Server]:
+    """A drag serve on a free loopback port, in this process, with this test's settings."""
+    session = Session(config.load())
+    server = serving.Server(("127.0.0.1", 0), session, queue=queue)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        session.close()
+
+
+def client_of(server: serving.Server, name: str = tokens.DEFAULT) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=server.url, api_key=tokens.token_for(name), max_retries=0, timeout=120
+    )
+
+
+@pytest.fixture
+def echo_env(
+    curious: hostile_teacher.HostileTeacher,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+) -> SocketLog:
+    """Settings that send to the curious teacher, values replaced without a review."""
+    for key, value in {
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_TEACHER_ENDPOINT": curious.url("echo"),
+        "DRAG_TEACHER_MODEL": "hostile",
+        "DRAG_PRIVACY_REVIEW": "never",
+    }.items():
+        monkeypatch.setenv(key, value)
+    socket_guard.allowed.add(curious.address)
+    return socket_guard
+
+
+@contextlib.contextmanager
+def serving_to(guard: SocketLog, queue: int = 8) -> Iterator[serving.Server]:
+    with running(queue) as server:
+        guard.allowed.add(("127.0.0.1", int(server.server_address[1])))
+        yield server
+
+
+def ledger_rows() -> list[dict[str, Any]]:
+    """Every upload row, its request decoded (the exact bytes that left)."""
+    s = config.load().store
+    with Store.configured(s.database, s.key) as store:
+        return [ledger.detail(row) for row in ledger.select(store.db)]
+
+
+def last_body(teacher: hostile_teacher.HostileTeacher) -> str:
+    return teacher.seen[-1].body.decode("utf-8")
+
+
+# --- what the teacher sees and what the client gets -------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_teacher_gets_placeholders_and_the_client_gets_the_values_back(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, stream: bool
+) -> None:
+    with serving_to(echo_env) as server:
+        before = len(curious.seen)
+        messages: Any = [
+            {"role": "system", "content": "You write short notes."},
+            {"role": "user", "content": note_for(NAME, MAIL)},
+        ]
+        client = client_of(server)
+        if stream:
+            pieces = list(
+                client.chat.completions.create(
+                    model="hostile",
+                    messages=messages,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+            )
+            assert pieces[-1].usage is not None and pieces[-1].usage.total_tokens == 2
+            pieces = pieces[:-1]
+            text = "".join(c.choices[0].delta.content or "" for c in pieces if c.choices)
+            assert pieces[-1].choices[0].finish_reason == "stop"
+        else:
+            reply = client.chat.completions.create(model="hostile", messages=messages)
+            text = reply.choices[0].message.content or ""
+    assert len(curious.seen) == before + 1
+    sent = last_body(curious)
+    assert NAME not in sent and MAIL not in sent and "You write short notes." in sent
+    assert "<PERSON_1>" in sent
+    # The echo comes back with the values; the link that asks for one keeps its placeholder.
+    assert f"{NAME} ({MAIL})" in text, text
+    assert "[more](https://evil.example/?who=<PERSON_1>)" in text
+    row = ledger_rows()[-1]
+    assert row["purpose"] == "proxy (default)"
+    assert NAME not in json.dumps(row, default=str)
+
+
+def test_two_clients_keep_their_own_placeholders_and_values(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    """Each request has its own vault: both names leave as the first placeholder of its
+    request, and each client gets only its own name back."""
+    with serving_to(echo_env) as server:
+        one = client_of(server).chat.completions.create(
+            model="hostile", messages=[{"role": "user", "content": note_for(NAME, MAIL)}]
+        )
+        first = last_body(curious)
+        two = client_of(server, "other-tool").chat.completions.create(
+            model="hostile",
+            messages=[{"role": "user", "content": note_for(OTHER_NAME, OTHER_MAIL)}],
+        )
+        second = last_body(curious)
+    assert "<PERSON_1>" in first and "<PERSON_1>" in second
+    assert NAME in (one.choices[0].message.content or "")
+    mine, theirs = one.choices[0].message.content or "", two.choices[0].message.content or ""
+    assert OTHER_NAME not in mine and NAME not in theirs
+    assert f"Dear {OTHER_NAME}." in theirs and f"Dear {NAME}." in mine
+    assert [r["purpose"] for r in ledger_rows()[-2:]] == ["proxy (default)", "proxy (other-tool)"]
+
+
+def test_the_same_earlier_messages_give_the_same_placeholders(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    first = {"role": "user", "content": note_for(NAME, MAIL)}
+    with serving_to(echo_env) as server:
+        client = client_of(server)
+        reply = client.chat.completions.create(model="hostile", messages=[first])  # type: ignore[list-item]
+        once = json.loads(last_body(curious))["messages"]
+        answer = {"role": "assistant", "content": reply.choices[0].message.content}
+        later = {"role": "user", "content": f"Now one to {OTHER_NAME} too."}
+        client.chat.completions.create(model="hostile", messages=[first, answer, later])  # type: ignore[list-item]
+        again = json.loads(last_body(curious))["messages"]
+    assert again[0] == once[0]
+    assert "<PERSON_1>" in again[1]["content"] and "<PERSON_2>" in again[2]["content"]
+    assert NAME not in json.dumps(again) and OTHER_NAME not in json.dumps(again)
+
+
+# --- what is refused --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["hostile", pytest.param("drag", marks=pytest.mark.integration)])
+def test_a_request_that_needs_a_review_is_not_sent_and_kept_as_a_draft(
+    echo_env: SocketLog,
+    curious: hostile_teacher.HostileTeacher,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+) -> None:
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "on-detection")
+    with serving_to(echo_env) as server:
+        before = len(curious.seen)
+        with pytest.raises(openai.PermissionDeniedError) as caught:
+            client_of(server).chat.completions.create(
+                model=model, messages=[{"role": "user", "content": note_for(NAME, MAIL)}]
+            )
+    assert len(curious.seen) == before  # nothing reached the teacher
+    error = caught.value.body
+    assert isinstance(error, dict) and error["code"] == "not_sent"
+    assert "review" in error["message"]
+    assert f"drag drafts release {error['draft']}" in error["message"]
+    kept = drafts.read(error["draft"])
+    assert NAME in kept["question"] and "proxy, client default" in kept["error"]
+
+
+def test_a_released_draft_lets_the_same_request_through_once(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "on-detection")
+    messages: Any = [{"role": "user", "content": note_for(NAME, MAIL)}]
+    with serving_to(echo_env) as server:
+        client = client_of(server)
+        with pytest.raises(openai.PermissionDeniedError) as caught:
+            client.chat.completions.create(model="hostile", messages=messages)
+        draft = caught.value.body["draft"]  # type: ignore[index]
+        other = client_of(server, "other-tool")
+        with pytest.raises(openai.PermissionDeniedError):  # another client's is its own
+            other.chat.completions.create(model="hostile", messages=messages)
+        released = CliRunner().invoke(cli, ["drafts", "release", draft])
+        assert released.exit_code == 0, released.output
+        before = len(curious.seen)
+        with pytest.raises(openai.PermissionDeniedError):  # the same words, another client
+            other.chat.completions.create(model="hostile", messages=messages)
+        reply = client.chat.completions.create(model="hostile", messages=messages)
+        assert len(curious.seen) == before + 1 and NAME not in last_body(curious)
+        assert NAME in (reply.choices[0].message.content or "")
+        with pytest.raises(openai.PermissionDeniedError):  # once
+            client.chat.completions.create(model="hostile", messages=messages)
+    assert len(curious.seen) == before + 1
+    assert not [r for r in drafts.listing() if r.get("released")]  # taken when it passed
+
+
+def test_no_token_or_a_wrong_one_is_401(echo_env: SocketLog) -> None:
+    with serving_to(echo_env) as server:
+        for key in ("not-a-token", tokens.token_for(tokens.DEFAULT) + "x"):
+            bad = openai.OpenAI(base_url=server.url, api_key=key, max_retries=0)
+            with pytest.raises(openai.AuthenticationError):
+                bad.models.list()
+        assert [m.id for m in client_of(server).models.list()] == ["drag", "hostile"]
+
+
+def raw(
+    server: serving.Server, method: str, path: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[int, dict[str, Any]]:
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.server_address[1]), timeout=30)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders(body or None)
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        connection.close()
+
+
+def test_a_request_for_a_foreign_host_is_refused_even_with_the_token(echo_env: SocketLog) -> None:
+    """DNS rebinding: a page whose name now points at 127.0.0.1 is not this machine's."""
+    auth = {"Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}"}
+    with serving_to(echo_env) as server:
+        port = server.server_address[1]
+        status, body = raw(server, "GET", "/v1/models", {"Host": f"evil.example:{port}", **auth})
+        assert status == 403 and body["error"]["code"] == "host_not_allowed"
+        assert raw(server, "GET", "/v1/models", auth)[0] == 403  # no Host at all
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+            assert raw(server, "GET", "/v1/models", {"Host": host, **auth})[0] == 200
+
+
+def test_bad_requests_get_one_line_openai_errors(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    auth = {"Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}", "Host": "localhost"}
+    before = len(curious.seen)
+    with serving_to(echo_env) as server:
+        cases = {
+            b"{not json": (400, "not JSON"),
+            json.dumps(
+                {"model": "hostile", "messages": [{"role": "user", "content": "hi"}], "tools": []}
+            ).encode(): (400, "'tools'"),
+            json.dumps(
+                {
+                    "model": "hostile",
+                    "messages": [{"role": "user", "content": [{"type": "image_url"}]}],
+                }
+            ).encode(): (400, "only text parts"),
+            json.dumps({"model": NAME, "messages": [{"role": "user", "content": "hi"}]}).encode(): (
+                400,
+                "the models offered are drag, hostile",
+            ),
+            b"[" * 100_000: (400, "not JSON"),  # nested past the parser's depth
+        }
+        for body, (want, says) in cases.items():
+            status, error = raw(
+                server,
+                "POST",
+                "/v1/chat/completions",
+                {**auth, "Content-Length": str(len(body))},
+                body,
+            )
+            assert status == want and says in error["error"]["message"], error
+            assert "\n" not in error["error"]["message"]
+        status, error = raw(
+            server,
+            "POST",
+            "/v1/chat/completions",
+            {**auth, "Content-Length": str(serving.MAX_BODY + 1)},
+        )
+        assert status == 413
+        status, error = raw(server, "POST", "/v1/chat/completions", {**auth, "Content-Length": "0"})
+        assert status == 400 and error["error"]["code"] == "empty"
+        status, error = raw(server, "POST", "/v1/chat/completions", auth)
+        assert status == 411
+    assert len(curious.seen) == before
+
+
+def test_more_requests_than_the_queue_holds_get_429(echo_env: SocketLog) -> None:
+    with serving_to(echo_env, queue=1) as server:
+        server.work.acquire()  # the models are busy with a request of their own
+        first: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                first["reply"] = client_of(server).chat.completions.create(
+                    model="hostile", messages=[{"role": "user", "content": "What is 2+2?"}]
+                )
+            except Exception as exc:  # told below
+                first["error"] = exc
+
+        waiting = threading.Thread(target=ask)
+        waiting.start()
+        try:
+            queued = threading.Event()
+            for _ in range(6000):  # the first request takes the one place in the queue
+                if server.busy() == 1 or "error" in first:
+                    queued.set()
+                    break
+                queued.wait(0.01)
+            assert server.busy() == 1, first
+            with pytest.raises(openai.RateLimitError):
+                client_of(server).chat.completions.create(
+                    model="hostile", messages=[{"role": "user", "content": "And 3+3?"}]
+                )
+        finally:
+            server.work.release()
+            waiting.join(timeout=120)
+        assert "reply" in first, first  # answered once the models were free
+
+
+def test_a_ledger_that_cannot_record_stops_every_later_upload(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fills: the upload that left is told, and nothing more leaves."""
+    import sqlite3
+
+    def full(_upload: object) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with serving_to(echo_env) as server:
+        monkeypatch.setattr(server.session.store, "record_upload", full)
+        before = len(curious.seen)
+        client = client_of(server)
+        question: Any = [{"role": "user", "content": "What is 2+2?"}]
+        with pytest.raises(openai.InternalServerError, match="ledger"):
+            client.chat.completions.create(model="hostile", messages=question)
+        with pytest.raises(openai.InternalServerError, match="sends nothing more"):
+            client.chat.completions.create(model="hostile", messages=question)
+    assert len(curious.seen) == before + 1
+
+
+# --- the parts on their own ---------------------------------------------------------------
+
+
+def test_parse_refuses_what_it_would_not_pass_on() -> None:
+    ok = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert proxy.parse(ok, 100, ["m"]).messages == (proxy.Message("user", "hi"),)
+    parts = {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            }
+        ],
+    }
+    assert proxy.parse(parts, 100, ["m"]).messages[0].content == "a\nb"  # never glued
+    for bad, says in [
+        ({**ok, "response_format": {}}, "'response_format'"),
+        ({**ok, "n": 2}, "n must be 1"),
+        ({**ok, "temperature": float("nan")}, "temperature"),
+        ({**ok, "max_tokens": 10**400}, "max_tokens must be a number"),
+        ({**ok, "model": "Jonathan Whitfield"}, "the models offered are m"),
+        ({**ok, "messages": [{"role": "user", "content": "x", "name": "Jon"}]}, "'name'"),
+        ({**ok, "messages": [{"role": "tool", "content": "x"}]}, "role"),
+        ({**ok, "messages": [{"role": "user", "content": "x" * 101}]}, "more than 100"),
+        ({**ok, "messages": [{"role": "robot", "content": "x"}]}, "role"),
+        (
+            {**ok, "messages": [{"role": "assistant", "content": "", "tool_calls": [{}]}]},
+            "tool calls",
+        ),
+        ([], "JSON object"),
+    ]:
+        with pytest.raises(InputError, match=says):
+            proxy.parse(bad, 100, ["m"])
+
+
+@pytest.mark.parametrize(
+    ("header", "here"),
+    [
+        ("localhost:8778", True),
+        ("127.0.0.1", True),
+        ("[::1]:80", True),
+        ("127.0.0.2:8778", True),  # any address: only a name can be rebound
+        ("LOCALHOST", True),
+        ("localhost.evil.com", False),
+        ("127.0.0.1.evil", False),
+        ("[::1]evil.com", False),
+        ("[::1]:80@evil", False),
+        ("localhost:80:80", False),
+        ("evil.example:8778", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_a_host_is_answered_by_its_address_or_localhost_only(
+    header: str | None, here: bool
+) -> None:
+    assert serving.addressed_here(header, frozenset()) is here
+
+
+def test_a_client_is_known_by_its_token_only() -> None:
+    held = {"default": "abc", "tool": "xyz"}
+    assert tokens.client_of("Bearer xyz", held) == "tool"
+    assert tokens.client_of("bearer xyz", held) == "tool"
+    assert tokens.client_of("Bearer ", {"empty": ""}) is None
+    assert tokens.client_of("Bearer xy", held) is None
+    assert tokens.client_of("xyz", held) is None
+    assert tokens.client_of(None, held) is None
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def test_serve_token_is_kept_for_the_owner_only() -> None:
+    result = CliRunner().invoke(cli, ["serve", "--token"])
+    assert result.exit_code == 0
+    assert result.output.strip() == tokens.tokens()[tokens.DEFAULT]
+    assert tokens.token_file().stat().st_mode & 0o777 == 0o600
+    assert "a client name is" in one_line_error(drag("serve", "--token", "Bad Name"))
+
+
+def test_serve_refuses_another_address_without_allow_network() -> None:
+    refused = drag("serve", "--host", "0.0.0.0")
+    assert refused.returncode == 2 and "--allow-network" in one_line_error(refused)
+
+
+def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.HostileTeacher) -> None:
+    env = {
+        **os.environ,
+        "DRAG_TEACHER_ENDPOINT": curious.url("echo"),
+        "DRAG_TEACHER_MODEL": "hostile",
+    }
+    down = CliRunner().invoke(cli, ["serve", "--status"], env=env)
+    assert down.exit_code == 1 and "no drag serve is running" in down.output
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert serve.stdout is not None
+        line = serve.stdout.readline()
+        assert "drag serve: listening on http://127.0.0.1:" in line, (
+            serve.stderr.read() if serve.stderr else line
+        )
+        up = CliRunner().invoke(cli, ["serve", "--status"], env=env)
+        assert up.exit_code == 0 and f"(pid {serve.pid}); loaded: no model yet" in up.output
+        client = openai.OpenAI(
+            base_url=line.split("listening on ")[1].split()[0],
+            api_key=tokens.token_for(tokens.DEFAULT),
+            max_retries=0,
+        )
+        client.chat.completions.create(
+            model="hostile", messages=[{"role": "user", "content": "What is 2+2?"}]
+        )
+        held = CliRunner().invoke(cli, ["serve", "--status"], env=env).output
+        assert "loaded: detector, teacher" in held, held  # kept for the next request
+        again = drag("serve", "--port", "0", env=env)
+        assert again.returncode == 2 and "stop it first" in one_line_error(again)
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert serve.stderr is not None
+    said = serve.stderr.read()
+    assert "Traceback" not in said and "2+2" not in said, said  # nothing of a request logged
+    assert not tokens.state_file().exists()
+
+
+@pytest.mark.integration
+def test_drag_model_answers_through_the_pipeline_streamed(
+    on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model "drag": the real teacher's evidence, the real tiny student's answer."""
+    monkeypatch.setenv("DRAG_PIPELINE_MODE", "evidence")
+    monkeypatch.setenv("DRAG_PIPELINE_N", "3")
+    monkeypatch.setenv("DRAG_PIPELINE_K", "2")
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "24")
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "never")
+    with serving_to(socket_guard) as server:
+        chunks = list(
+            client_of(server).chat.completions.create(
+                model="drag",
+                messages=[{"role": "user", "content": "What gas do plants take in?"}],
+                stream=True,
+            )
+        )
+        assert sorted(server.loaded()) == ["detector", "embedder", "student", "teacher"]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip() and chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert [r["purpose"] for r in ledger_rows()] == ["evidence"]
+
+
+@pytest.mark.integration
+def test_pass_through_to_the_real_teacher_server(
+    on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.models.localserver import ALIAS
+
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "never")
+    monkeypatch.setenv("DRAG_TEACHER_MAX_TOKENS", "16")
+    with serving_to(socket_guard) as server:
+        reply = client_of(server).chat.completions.create(
+            model=ALIAS, messages=[{"role": "user", "content": note_for(NAME, MAIL)}]
+        )
+        assert "student" not in server.loaded()  # a pass-through needs no student
+    assert reply.choices[0].message.content and reply.usage and reply.usage.completion_tokens > 0
+    row = ledger_rows()[-1]
+    assert row["purpose"] == "proxy (default)" and row["status"] == "ok"
+    assert NAME not in row["request"] and MAIL not in row["request"]
+    assert "<PERSON_1>" in row["request"]
