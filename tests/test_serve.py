@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -556,3 +557,39 @@ def test_pass_through_to_the_real_teacher_server(
     assert row["purpose"] == "proxy (default)" and row["status"] == "ok"
     assert NAME not in row["request"] and MAIL not in row["request"]
     assert "<PERSON_1>" in row["request"]
+
+
+def test_bench_serve_runs_in_a_home_of_its_own_and_counts_what_leaks(tmp_path: Path) -> None:
+    before = sorted(tokens.tokens())
+    done = drag(
+        "bench", "serve", "--requests", "2", "--reader-requests", "0", "--seconds", "2",
+        "--clients", "2", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    load = summary["load"]
+    assert load["answered"] > 0 and load["mixed"] == load["errors"] == 0
+    assert load["values_the_teacher_received"] == load["values_in_the_ledger"] == []
+    assert load["ledger_verifies"]
+    assert load["purposes"] == ["proxy (client-1)", "proxy (client-2)", "proxy (default)"]
+    assert summary["cost"][0]["replies_with_the_name_restored"] == 3
+    assert sorted(tokens.tokens()) == before  # its clients' keys were not made here
+
+
+def test_the_published_serve_figures_are_the_stored_ones() -> None:
+    root = Path(__file__).parents[1]
+    summary = json.loads((root / "docs/results/serve-proxy/summary.json").read_text())
+    text = (root / "docs/benchmarks.md").read_text("utf-8")
+    for run, name in zip(summary["cost"], ["off", "on (the default)"], strict=True):
+        d, p = run["direct"], run["proxy"]
+        row = (
+            f"| {name} | {run['requests']} | {d['p50']:.3f} / {d['p95']:.3f} s | "
+            f"{p['p50']:.3f} / {p['p95']:.3f} s | {run['added_p50_seconds']:.3f} s |"
+        )
+        assert row in text, row
+    load = summary["load"]
+    said = (
+        f"{load['answered']}\nanswered, {load['busy_429']} HTTP 429, {load['errors']} other "
+        f"errors, {load['mixed']} replies mixed"
+    )
+    assert said in text and not load["values_the_teacher_received"] and load["ledger_verifies"]

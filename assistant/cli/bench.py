@@ -96,6 +96,16 @@ def bench_gate_cost(ctx: click.Context) -> None:
     ctx.exit(gatecost.main(list(ctx.args)))
 
 
+@bench_group.command("serve", context_settings=PASS_THROUGH)
+@click.pass_context
+def bench_serve(ctx: click.Context) -> None:
+    """drag serve's privacy proxy: its cost per request, and 8 clients at once."""
+    with installed():
+        from drag_bench import serveload
+
+    ctx.exit(serveload.main(list(ctx.args)))
+
+
 @bench_group.command("store", context_settings=PASS_THROUGH)
 @click.pass_context
 def bench_store(ctx: click.Context) -> None:
