@@ -10,6 +10,7 @@ what left and what was restored; the real llama_cpp.server answers the end-to-en
 from __future__ import annotations
 
 import contextlib
+import gc
 import http.client
 import json
 import os
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,10 +55,11 @@ def curious() -> Iterator[hostile_teacher.HostileTeacher]:
 
 
 @contextlib.contextmanager
-def running(queue: int = 8) -> Iterator[serving.Server]:
+def running(queue: int = 8, keep_alive: float = 0.0) -> Iterator[serving.Server]:
     """A drag serve on a free loopback port, in this process, with this test's settings."""
-    session = Session(config.load())
-    server = serving.Server(("127.0.0.1", 0), session, queue=queue)
+    server = serving.Server(
+        ("127.0.0.1", 0), Session(config.load()), queue=queue, keep_alive=keep_alive
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -65,7 +68,7 @@ def running(queue: int = 8) -> Iterator[serving.Server]:
         server.shutdown()
         server.server_close()
         thread.join()
-        session.close()
+        server.session.close()
 
 
 def client_of(server: serving.Server, name: str = tokens.DEFAULT) -> openai.OpenAI:
@@ -93,8 +96,10 @@ def echo_env(
 
 
 @contextlib.contextmanager
-def serving_to(guard: SocketLog, queue: int = 8) -> Iterator[serving.Server]:
-    with running(queue) as server:
+def serving_to(
+    guard: SocketLog, queue: int = 8, keep_alive: float = 0.0
+) -> Iterator[serving.Server]:
+    with running(queue, keep_alive) as server:
         guard.allowed.add(("127.0.0.1", int(server.server_address[1])))
         yield server
 
@@ -380,6 +385,28 @@ def test_a_ledger_that_cannot_record_stops_every_later_upload(
         with pytest.raises(openai.InternalServerError, match="sends nothing more"):
             client.chat.completions.create(model="hostile", messages=question)
     assert len(curious.seen) == before + 1
+
+
+def test_the_models_are_let_go_after_keep_alive_idle_and_loaded_again(
+    echo_env: SocketLog,
+) -> None:
+    question: Any = [{"role": "user", "content": f"Write to {NAME} about lunch."}]
+    with serving_to(echo_env, keep_alive=300) as server:
+        client = client_of(server)
+        client.chat.completions.create(model="hostile", messages=question)
+        first = weakref.ref(server.session)
+        assert server.loaded() == ["detector", "teacher"]
+        assert not server.unload_if_idle(now=server.last_used + 299)  # not idle long enough
+        server.work.acquire()  # a request under way
+        assert not server.unload_if_idle(now=server.last_used + 301)
+        server.work.release()
+        assert server.unload_if_idle(now=server.last_used + 301)
+        assert server.loaded() == []
+        gc.collect()
+        assert first() is None  # nothing holds the old models: their memory is freed
+        reply = client.chat.completions.create(model="hostile", messages=question)
+        assert NAME in (reply.choices[0].message.content or "")
+        assert server.loaded() == ["detector", "teacher"]
 
 
 # --- the parts on their own ---------------------------------------------------------------

@@ -25,6 +25,13 @@ DEFAULT_PORT = 8778
     help="Chat requests in flight or waiting; more get HTTP 429.",
 )
 @click.option(
+    "--keep-alive",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds idle before the models are let go (0: never); the next request loads them.",
+)
+@click.option(
     "--allow-network",
     is_flag=True,
     help="Listen on an address other than loopback (clients still need a token).",
@@ -46,6 +53,7 @@ def serve(
     host: str,
     port: int,
     queue: int,
+    keep_alive: float,
     allow_network: bool,
     show_status: bool,
     token_name: str | None,
@@ -76,4 +84,5 @@ def serve(
         queue=queue,
         allow_network=allow_network,
         announce=lambda line: echo(line),
+        keep_alive=keep_alive,
     )

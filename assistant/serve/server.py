@@ -16,6 +16,7 @@ import json
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
@@ -94,9 +95,12 @@ class Server(ThreadingHTTPServer):
         *,
         queue: int = 8,
         hosts: tuple[str, ...] = (),
+        keep_alive: float = 0.0,
     ) -> None:
         super().__init__(address, Handler)
         self.session = session
+        self.keep_alive = keep_alive  # seconds idle before the models are let go; 0: never
+        self.last_used = time.monotonic()
         self.slots = threading.BoundedSemaphore(queue)
         self.queue = queue
         self.work = threading.Lock()
@@ -132,6 +136,24 @@ class Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.connections.release()
+
+    def unload_if_idle(self, now: float | None = None) -> bool:
+        """After ``keep_alive`` seconds without a chat request, the models are let go:
+        a new session takes the old one's place and loads each again when it is asked
+        for.  Never while a request runs or waits."""
+        idle = (time.monotonic() if now is None else now) - self.last_used
+        if not self.keep_alive or idle < self.keep_alive or not self.loaded():
+            return False
+        if not self.work.acquire(blocking=False):
+            return False
+        try:
+            if self.waiting:
+                return False
+            old, self.session = self.session, Session(self.session.settings)
+        finally:
+            self.work.release()
+        old.close()
+        return True
 
     def busy(self) -> int:
         """Chat requests in flight or waiting."""
@@ -332,6 +354,7 @@ class Handler(BaseHTTPRequestHandler):
                 with contextlib.suppress(OSError):
                     tokens.record_state(self.server.url, self.server.loaded())
         finally:
+            self.server.last_used = time.monotonic()
             with self.server._count:
                 self.server.waiting -= 1
             self.server.slots.release()
@@ -413,6 +436,7 @@ def run(
     queue: int,
     allow_network: bool,
     announce: Callable[[str], None],
+    keep_alive: float = 300.0,
 ) -> None:
     """Serve until a signal; the models load with the first request that needs them."""
     if not is_loopback(host) and not allow_network:
@@ -422,33 +446,54 @@ def run(
         )
     if not 1 <= queue <= 1024:
         raise InputError("--queue must be between 1 and 1024")
-    with Session(settings) as session:
+    if keep_alive < 0:
+        raise InputError("--keep-alive must be 0 (never let go) or more seconds")
+    session = Session(settings)
+    try:
         try:  # the keeping settings, once (each `drag ask` applies them too)
             session.tidy()
         except DragError as exc:
             announce(f"drag serve: warning: the keeping settings were not applied: {exc}")
         try:
             server = Server(
-                (host, port), session, queue=queue, hosts=(host,) if allow_network else ()
+                (host, port),
+                session,
+                queue=queue,
+                hosts=(host,) if allow_network else (),
+                keep_alive=keep_alive,
             )
         except OSError as exc:
             raise InputError(f"drag serve cannot listen on {host}:{port}: {exc.strerror}") from None
-        with server, _stopped_by_signals():
-            tokens.tokens()  # the default client's key, made before any request asks
-            tokens.record_state(server.url, [])
-            if allow_network and not is_loopback(host):
-                announce(
-                    "drag serve: warning: plain HTTP on the network: keys, questions and "
-                    "answers with your values travel unencrypted"
-                )
-            announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
-            try:
-                server.serve_forever()
-            except KeyboardInterrupt:
-                pass
-            finally:
-                tokens.forget_state()
-                # The request under way ends before the models close (its ledger row
-                # and history are written whole); a stuck one is given a minute.
-                if server.work.acquire(timeout=60):
-                    server.work.release()
+    except BaseException:
+        session.close()
+        raise
+    del session  # the server holds it: one it lets go when idle is then freed
+    stop = threading.Event()
+
+    def watch() -> None:  # the models let go after keep_alive idle
+        while not stop.wait(min(keep_alive, 5.0)):
+            server.unload_if_idle()
+
+    with server, _stopped_by_signals():
+        tokens.tokens()  # the default client's key, made before any request asks
+        tokens.record_state(server.url, [])
+        if allow_network and not is_loopback(host):
+            announce(
+                "drag serve: warning: plain HTTP on the network: keys, questions and "
+                "answers with your values travel unencrypted"
+            )
+        announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
+        if keep_alive:
+            threading.Thread(target=watch, name="drag-serve-idle", daemon=True).start()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop.set()
+            tokens.forget_state()
+            # The request under way ends before the models close (its ledger row and
+            # history are written whole); a stuck one is given a minute.
+            if server.work.acquire(timeout=60):
+                server.work.release()
+            server.session.close()
