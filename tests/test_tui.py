@@ -137,6 +137,9 @@ async def test_no_widget_on_any_screen_reads_markup() -> None:
             await pilot.press(key)
             await pilot.pause()
             assert markup_widgets() == [], type(app.screen).__name__
+        await app.switch_mode("drafts")
+        await pilot.pause()
+        assert markup_widgets() == [], "DraftsScreen"
         for dialog in (Confirm(hostile), NotSent(hostile), TextPrompt(hostile, hostile)):
             await app.push_screen(dialog)
             await pilot.pause()
@@ -149,7 +152,9 @@ async def test_no_widget_on_any_screen_reads_markup() -> None:
         shown = str(app.screen.query_one("#bench-live", Static).render())
         assert hostile in shown
     assert (app.title, app.sub_title) == (DragApp.TITLE, DragApp.SUB_TITLE)
-    assert set(seen) >= {"ChatScreen", "AuditScreen", "BenchScreen", "SettingsScreen", "Confirm"}
+    assert set(seen) >= {
+        "ChatScreen", "AuditScreen", "BenchScreen", "SettingsScreen", "DraftsScreen", "Confirm"
+    }  # fmt: skip
     assert all(seen.values()), seen  # each screen had Statics to check
 
 
@@ -271,6 +276,40 @@ async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
             await pilot.press("space" if key == " " else key)
         await pilot.pause()
         assert app.screen.query_one("#audit-search", Input).value == '"q": 2'
+        assert table.row_count == 1
+
+
+async def test_the_drafts_screen_shows_releases_once_and_drops() -> None:
+    """Issue 50: what drag serve kept shows what would leave; r releases it, d drops."""
+    for name in list(drafts.listing()):
+        drafts.remove(name["name"])
+    kept = drafts.keep(
+        "[user]\nWrite to Jane Doe [b]x[/b]",
+        "it needs your review (proxy, client editor)",
+        release_key="k1",
+        would_send="[user]\nWrite to <PERSON_1> [b]x[/b]",
+    ).stem
+    mine = drafts.keep("What is my tax ID 123?", "not sent: declined").stem
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await app.switch_mode("drafts")
+        await pilot.pause()
+        table = app.screen.query_one("#draft-list", DataTable)
+        assert table.row_count == 2
+        table.move_cursor(row=table.get_row_index(kept))
+        await pilot.pause()
+        shown = str(app.screen.query_one("#draft-text", Static).render())
+        assert "Write to <PERSON_1> [b]x[/b]" in shown and "WHAT WOULD BE SENT" in shown
+        await pilot.press("r")
+        await pilot.pause()
+        assert drafts.read(kept).get("released")
+        table.move_cursor(row=table.get_row_index(mine))
+        await pilot.press("r")  # a question of the user's own is asked again, not released
+        await pilot.pause()
+        assert not drafts.read(mine).get("released")
+        await pilot.press("d")
+        await pilot.pause()
+        assert [r["name"] for r in drafts.listing()] == [kept]
         assert table.row_count == 1
 
 

@@ -28,6 +28,7 @@ from assistant.store import Store
 from assistant.tui.audit import AuditScreen
 from assistant.tui.bench import BenchScreen
 from assistant.tui.chat import ChatScreen
+from assistant.tui.drafts import DraftsScreen
 from assistant.tui.settings import SettingsScreen
 
 
@@ -40,6 +41,7 @@ class DragApp(App[None]):
         "audit": AuditScreen,
         "bench": BenchScreen,
         "settings": SettingsScreen,
+        "drafts": DraftsScreen,
     }
     DEFAULT_MODE = "chat"
     BINDINGS = [
@@ -175,6 +177,11 @@ class DragApp(App[None]):
         )
         yield SystemCommand(
             "Settings", "Teacher, student, review… (F4)", lambda: self.switch_mode("settings")
+        )
+        yield SystemCommand(
+            "Drafts",
+            "What was not sent: show, release a program's request once, drop",
+            lambda: self.switch_mode("drafts"),
         )
         if chat is not None:
             yield SystemCommand(
