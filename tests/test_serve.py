@@ -28,7 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 from assistant.base import config
-from assistant.base.errors import InputError
+from assistant.base.errors import InputError, PrivacyError
 from assistant.cli import cli
 from assistant.core import drafts, proxy
 from assistant.core.session import Session
@@ -620,3 +620,75 @@ def test_the_published_serve_figures_are_the_stored_ones() -> None:
         f"errors, {load['mixed']} replies mixed"
     )
     assert said in text and not load["values_the_teacher_received"] and load["ledger_verifies"]
+
+
+# --- drag ask as a thin client ---------------------------------------------------------
+
+
+@contextlib.contextmanager
+def recorded(server: serving.Server) -> Iterator[None]:
+    """The server's record, as `drag serve` writes it, so that `drag ask` finds it."""
+    tokens.record_state(server.url, server.loaded())
+    try:
+        yield
+    finally:
+        tokens.state_file().unlink(missing_ok=True)
+
+
+def test_drag_ask_is_answered_by_a_running_server(echo_env: SocketLog) -> None:
+    with serving_to(echo_env) as server, recorded(server):
+        assert "student" not in server.loaded()
+        done = CliRunner().invoke(cli, ["ask", "--json", "--mode", "none", "What is 2+2?"])
+        assert done.exit_code == 0, done.output
+        record = json.loads(done.stdout)
+        assert record["answer"].strip() and record["source"] == "none"
+        assert "student" in server.loaded()  # the server's student wrote it
+
+
+def test_drag_ask_works_in_process_when_its_settings_differ(
+    echo_env: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serving_to(echo_env) as server, recorded(server):
+        monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "17")  # not what the server runs with
+        done = CliRunner().invoke(cli, ["ask", "--json", "--mode", "none", "What is 2+2?"])
+        assert done.exit_code == 0, done.output
+        assert json.loads(done.stdout)["answer"].strip()
+        assert "student" not in server.loaded()
+
+
+def test_a_question_that_needs_a_review_is_asked_in_this_terminal(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server does not decide a review: the question is worked here, where the review
+    is asked (with no terminal to ask on, it is not sent, as without a server)."""
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "on-detection")
+    with serving_to(echo_env) as server, recorded(server):
+        before = len(curious.seen)
+        done = CliRunner().invoke(cli, ["ask", "--mode", "evidence", note_for(NAME, MAIL)])
+        assert isinstance(done.exception, PrivacyError)
+        assert "no terminal to ask on" in str(done.exception)
+        assert len(curious.seen) == before
+        assert "detector" in server.loaded()  # the server read it, then left it to us
+
+
+def test_drag_ask_works_in_process_when_no_server_answers(echo_env: SocketLog) -> None:
+    with serving_to(echo_env) as server:
+        url = server.url
+    tokens.record_state(url, [])  # a record left by a server that is gone
+    try:
+        done = CliRunner().invoke(cli, ["ask", "--json", "--mode", "none", "What is 2+2?"])
+    finally:
+        tokens.state_file().unlink(missing_ok=True)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["answer"].strip()
+
+
+def test_the_published_first_byte_figures_are_the_stored_ones() -> None:
+    root = Path(__file__).parents[1]
+    stored = json.loads((root / "docs/results/serve-first-byte/first-byte.json").read_text())
+    text = (root / "docs/benchmarks.md").read_text("utf-8")
+    cold, warm = stored["cold"], stored["through_serve"]
+    assert f"| a cold process | {cold['p50']:.2f} s | {cold['p95']:.2f} s |" in text
+    assert f"| through `drag serve` | {warm['p50']:.2f} s | {warm['p95']:.2f} s |" in text
+    assert stored["runs"] == len(warm["all"]) == len(cold["all"]) == 10
+    assert warm["p50"] > stored["target_p50_s"] and "(≤ 1 s) is **not met**" in text

@@ -134,14 +134,29 @@ def ask(
     """Ask one QUESTION (or read it from standard input; "-" forces that)."""
     from assistant.core import localfiles, pipeline
     from assistant.core.session import Session
+    from assistant.serve import client
 
-    settings = settings_of(ctx, flags(**kw))
+    chosen = flags(**kw)
+    settings = settings_of(ctx, chosen)
     text = read_stdin_question() if not question or question == ("-",) else " ".join(question)
     stream = not as_json and sys.stdout.isatty()
+    on_text = (lambda piece: echo(piece, nl=False)) if stream else None
+    try:
+        # A running drag serve has the models loaded: it answers (the review, where one
+        # is needed, is asked here, in-process).
+        served = None
+        if not from_files and not review:
+            served = client.ask(ctx.obj["settings"], text, chosen, yes=yes, on_text=on_text)
+        if served is not None:
+            if stream:
+                echo()
+            echo(to_json(served.to_dict()) if as_json else _format_result(served, stream))
+            return
+    except (errors.DragError, KeyboardInterrupt) as exc:
+        raise kept(text, exc) from None
     try:
         with Session(settings, status=status_printer(interactive_stderr())) as rt:
             tidy(rt)
-            on_text = (lambda piece: echo(piece, nl=False)) if stream else None
             if from_files:
                 result = localfiles.ask_files(rt, text, k=kw.get("k"), on_text=on_text)
                 if stream:

@@ -6,7 +6,7 @@ benchmarks) and into the history as ``AskResult.to_dict()``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from assistant.base import safetext
@@ -120,6 +120,21 @@ class AskResult:
         data["used"] = {"evidence": len(self.used_evidence), "triples": len(self.used_triples)}
         data["context_used"] = self.context_used
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AskResult:
+        """The record :meth:`to_dict` wrote (a `drag serve` answer, read by the CLI)."""
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in data.items() if k in known}
+        kept["evidence"] = [ScoredEvidence(**e) for e in data.get("evidence") or []]
+        kept["triples"] = [
+            ScoredTriple(**{**t, "sources": tuple(t.get("sources") or ())})
+            for t in data.get("triples") or []
+        ]
+        kept["passages"] = [ScoredPassage(**p) for p in data.get("passages") or []]
+        if kept.get("fitted") is not None:
+            kept["fitted"] = tuple(kept["fitted"])
+        return cls(**kept)
 
 
 def student_record(student: Student, gen: Generation) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
-from assistant.serve import shapes, tokens
+from assistant.serve import native, shapes, tokens
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 64  # open at once; more are closed unanswered
@@ -100,6 +100,7 @@ class Server(ThreadingHTTPServer):
         super().__init__(address, Handler)
         self.session = session
         self.keep_alive = keep_alive  # seconds idle before the models are let go; 0: never
+        self.recorded = False  # run() records where it listens (tokens.state_file)
         self.last_used = time.monotonic()
         self.slots = threading.BoundedSemaphore(queue)
         self.queue = queue
@@ -304,7 +305,7 @@ class Handler(BaseHTTPRequestHandler):
         client = self._client()
         if client is None:
             return
-        if self.path != "/v1/chat/completions":
+        if self.path not in ("/v1/chat/completions", native.PATH):
             self._refuse(404, f"no such path {self.path[:80]!r}", "invalid_request_error", "404")
             return
         try:
@@ -326,7 +327,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(self.rfile.read(length).decode("utf-8"))
             limit = self.server.session.settings.pipeline.max_question_chars
-            call = proxy.parse(body, limit, self.server.models)
+            call: proxy.ChatCall | native.AskCall = (
+                native.parse(body)
+                if self.path == native.PATH
+                else proxy.parse(body, limit, self.server.models)
+            )
         except (UnicodeDecodeError, ValueError, RecursionError, InputError) as exc:
             message = str(exc) if isinstance(exc, InputError) else "the body is not JSON"
             self._refuse(400, one_line(message), "invalid_request_error", "invalid_request")
@@ -350,9 +355,17 @@ class Handler(BaseHTTPRequestHandler):
             self.server.waiting += 1
         try:
             with self.server.work:
-                self._chat(call, client)
-                with contextlib.suppress(OSError):
-                    tokens.record_state(self.server.url, self.server.loaded())
+                if isinstance(call, native.AskCall):
+                    stream = _Stream(self, "", "drag")
+                    failed = native.answer(self.server.session, call, stream.event)
+                    stream.event(None)
+                    if isinstance(failed, StoreError):  # the ledger: nothing more is sent
+                        self.server.stopped = f"drag serve sends nothing more: {failed}"
+                else:
+                    self._chat(call, client)
+                if self.server.recorded:
+                    with contextlib.suppress(OSError):
+                        tokens.record_state(self.server.url, self.server.loaded())
         finally:
             self.server.last_used = time.monotonic()
             with self.server._count:
@@ -477,6 +490,7 @@ def run(
     with server, _stopped_by_signals():
         tokens.tokens()  # the default client's key, made before any request asks
         tokens.record_state(server.url, [])
+        server.recorded = True
         if allow_network and not is_loopback(host):
             announce(
                 "drag serve: warning: plain HTTP on the network: keys, questions and "

@@ -9,7 +9,7 @@ from assistant.net import egress
 from assistant.serve import tokens
 
 
-def server_status(timeout: float = 2.0) -> dict[str, Any] | None:
+def server_status(timeout: float = 10.0) -> dict[str, Any] | None:
     """The running server's record and what it holds ({"pid", "url", "loaded"}), or None
     when none answers with this user's token."""
     record = tokens.recorded()

@@ -18,6 +18,13 @@ database, ledger and client keys; the models are the installed ones).
    ledger.  The ledger is verified at the end.
 
 It prints the figures and writes ``summary.json`` and ``summary.md`` to ``--out``.
+
+    drag bench serve --first-byte 10
+
+times instead the first answer byte of ``drag ask --offline`` on the last 10 questions of
+the configured store's cache (each asked the way its entry was cached): first each as a
+new process with no server (the cold path), then each again through a ``drag serve``
+started for the purpose (after one untimed question, which loads its models).
 """
 
 from __future__ import annotations
@@ -69,12 +76,18 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seconds", type=float, default=60.0, help="the load part's length")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--first-byte", type=int, default=0, metavar="RUNS",
+        help="time drag ask --offline cold and through drag serve instead",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench-results/serve"))
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.first_byte:
+        return first_byte_main(args)
     if args.requests < 2 or args.clients < 1 or args.seconds <= 0:
         print("bench: error: --requests 2 or more, --clients 1 or more", file=sys.stderr)
         return 2
@@ -323,3 +336,78 @@ def render(summary: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def first_byte(runs: int) -> dict[str, Any]:
+    """First answer byte of cached questions asked offline: cold, then through a server."""
+    import subprocess
+
+    from assistant.serve import tokens
+    from drag_bench.startup import cached_questions, first_answer_byte
+
+    if tokens.recorded() is not None:
+        raise RuntimeError("a drag serve runs already: stop it, so that the cold runs are cold")
+    questions = cached_questions(runs)
+    if not questions:
+        raise RuntimeError("the local cache holds no question to ask offline")
+    commands = [
+        [sys.executable, "-m", "assistant", "ask", "--offline", "--mode",
+         "combined" if graph else "evidence", "--n", str(n), question]
+        for question, n, graph in questions
+    ]  # fmt: skip
+    cold = [first_answer_byte(c)[0] for c in commands]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "serve", "--port", "0", "--keep-alive", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        if "listening on" not in server.stdout.readline():
+            raise RuntimeError("drag serve did not start")
+        first_answer_byte(commands[0])  # the server loads its models: not timed
+        warm = [first_answer_byte(c)[0] for c in commands]
+    finally:
+        server.terminate()
+        server.wait(60)
+    c, w = spread(cold), spread(warm)
+    return {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpus": os.cpu_count(),
+        "runs": len(commands),
+        "cold": {**c, "all": cold},
+        "through_serve": {**w, "all": warm},
+        "ratio_p50": c["p50"] / w["p50"],
+        "target_p50_s": 1.0,
+        "command": "drag bench serve " + " ".join(sys.argv[1:]),
+    }
+
+
+def first_byte_main(args: argparse.Namespace) -> int:
+    try:
+        summary = first_byte(args.first_byte)
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    c, w = summary["cold"], summary["through_serve"]
+    text = "\n".join(
+        [
+            f"# drag ask --offline, {summary['runs']} cached questions "
+            f"({summary['when']}, {summary['cpus']} CPUs)",
+            "",
+            "| first answer byte | p50 | p95 |",
+            "|---|---:|---:|",
+            f"| a cold process | {c['p50']:.2f} s | {c['p95']:.2f} s |",
+            f"| through drag serve | {w['p50']:.2f} s | {w['p95']:.2f} s |",
+            "",
+            f"cold / through drag serve at p50: {summary['ratio_p50']:.1f}×; target through "
+            f"drag serve <= 1 s: {'met' if w['p50'] <= 1.0 else 'NOT met'}",
+            "",
+        ]
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "first-byte.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (args.out / "first-byte.md").write_text(text)
+    print(text)
+    return 0

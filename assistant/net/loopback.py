@@ -1,0 +1,72 @@
+"""The one connection drag makes that is not to the teacher: to this machine's own
+`drag serve`, on a loopback address, with the server's key.  It carries the user's
+question as typed (the server is this user's own process: the privacy layer runs there
+before anything leaves), so it never goes anywhere but a loopback address."""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from assistant.base.errors import DragError
+
+MAX_EVENT = 64 * 1024 * 1024  # one event: an answer's whole record
+
+
+class Unreachable(DragError):
+    """No `drag serve` answered: the caller works in-process instead."""
+
+
+def loopback_host(url: str) -> tuple[str, int]:
+    """(host, port) of ``url``, which must name a loopback address; ValueError else."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        loop = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loop = False
+    if parts.scheme != "http" or not loop or parts.port is None:
+        raise ValueError(f"not a loopback address: {url!r}")
+    return host, parts.port
+
+
+def events(
+    url: str, path: str, token: str, body: dict[str, Any], timeout: float
+) -> Iterator[dict[str, Any]]:
+    """POST ``body`` to ``path`` of the server at ``url`` and read its server-sent events
+    (JSON objects) as they come.  Unreachable when nothing answers there or it says no
+    before the first event (an HTTP error: its message)."""
+    host, port = loopback_host(url)
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        try:
+            payload = json.dumps(body).encode("utf-8")
+            connection.request(
+                "POST",
+                path,
+                body=payload,
+                headers={
+                    "Host": f"{host}:{port}" if ":" not in host else f"[{host}]:{port}",
+                    "Authorization": f"Bearer {token}",
+                    "Content-Type": "application/json",
+                },
+            )
+            reply = connection.getresponse()
+        except OSError as exc:
+            raise Unreachable(f"drag serve at {url} did not answer ({exc})") from None
+        if reply.status != 200:
+            raise Unreachable(f"drag serve at {url} answered HTTP {reply.status}")
+        while True:
+            line = reply.readline(MAX_EVENT)
+            if not line:
+                return
+            if line.startswith(b"data: "):
+                data = json.loads(line[len(b"data: ") :])
+                if isinstance(data, dict):
+                    yield data
+    finally:
+        connection.close()
