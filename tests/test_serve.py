@@ -469,6 +469,29 @@ def test_a_host_is_answered_by_its_address_or_localhost_only(
     assert serving.addressed_here(header, frozenset()) is here
 
 
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("http://127.0.0.1:8778", True),
+        ("http://localhost:8778", True),
+        ("http://[::1]:8778", True),
+        ("http://127.0.0.1.evil.example:80", False),
+        ("http://evil.example:8778", False),
+        ("https://127.0.0.1:8778", False),
+        ("http://127.0.0.1", False),
+        ("http://user@evil.example:80", False),
+    ],
+)
+def test_the_cli_connects_to_loopback_addresses_only(url: str, ok: bool) -> None:
+    from assistant.net import loopback
+
+    if ok:
+        assert loopback.loopback_host(url)[1] == 8778
+    else:
+        with pytest.raises(ValueError, match="not a loopback address"):
+            loopback.loopback_host(url)
+
+
 def test_a_client_is_known_by_its_token_only() -> None:
     held = {"default": "abc", "tool": "xyz"}
     assert tokens.client_of("Bearer xyz", held) == "tool"
@@ -643,6 +666,7 @@ def test_drag_ask_is_answered_by_a_running_server(echo_env: SocketLog) -> None:
         record = json.loads(done.stdout)
         assert record["answer"].strip() and record["source"] == "none"
         assert "student" in server.loaded()  # the server's student wrote it
+        assert len(server.session.store.questions()) == 1  # once: not again in-process
 
 
 def test_drag_ask_works_in_process_when_its_settings_differ(
@@ -692,3 +716,83 @@ def test_the_published_first_byte_figures_are_the_stored_ones() -> None:
     assert f"| through `drag serve` | {warm['p50']:.2f} s | {warm['p95']:.2f} s |" in text
     assert stored["runs"] == len(warm["all"]) == len(cold["all"]) == 10
     assert warm["p50"] > stored["target_p50_s"] and "(≤ 1 s) is **not met**" in text
+
+
+def test_a_question_the_server_took_is_never_worked_again_here(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The teacher answered and the server's ledger could not record it: the error comes
+    back as this process's own (the reply kept), and nothing is sent a second time."""
+    import sqlite3
+
+    from assistant.base.errors import StoreError
+
+    def full(_upload: object) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with serving_to(echo_env) as server, recorded(server):
+        monkeypatch.setattr(server.session.store, "record_upload", full)
+        before = len(curious.seen)
+        done = CliRunner().invoke(cli, ["ask", "--mode", "evidence", "--yes", "What is 2+2?"])
+        assert isinstance(done.exception, StoreError), done.output
+        assert "could not be written to the ledger" in str(done.exception)
+        assert len(curious.seen) == before + 1  # asked once, by the server
+
+
+@pytest.mark.parametrize("holder", ["the recorded pid", "another process"])
+def test_a_port_that_is_not_a_drag_server_is_never_given_the_question(
+    echo_env: SocketLog, holder: str
+) -> None:
+    """Something else on the recorded port (an SSH-like banner): answered in-process.
+    Held by another process than the recorded one (the server died, its port was
+    taken), it is not even connected to."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    echo_env.allowed.add(("127.0.0.1", port))
+
+    def banner() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+                conn.recv(65536)
+
+    threading.Thread(target=banner, daemon=True).start()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    pid = os.getpid() if holder == "the recorded pid" else other.pid
+    tokens._replace(
+        tokens.state_file(), json.dumps({"pid": pid, "url": f"http://127.0.0.1:{port}/v1"})
+    )
+    try:
+        done = CliRunner().invoke(cli, ["ask", "--json", "--mode", "none", "What is 2+2?"])
+    finally:
+        tokens.state_file().unlink(missing_ok=True)
+        listener.close()
+        other.kill()
+        other.wait()
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["answer"].strip()  # answered here
+    assert (("127.0.0.1", port) in echo_env.seen) is (holder == "the recorded pid")
+
+
+def test_a_program_key_cannot_use_the_cli_route(echo_env: SocketLog) -> None:
+    """`drag ask --yes` skips the review; a program given a key must not."""
+    body = json.dumps(
+        {"question": note_for(NAME, MAIL), "yes": True, "settings": "", "flags": {}}
+    ).encode()
+    with serving_to(echo_env) as server:
+        for name, want in ((tokens.DEFAULT, 403), ("editor", 403)):
+            auth = {"Authorization": f"Bearer {tokens.token_for(name)}", "Host": "localhost"}
+            status, error = raw(
+                server, "POST", "/drag/ask", {**auth, "Content-Length": str(len(body))}, body
+            )
+            assert status == want and error["error"]["code"] == "cli_only"
+        auth = {"Authorization": f"Bearer {tokens.cli_token()}", "Host": "localhost"}
+        status, error = raw(
+            server, "POST", "/drag/ask", {**auth, "Content-Length": str(len(body))}, body
+        )
+        assert status == 409 and error["error"]["code"] == "settings"  # its own key: checked

@@ -21,6 +21,10 @@ class Unreachable(DragError):
     """No `drag serve` answered: the caller works in-process instead."""
 
 
+class Cut(DragError):
+    """The server took the question, then its answer stopped."""
+
+
 def loopback_host(url: str) -> tuple[str, int]:
     """(host, port) of ``url``, which must name a loopback address; ValueError else."""
     parts = urlsplit(url)
@@ -56,16 +60,22 @@ def events(
                 },
             )
             reply = connection.getresponse()
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:  # nothing, or not an HTTP server
             raise Unreachable(f"drag serve at {url} did not answer ({exc})") from None
         if reply.status != 200:
             raise Unreachable(f"drag serve at {url} answered HTTP {reply.status}")
         while True:
-            line = reply.readline(MAX_EVENT)
+            try:
+                line = reply.readline(MAX_EVENT)
+            except (OSError, http.client.HTTPException) as exc:
+                raise Cut(f"drag serve's answer was cut ({exc})") from None
             if not line:
                 return
             if line.startswith(b"data: "):
-                data = json.loads(line[len(b"data: ") :])
+                try:
+                    data = json.loads(line[len(b"data: ") :])
+                except ValueError:
+                    raise Cut("drag serve sent an event that is not JSON") from None
                 if isinstance(data, dict):
                     yield data
     finally:

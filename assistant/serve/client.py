@@ -1,17 +1,22 @@
 """`drag ask` through a running `drag serve`: the models are loaded there already, so
 the answer starts at once.  Where no server answers, where the question needs a review
 (it is asked in this terminal) or where this process's settings differ from the
-server's, the caller works in-process instead (None)."""
+server's, the caller works in-process instead (None).
+
+Once the server has taken the question (its first event, ``accepted``), nothing falls
+back: a failure after that is this question's error (it is kept as a draft), so that no
+question is ever worked twice."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from assistant.base import errors
 from assistant.base.config import Settings
 from assistant.core.results import AskResult
-from assistant.net import loopback
+from assistant.net import listeners, loopback
 from assistant.serve import native, tokens
 
 
@@ -26,6 +31,23 @@ def _error(told: dict[str, Any]) -> errors.DragError:
     return kind(message)
 
 
+def _server() -> tuple[str, str] | None:
+    """(base URL, key) of a running server of this user's that owns its port, or None."""
+    record = tokens.recorded()
+    if record is None:
+        return None
+    url = str(record["url"]).removesuffix("/v1")
+    port = urlsplit(url).port
+    # A port that another process holds now (the server died, its port was taken) is
+    # never sent the question or the key.
+    if port is None or not listeners.owns(int(record["pid"]), port):
+        return None
+    try:
+        return url, tokens.cli_token()
+    except errors.DragError:  # the key file cannot be read: work in-process
+        return None
+
+
 def ask(
     settings: Settings,
     question: str,
@@ -38,8 +60,8 @@ def ask(
     flags = {k: v for k, v in flags.items() if v is not None}  # the options not given
     if set(flags) - native.FLAGS:
         return None
-    record = tokens.recorded()
-    if record is None:
+    server = _server()
+    if server is None:
         return None
     body = {
         "question": question,
@@ -48,24 +70,31 @@ def ask(
         "settings": native.settings_key(settings),
     }
     timeout = max(600.0, 4 * settings.teacher.timeout)
-    written = False
+    accepted = False
+    told: dict[str, Any] | None = None
     try:
-        key = tokens.tokens()[tokens.DEFAULT]
-        for event in loopback.events(
-            record["url"].removesuffix("/v1"), native.PATH, key, body, timeout
-        ):
-            if "text" in event and on_text is not None:
-                written = True
+        for event in loopback.events(server[0], native.PATH, server[1], body, timeout):
+            if "accepted" in event:
+                accepted = True
+            elif "text" in event and on_text is not None:
                 on_text(str(event["text"]))
             elif "result" in event:
                 return AskResult.from_dict(event["result"])
-            elif "error" in event:
+            elif "error" in event and isinstance(event["error"], dict):
                 told = event["error"]
-                if told.get("kind") in ("review", "settings"):
-                    return None
-                raise _error(told)
-    except (loopback.Unreachable, errors.StoreError, OSError, ValueError, TypeError) as exc:
-        if not written:  # nothing shown yet: this process answers instead
+                break
+    except loopback.Unreachable:
+        return None
+    except loopback.Cut as exc:
+        if not accepted:
             return None
-        raise errors.ModelError(f"drag serve's answer was cut ({exc})") from None
-    raise errors.ModelError("drag serve stopped before the answer was complete")
+        raise errors.ModelError(f"{exc}; the server may still finish it") from None
+    except (TypeError, ValueError) as exc:  # a record this process cannot read
+        raise errors.ModelError(f"drag serve's answer could not be read ({exc})") from None
+    if told is None:
+        if not accepted:
+            return None
+        raise errors.ModelError("drag serve stopped before the answer was complete")
+    if told.get("kind") in ("review", "settings"):  # decided before anything was sent
+        return None
+    raise _error(told)

@@ -3,18 +3,24 @@
 The question comes as typed; the server's session (its models already loaded) answers
 it with the pipeline, the events streamed back: ``{"text": piece}`` as the answer is
 written, then ``{"result": record}`` (:meth:`AskResult.to_dict`), or ``{"error": ...}``.
-A question that needs the user's review is not decided here: ``{"error": {"kind":
-"review"}}`` tells the client to ask it in-process, where the review is in the user's
-terminal.  Only flags that a loaded session can follow travel with the question."""
+First ``{"accepted": true}`` once the server has taken it (it will not fall back after
+that).  A question that needs the user's review is not decided here: ``{"error":
+{"kind": "review"}}`` (before anything is sent) tells the client to ask it in-process,
+where the review is in the user's terminal.  Only drag's own CLI key reaches this route
+(tokens.CLI), and only flags that a loaded session can follow travel with the question."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import assistant
+from assistant.base import paths
 from assistant.base.config import Settings
 from assistant.base.errors import DragError, InputError, PrivacyError
 from assistant.core import pipeline
@@ -33,12 +39,30 @@ class NeedsTerminal(PrivacyError):
     """A review is needed, and only the client's terminal can hold it."""
 
 
+def _resolved(value: str) -> str:
+    """A setting that names a file, as this process finds it (relative paths and ``~``
+    depend on where and as whom it runs); a manifest name as it is."""
+    if value and (os.sep in value or value.endswith(".gguf") or value.startswith("~")):
+        return str(Path(value).expanduser().resolve())
+    return value
+
+
 def settings_key(settings: Settings) -> str:
-    """Which settings a process runs with (the sections' values, not where each came
-    from): a client whose settings differ from the server's works in-process."""
+    """Which settings, files, key and code a process runs with: a client whose key
+    differs from the server's works in-process."""
     sections = tuple(getattr(settings, f.name) for f in fields(settings) if f.compare)
-    code = (assistant.__file__, [f.name for f in fields(AskResult)])  # the same drag
-    return hashlib.sha256(repr((sections, code)).encode("utf-8")).hexdigest()
+    files = [
+        _resolved(settings.get(k))
+        for k in ("store.database", "student.model", "teacher.model", "privacy.reader_model")
+    ]
+    where = [str(paths.data_dir()), str(paths.cache_dir()), str(paths.config_file())]
+    key = hashlib.sha256(os.environ.get("DRAG_TEACHER_API_KEY", "").encode()).hexdigest()
+    try:
+        version = importlib.metadata.version("drag-assistant")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    code = (assistant.__file__, version, [f.name for f in fields(AskResult)])
+    return hashlib.sha256(repr((sections, files, where, key, code)).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -65,9 +89,6 @@ def answer(
 ) -> DragError | None:
     """Answer ``call`` in ``runtime`` (the server's session), telling ``emit`` each event;
     the session's own settings are put back after.  Returns the error it told."""
-    if call.settings != settings_key(runtime.settings):
-        emit({"error": {"kind": "settings", "message": "this process has other settings"}})
-        return None
 
     def review(_sanitized: Sanitized) -> bool:
         raise NeedsTerminal("this question needs your review")
@@ -99,6 +120,10 @@ def answer(
             }
         )
         return exc
+    except Exception as exc:  # told as this question's failure, never a dropped line
+        message = f"drag serve failed ({type(exc).__name__}); the next question works"
+        emit({"error": {"kind": "DragError", "message": message}})
+        return None
     finally:
         runtime.settings = base
     emit({"result": result.to_dict()})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import math
 import re
 import signal
 import threading
@@ -101,6 +102,7 @@ class Server(ThreadingHTTPServer):
         self.session = session
         self.keep_alive = keep_alive  # seconds idle before the models are let go; 0: never
         self.recorded = False  # run() records where it listens (tokens.state_file)
+        self.tidied = time.monotonic()  # run() applied the keeping settings
         self.last_used = time.monotonic()
         self.slots = threading.BoundedSemaphore(queue)
         self.queue = queue
@@ -154,7 +156,18 @@ class Server(ThreadingHTTPServer):
         finally:
             self.work.release()
         old.close()
+        if self.recorded:
+            with contextlib.suppress(OSError):
+                tokens.record_state(self.url, self.loaded())
         return True
+
+    def tidy_now(self) -> None:
+        """The keeping settings (ledger payloads, drafts), once an hour while it runs."""
+        if time.monotonic() - self.tidied < 3600:
+            return
+        self.tidied = time.monotonic()
+        with contextlib.suppress(DragError):
+            self.session.tidy()
 
     def busy(self) -> int:
         """Chat requests in flight or waiting."""
@@ -339,6 +352,13 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.stopped is not None:
             self._refuse(503, self.server.stopped, "server_error", "ledger_failed")
             return
+        if isinstance(call, native.AskCall):
+            if client != tokens.CLI:  # a program's key never reaches the CLI's route
+                self._refuse(403, "this route is drag's own CLI's", "permission_error", "cli_only")
+                return
+            if call.settings != native.settings_key(self.server.session.settings):
+                self._refuse(409, "other settings: work in-process", "conflict", "settings")
+                return
         if not self.server.slots.acquire(blocking=False):
             self._json(
                 429,
@@ -354,15 +374,23 @@ class Handler(BaseHTTPRequestHandler):
         with self.server._count:
             self.server.waiting += 1
         try:
+            stream = _Stream(self, "", "drag")
+            if isinstance(call, native.AskCall):  # taken: from now on it never falls back
+                stream.event({"accepted": True})
             with self.server.work:
                 if isinstance(call, native.AskCall):
-                    stream = _Stream(self, "", "drag")
                     failed = native.answer(self.server.session, call, stream.event)
                     stream.event(None)
-                    if isinstance(failed, StoreError):  # the ledger: nothing more is sent
-                        self.server.stopped = f"drag serve sends nothing more: {failed}"
+                    # The teacher answered and the ledger could not record it (the error
+                    # holds the reply): nothing more is sent.
+                    if isinstance(failed, StoreError) and failed.reply is not None:
+                        self.server.stopped = (
+                            f"drag serve sends nothing more: {failed}; check it with drag "
+                            "audit verify, then start drag serve again"
+                        )
                 else:
                     self._chat(call, client)
+                self.server.tidy_now()
                 if self.server.recorded:
                     with contextlib.suppress(OSError):
                         tokens.record_state(self.server.url, self.server.loaded())
@@ -459,11 +487,11 @@ def run(
         )
     if not 1 <= queue <= 1024:
         raise InputError("--queue must be between 1 and 1024")
-    if keep_alive < 0:
+    if not math.isfinite(keep_alive) or keep_alive < 0:
         raise InputError("--keep-alive must be 0 (never let go) or more seconds")
     session = Session(settings)
     try:
-        try:  # the keeping settings, once (each `drag ask` applies them too)
+        try:  # the keeping settings now, then hourly (Server.tidy_now)
             session.tidy()
         except DragError as exc:
             announce(f"drag serve: warning: the keeping settings were not applied: {exc}")
@@ -485,7 +513,8 @@ def run(
 
     def watch() -> None:  # the models let go after keep_alive idle
         while not stop.wait(min(keep_alive, 5.0)):
-            server.unload_if_idle()
+            with contextlib.suppress(Exception):  # tried again at the next wake
+                server.unload_if_idle()
 
     with server, _stopped_by_signals():
         tokens.tokens()  # the default client's key, made before any request asks

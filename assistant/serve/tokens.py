@@ -22,6 +22,9 @@ from assistant.base import paths
 from assistant.base.errors import InputError, StoreError
 
 DEFAULT = "default"
+# drag's own CLI (drag ask through the server): a key never printed, so that a program
+# given a client key cannot use the CLI's route (which may skip the review: --yes).
+CLI = "_cli"
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 
 
@@ -82,7 +85,7 @@ def tokens() -> dict[str, str]:
     held = _held()
     if DEFAULT in held:
         return held
-    return {**held, DEFAULT: token_for(DEFAULT)}
+    return {**held, DEFAULT: _token(DEFAULT)}
 
 
 def token_for(name: str) -> str:
@@ -92,6 +95,15 @@ def token_for(name: str) -> str:
             "a client name is 1-32 lower-case letters, digits, '-' or '_', starting with "
             "a letter or digit"
         )
+    return _token(name)
+
+
+def cli_token() -> str:
+    """The key of drag's own CLI (:data:`CLI`)."""
+    return _token(CLI)
+
+
+def _token(name: str) -> str:
     with _changing():
         held = _held()
         if name not in held:

@@ -86,6 +86,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    args.command = "drag bench serve " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.first_byte:
         return first_byte_main(args)
     if args.requests < 2 or args.clients < 1 or args.seconds <= 0:
@@ -299,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "cost": runs,
         "load": loaded,
-        "command": "drag bench serve " + " ".join(sys.argv[1:]),
+        "command": args.command,
     }
 
 
@@ -338,7 +339,7 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def first_byte(runs: int) -> dict[str, Any]:
+def first_byte(runs: int, command: str) -> dict[str, Any]:
     """First answer byte of cached questions asked offline: cold, then through a server."""
     import subprocess
 
@@ -380,13 +381,13 @@ def first_byte(runs: int) -> dict[str, Any]:
         "through_serve": {**w, "all": warm},
         "ratio_p50": c["p50"] / w["p50"],
         "target_p50_s": 1.0,
-        "command": "drag bench serve " + " ".join(sys.argv[1:]),
+        "command": command,
     }
 
 
 def first_byte_main(args: argparse.Namespace) -> int:
     try:
-        summary = first_byte(args.first_byte)
+        summary = first_byte(args.first_byte, args.command)
     except (RuntimeError, TimeoutError, OSError) as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
