@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from assistant.base import errors
 from assistant.base.config import Settings
 from assistant.core.results import AskResult
-from assistant.net import listeners, loopback
+from assistant.net import loopback
 from assistant.serve import native, tokens
 
 
@@ -32,18 +31,13 @@ def _error(told: dict[str, Any]) -> errors.DragError:
 
 
 def _server() -> tuple[str, str] | None:
-    """(base URL, key) of a running server of this user's that owns its port, or None."""
+    """(base URL, key) of a running server of this user's that owns its port, or None
+    (tokens.recorded)."""
     record = tokens.recorded()
     if record is None:
         return None
-    url = str(record["url"]).removesuffix("/v1")
-    port = urlsplit(url).port
-    # A port that another process holds now (the server died, its port was taken) is
-    # never sent the question or the key.
-    if port is None or not listeners.owns(int(record["pid"]), port):
-        return None
     try:
-        return url, tokens.cli_token()
+        return str(record["url"]).removesuffix("/v1"), tokens.cli_token()
     except errors.DragError:  # the key file cannot be read: work in-process
         return None
 

@@ -17,9 +17,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from assistant.base import paths
 from assistant.base.errors import InputError, StoreError
+from assistant.net import listeners
 
 DEFAULT = "default"
 # drag's own CLI (drag ask through the server): a key never printed, so that a program
@@ -139,7 +141,7 @@ def forget_state() -> None:
 
 def recorded() -> dict[str, Any] | None:
     """The running server's record ({"pid", "url", "loaded"}), or None; a record whose
-    process is gone is None too."""
+    process is gone, or no longer holds its port, is None too."""
     try:
         state = _read(state_file())
     except StoreError:
@@ -152,6 +154,11 @@ def recorded() -> dict[str, Any] | None:
     except ProcessLookupError:
         return None
     except PermissionError:  # another user's: not ours to use
+        return None
+    # A port that another process holds now (the server died, its port was taken) is
+    # never sent a key or a question.
+    port = urlsplit(url).port
+    if port is None or not listeners.owns(pid, port):
         return None
     loaded = state.get("loaded")
     return {"pid": pid, "url": url, "loaded": loaded if isinstance(loaded, list) else []}

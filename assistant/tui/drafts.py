@@ -6,6 +6,7 @@ A request that `drag serve` kept because it needed a review shows what would lea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual import on
@@ -101,26 +102,21 @@ class DraftsScreen(DragScreen):
             return
         self.query_one("#draft-text", Plain).update(detail_text(record))
 
-    def action_release(self) -> None:
+    def _act(self, act: Callable[[str], None], done: str) -> None:
+        """``act`` on the chosen draft; ``done`` (its name in ``{}``) told, or the error."""
         name = self._chosen()
         if name is None:
             return
         try:
-            drafts.release(name)
+            act(name)
         except DragError as exc:
             self.notify(str(exc), severity="warning")
             return
-        self.notify(f"{name} is released: its program's same request goes once")
+        self.notify(done.format(name))
         self.action_reload()
 
+    def action_release(self) -> None:
+        self._act(drafts.release, "{} is released: its program's same request goes once")
+
     def action_drop(self) -> None:
-        name = self._chosen()
-        if name is None:
-            return
-        try:
-            drafts.remove(name)
-        except DragError as exc:
-            self.notify(str(exc), severity="warning")
-            return
-        self.notify(f"{name} is dropped")
-        self.action_reload()
+        self._act(drafts.remove, "{} is dropped")
