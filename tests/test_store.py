@@ -441,3 +441,42 @@ def test_deleted_content_is_overwritten_even_where_sqlite_keeps_it_by_default(
     monkeypatch.setattr(db.sqlite3, "connect", keeps_deleted_bytes)
     opened = db.connect(tmp_path / "drag.db")
     assert opened.execute("PRAGMA secure_delete").fetchone()[0] == 1
+
+
+# --- the note of an upload under way (a process killed mid-request) ---------------------
+
+
+def test_an_upload_noted_and_then_recorded_leaves_no_note(store: Store) -> None:
+    begun = store.begin_upload(upload(1))
+    assert store.db.execute("SELECT count(*) FROM upload_journal").fetchone()[0] == 1
+    store.record_upload(upload(1), begun)
+    assert store.db.execute("SELECT count(*) FROM upload_journal").fetchone()[0] == 0
+    assert [r["status"] for r in ledger.select(store.db)] == ["ok"]
+
+
+def test_a_note_left_by_a_stopped_process_becomes_a_row_with_no_reply(store: Store) -> None:
+    store.record_upload(upload(0))
+    sent = upload(1)
+    begun = ledger.begin(store.db, sent, "999999999:1")  # a process that is not there
+    noted = store.db.execute("SELECT created FROM upload_journal").fetchone()[0]
+    assert store.settle_uploads() == 1
+    rows = ledger.select(store.db)
+    assert len(rows) == 2 and begun
+    last = ledger.detail(rows[-1])
+    assert last["request"] == sent.request.decode() and last["reply"] is None
+    assert last["status"] == "error" and "may have reached the teacher" in last["error"]
+    assert last["created"] == noted and last["redaction"] == {"PERSON": 1}
+    assert store.verify_ledger().ok
+    assert store.settle_uploads() == 0  # recorded once
+
+
+def test_a_note_of_a_process_still_running_is_left_to_it(store: Store) -> None:
+    from assistant.net import listeners
+
+    ledger.begin(store.db, upload(1), listeners.process_tag())  # this process: under way
+    assert store.settle_uploads() == 0
+    assert store.verify_ledger().ok and ledger.select(store.db) == []
+    # a later process given the same pid is not the one that noted it
+    pid = os.getpid()
+    assert not listeners.running(f"{pid}:{listeners.process_tag().split(':')[1]}0")
+    assert listeners.running(listeners.process_tag())

@@ -22,8 +22,6 @@ from assistant.cli.common import (
     with_model_options,
 )
 from assistant.cli.root import cli
-from assistant.core import drafts
-from assistant.models import modelfiles
 
 
 @cli.group("config")
@@ -125,6 +123,8 @@ def drafts_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def drafts_list(as_json: bool) -> None:
     """Each kept question: its name, when, and why it was not answered."""
+    from assistant.core import drafts
+
     rows = drafts.listing()
     if as_json:
         echo(to_json(rows))
@@ -142,6 +142,8 @@ def drafts_list(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def drafts_show(name: str, as_json: bool) -> None:
     """One kept question in full (the question, the error, any teacher reply)."""
+    from assistant.core import drafts
+
     r = drafts.read(name)
     if as_json:
         echo(to_json(r))
@@ -158,6 +160,8 @@ def drafts_show(name: str, as_json: bool) -> None:
 @click.argument("name")
 def drafts_release(name: str) -> None:
     """Let a request that `drag serve` kept through once, when its program sends it again."""
+    from assistant.core import drafts
+
     drafts.release(name)
     echo(
         f"{name} is released: the next time its program sends the same request, it goes "
@@ -170,6 +174,8 @@ def drafts_release(name: str) -> None:
 @click.option("--all", "everything", is_flag=True, help="Remove every kept question.")
 def drafts_rm(names: tuple[str, ...], everything: bool) -> None:
     """Remove kept questions."""
+    from assistant.core import drafts
+
     if everything:
         names = tuple(r["name"] for r in drafts.listing())
     elif not names:
@@ -235,6 +241,8 @@ def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
 )
 def models_cmd(as_json: bool, drop_chunks: bool) -> None:
     """Models in the manifest and whether each is installed."""
+    from assistant.models import modelfiles
+
     if drop_chunks:
         for spec in modelfiles.load_manifest().values():
             if freed := modelfiles.drop_chunks(spec, lambda m: echo(m, err=True)):

@@ -27,7 +27,6 @@ from assistant.cli.common import (
 )
 from assistant.cli.review import review_options
 from assistant.cli.root import cli
-from assistant.drag import gate
 
 if TYPE_CHECKING:
     from assistant.core.session import Session
@@ -84,6 +83,8 @@ def _format_result(result: Any, streamed: bool) -> str:
         lines += ["", f"{what} ({detected} detected): {result.privacy['sent_question']}"]
     lines += ["", _source_line(result)]
     if result.gate:
+        from assistant.drag import gate
+
         lines.append(f"Gate: {gate.describe(result.gate)}")
     lines += [f"warning: {w}" for w in result.warnings]
     s, te, tm = result.student, result.teacher, result.timings
@@ -132,9 +133,7 @@ def ask(
     **kw: Any,
 ) -> None:
     """Ask one QUESTION (or read it from standard input; "-" forces that)."""
-    from assistant.core import localfiles, pipeline
-    from assistant.core.session import Session
-    from assistant.serve import client
+    from assistant.serve import client  # the models, store and pipeline: only in-process
 
     chosen = flags(**kw)
     settings = settings_of(ctx, chosen)
@@ -154,6 +153,9 @@ def ask(
             return
     except (errors.DragError, KeyboardInterrupt) as exc:
         raise kept(text, exc) from None
+    from assistant.core import localfiles, pipeline
+    from assistant.core.session import Session
+
     try:
         with Session(settings, status=status_printer(interactive_stderr())) as rt:
             tidy(rt)

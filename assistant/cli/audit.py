@@ -60,6 +60,7 @@ def audit_list(
 
     when = parse_since(since) if since else None
     with open_store(ctx) as store:
+        store.settle_uploads()  # what a killed drag had under way
         rows = [
             ledger.summary(r)
             for r in ledger.select(store.db, since=when, search=search, limit=limit)
@@ -89,6 +90,7 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
     from assistant.store import cache, ledger
 
     with open_store(ctx) as store:
+        store.settle_uploads()  # what a killed drag had under way
         row = ledger.get(store.db, upload_id)
         derived = cache.derived_from(store.db, upload_id)
     if row is None:
@@ -200,6 +202,7 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
 
     when = parse_since(since) if since else None
     with open_store(ctx) as store:
+        store.settle_uploads()  # what a killed drag had under way
         rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]
         verdict = store.verify_ledger()
     if fmt == "jsonl":
@@ -259,6 +262,7 @@ def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
     from assistant.store import ledger
 
     with open_store(ctx) as store:
+        store.settle_uploads()  # what a killed drag had under way
         count = len(
             [
                 r

@@ -13,7 +13,6 @@ import click
 
 from assistant.base import errors, safetext
 from assistant.base.config import MODES, Gate, Settings
-from assistant.core import drafts
 
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
 
@@ -64,6 +63,8 @@ def read_stdin_question() -> str:
         error = errors.InputError(
             f"standard input is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
         )
+        from assistant.core import drafts
+
         try:
             kept = drafts.keep(raw, str(error))
         except (errors.DragError, OSError) as why:
@@ -74,6 +75,8 @@ def read_stdin_question() -> str:
 
 
 def kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
+    from assistant.core import drafts
+
     return drafts.kept_error(question, exc)
 
 

@@ -12,7 +12,6 @@ from assistant.base import errors
 from assistant.base.config import Settings
 from assistant.cli.common import echo, status_printer
 from assistant.cli.root import cli
-from assistant.models import modelfiles
 from assistant.net.listeners import alive
 
 
@@ -27,7 +26,7 @@ def teacher_group() -> None:
 @click.pass_context
 def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     """Run the local teacher until Ctrl+C; other drag commands reuse it."""
-    from assistant.models import localserver
+    from assistant.models import localserver, modelfiles
 
     settings: Settings = ctx.obj["settings"]
     name = model or settings.teacher.model or settings.student.model

@@ -115,9 +115,13 @@ class Session:
         with contextlib.suppress(Exception):
             getattr(self, part)
 
-    def _record_upload(self, upload: Upload) -> int:
+    def _record_upload(self, upload: Upload, begun: int | None = None) -> int:
         with self.local:
-            return self.store.record_upload(upload)
+            return self.store.record_upload(upload, begun)
+
+    def _note_upload(self, upload: Upload) -> int:
+        with self.local:
+            return self.store.begin_upload(upload)
 
     def __enter__(self) -> Session:
         return self
@@ -431,6 +435,7 @@ class Session:
                 guard=self.guard,
                 protected=lambda: self.vault.values(),
                 ledger=self._record_upload,
+                journal=self._note_upload,
                 diagnose=lambda: self._crashed(server.base_url),
             )
         if not t.model:
@@ -447,6 +452,7 @@ class Session:
             guard=self.guard,
             protected=lambda: self.vault.values(),
             ledger=self._record_upload,
+            journal=self._note_upload,
         )
 
 

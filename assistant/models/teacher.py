@@ -36,8 +36,12 @@ class Teacher:
     # The values the guard must keep from leaving (the vault's), read at each request.
     protected: Callable[[], Sequence[tuple[str, str]]] = lambda: ()
     calls: list[CallRecord] = field(default_factory=list)
-    # The upload ledger: told of every request that left, returns the row's id.
-    ledger: Callable[[Upload], int] | None = None
+    # The upload ledger: told of every request that left (and of its note, when one was
+    # made), returns the row's id.
+    ledger: Callable[[Upload, int | None], int] | None = None
+    # The ledger's note of a request about to leave (assistant.store.ledger.begin): made
+    # before its bytes reach the socket, returns the note's id; if it fails nothing leaves.
+    journal: Callable[[Upload], int] | None = None
     # Entity types and counts redacted from the question being worked on (never values).
     redaction: dict[str, int] = field(default_factory=dict)
     # Values the user chose at review to send as they are, for the question being worked on.
@@ -59,7 +63,8 @@ class Teacher:
         local: bool,
         guard: egress.Guard | None,
         protected: Callable[[], Sequence[tuple[str, str]]],
-        ledger: Callable[[Upload], int] | None = None,
+        ledger: Callable[[Upload, int | None], int] | None = None,
+        journal: Callable[[Upload], int] | None = None,
         diagnose: Callable[[], str | None] | None = None,
     ) -> Teacher:
         structured = settings.structured
@@ -83,6 +88,7 @@ class Teacher:
             guard=guard,
             protected=protected,
             ledger=ledger,
+            journal=journal,
             diagnose=diagnose,
         )
 
@@ -152,17 +158,27 @@ class Teacher:
     def complete(self, request: egress.ChatRequest) -> egress.ChatReply:
         recorded: list[int] = []
         failed: list[str] = []
+        noted: list[int] = []
+
+        def before(body: bytes) -> None:
+            assert self.journal is not None
+            pending = egress.Sent(request, body, 1, None, None, 0.0)
+            noted.append(self.journal(self.upload_of(pending)))
 
         def record(sent: egress.Sent) -> None:
             assert self.ledger is not None
             try:
-                recorded.append(self.ledger(self.upload_of(sent)))
+                recorded.append(self.ledger(self.upload_of(sent), noted[0] if noted else None))
             except Exception as exc:  # disk full, locked database: reported below
                 failed.append(f"{type(exc).__name__}: {exc}")
 
         with self._diagnosed():
             reply = egress.send(
-                self.endpoint, request, self.guard, record=record if self.ledger else None
+                self.endpoint,
+                request,
+                self.guard,
+                record=record if self.ledger else None,
+                before=before if self.ledger and self.journal else None,
             )
         if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
             raise TeacherError("the teacher gave an unexpected reply type")

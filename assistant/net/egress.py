@@ -164,6 +164,7 @@ class _Flight:
     guard: Guard
     request: ChatRequest | ModelsRequest
     bodies: list[bytes] = field(default_factory=list)  # one per attempt that passed the guard
+    before: Callable[[bytes], None] | None = None  # told of the first body before it leaves
 
 
 _clients: dict[Endpoint, openai.OpenAI] = {}
@@ -195,6 +196,14 @@ def _judge_exact_bytes(http_request: Any) -> None:
         {k.lower(): v for k, v in http_request.headers.items() if k.lower() != "authorization"},
         flight.request,
     )
+    if flight.before is not None and not flight.bodies:
+        try:
+            flight.before(body)
+        except Exception as exc:  # the ledger's note could not be written: fail closed
+            raise GuardBlocked(
+                f"the upload could not be noted in the ledger before leaving "
+                f"({type(exc).__name__}: {one_line(str(exc), 160)}); nothing was sent"
+            ) from None
     flight.bodies.append(body)
 
 
@@ -333,19 +342,22 @@ def send(
     guard: Guard | None,
     *,
     record: Recorder | None = None,
+    before: Callable[[bytes], None] | None = None,
 ) -> ChatReply | ModelsReply:
     """Send one request to the teacher.  The only function that opens a connection.
 
     Without a guard nothing is sent; a guard's refusal is raised as GuardBlocked.
-    ``record`` hears of every send that wrote a body, with the exact bytes, the
-    reply or the error: the upload ledger.
+    ``before`` is given the exact body once it has passed the guard and before it
+    reaches the socket (the ledger's note of an upload under way; if it raises, nothing
+    is sent); ``record`` hears of every send that wrote a body, with the exact bytes,
+    the reply or the error: the upload ledger.
     """
     if guard is None:
         raise GuardBlocked("no privacy guard is in place; nothing was sent")
     body = request.payload_bytes() if isinstance(request, ChatRequest) else b""
     guard.check_body(body, request)
     client = _client(endpoint)
-    flight = _Flight(guard, request)
+    flight = _Flight(guard, request, before=before)
     token = _in_flight.set(flight)
     started = time.perf_counter()
     reply: ChatReply | ModelsReply | None = None

@@ -19,6 +19,40 @@ def alive(pid: int) -> bool:
     return True
 
 
+def _stat(pid: int) -> list[str] | None:
+    """Process ``pid``'s /proc stat fields from the state on (field 3), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def process_tag(pid: int | None = None) -> str:
+    """``PID:START``: a process, told apart from a later one given the same pid (its
+    start time in clock ticks after boot, where /proc shows it)."""
+    pid = os.getpid() if pid is None else pid
+    fields = _stat(pid)
+    return f"{pid}:{fields[19] if fields and len(fields) > 19 else ''}"
+
+
+def running(tag: str) -> bool:
+    """Whether the process :func:`process_tag` named is still there (a zombie, or a
+    later process with its pid, is not)."""
+    pid_text, _, started = tag.partition(":")
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if pid <= 0 or not alive(pid):
+        return False
+    fields = _stat(pid)
+    if fields is None:  # no /proc: as far as this system shows, it runs
+        return True
+    if fields[0] in ("Z", "X"):
+        return False
+    return not started or (len(fields) > 19 and fields[19] == started)
+
+
 def _listening_inodes(port: int) -> set[str] | None:
     """The socket inodes listening on 127.0.0.1:``port`` (Linux's /proc/net/tcp), or None
     where this system has no such table."""

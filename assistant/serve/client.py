@@ -16,7 +16,7 @@ from assistant.base import errors
 from assistant.base.config import Settings
 from assistant.core.results import AskResult
 from assistant.net import loopback
-from assistant.serve import native, tokens
+from assistant.serve import tokens, wire
 
 
 def _error(told: dict[str, Any]) -> errors.DragError:
@@ -52,7 +52,7 @@ def ask(
 ) -> AskResult | None:
     """The answer from the running server, or None (work in-process)."""
     flags = {k: v for k, v in flags.items() if v is not None}  # the options not given
-    if set(flags) - native.FLAGS:
+    if set(flags) - wire.FLAGS:
         return None
     server = _server()
     if server is None:
@@ -61,13 +61,13 @@ def ask(
         "question": question,
         "flags": flags,
         "yes": yes,
-        "settings": native.settings_key(settings),
+        "settings": wire.settings_key(settings),
     }
     timeout = max(600.0, 4 * settings.teacher.timeout)
     accepted = False
     told: dict[str, Any] | None = None
     try:
-        for event in loopback.events(server[0], native.PATH, server[1], body, timeout):
+        for event in loopback.events(server[0], wire.PATH, server[1], body, timeout):
             if "accepted" in event:
                 accepted = True
             elif "text" in event and on_text is not None:

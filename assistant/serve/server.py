@@ -38,7 +38,7 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
-from assistant.serve import native, shapes, tokens
+from assistant.serve import native, shapes, tokens, wire
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 64  # open at once; more are closed unanswered
@@ -102,6 +102,7 @@ class Server(ThreadingHTTPServer):
         self.session = session
         self.keep_alive = keep_alive  # seconds idle before the models are let go; 0: never
         self.recorded = False  # run() records where it listens (tokens.state_file)
+        self.noted: list[str] = []  # the loaded models the state file lists
         self.tidied = time.monotonic()  # run() applied the keeping settings
         self.last_used = time.monotonic()
         self.slots = threading.BoundedSemaphore(queue)
@@ -156,10 +157,17 @@ class Server(ThreadingHTTPServer):
         finally:
             self.work.release()
         old.close()
-        if self.recorded:
-            with contextlib.suppress(OSError):
-                tokens.record_state(self.url, self.loaded())
+        self.note_loaded()
         return True
+
+    def note_loaded(self) -> None:
+        """The state file's list of loaded models, written when it changed (so that
+        `drag serve --status` says what a request that was answered has loaded)."""
+        held = self.loaded()
+        if self.recorded and held != self.noted:
+            with contextlib.suppress(OSError):
+                tokens.record_state(self.url, held)
+                self.noted = held
 
     def tidy_now(self) -> None:
         """The keeping settings (ledger payloads, drafts), once an hour while it runs."""
@@ -318,7 +326,7 @@ class Handler(BaseHTTPRequestHandler):
         client = self._client()
         if client is None:
             return
-        if self.path not in ("/v1/chat/completions", native.PATH):
+        if self.path not in ("/v1/chat/completions", wire.PATH):
             self._refuse(404, f"no such path {self.path[:80]!r}", "invalid_request_error", "404")
             return
         try:
@@ -342,7 +350,7 @@ class Handler(BaseHTTPRequestHandler):
             limit = self.server.session.settings.pipeline.max_question_chars
             call: proxy.ChatCall | native.AskCall = (
                 native.parse(body)
-                if self.path == native.PATH
+                if self.path == wire.PATH
                 else proxy.parse(body, limit, self.server.models)
             )
         except (UnicodeDecodeError, ValueError, RecursionError, InputError) as exc:
@@ -356,7 +364,7 @@ class Handler(BaseHTTPRequestHandler):
             if client != tokens.CLI:  # a program's key never reaches the CLI's route
                 self._refuse(403, "this route is drag's own CLI's", "permission_error", "cli_only")
                 return
-            if call.settings != native.settings_key(self.server.session.settings):
+            if call.settings != wire.settings_key(self.server.session.settings):
                 self._refuse(409, "other settings: work in-process", "conflict", "settings")
                 return
         if not self.server.slots.acquire(blocking=False):
@@ -391,9 +399,7 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self._chat(call, client)
                 self.server.tidy_now()
-                if self.server.recorded:
-                    with contextlib.suppress(OSError):
-                        tokens.record_state(self.server.url, self.server.loaded())
+                self.server.note_loaded()
         finally:
             self.server.last_used = time.monotonic()
             with self.server._count:
@@ -409,6 +415,7 @@ class Handler(BaseHTTPRequestHandler):
             """The whole reply told: the rest of the work (the graph built for the
             cache after a drag answer) does not hold the client."""
             answered.append(True)
+            self.server.note_loaded()  # before the client hears: it may ask --status next
             if stream is None:
                 self._json(200, shapes.completion(ident, call.model, text, finish, used))
                 return

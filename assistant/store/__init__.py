@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.base.errors import StoreError
+from assistant.net import listeners
 from assistant.net.upload import Upload
 from assistant.store import cache, db, ledger
 from assistant.store.index import SpaceIndex
@@ -89,8 +90,21 @@ class Store:
 
     # -- ledger ---------------------------------------------------------------------------
 
-    def record_upload(self, upload: Upload) -> int:
-        return ledger.append(self.db, upload, self.sealer.mac_key)
+    def begin_upload(self, upload: Upload) -> int:
+        """Note an upload before it leaves (:func:`ledger.begin`); returns the note's id."""
+        return ledger.begin(self.db, upload, listeners.process_tag())
+
+    def record_upload(self, upload: Upload, begun: int | None = None) -> int:
+        """The upload's ledger row (replacing its note ``begun``, if one was made)."""
+        self.settle_uploads()
+        return ledger.append(self.db, upload, self.sealer.mac_key, begun=begun)
+
+    def settle_uploads(self) -> int:
+        """Record the uploads that a stopped drag process left noted, not recorded (the
+        key is opened only when there are notes)."""
+        if self.db.execute("SELECT 1 FROM upload_journal LIMIT 1").fetchone() is None:
+            return 0
+        return ledger.settle(self.db, self.sealer.mac_key, listeners.running)
 
     def adopt_ledger(self) -> tuple[int, str | None]:
         """Sign the uploads written before the ledger had MACs (only on the user's word:
@@ -100,6 +114,7 @@ class Store:
 
     def verify_ledger(self, noted: str | None = None) -> ledger.Verdict:
         """The chain, each row's MAC and the recorded head (see assistant.store.ledger)."""
+        self.settle_uploads()
         return ledger.verify(self.db, self.sealer.mac_key, noted=noted)
 
     def remove_payloads(self, cutoff: dt.datetime) -> int:

@@ -225,6 +225,26 @@ def m006_files(db: sqlite_utils.Database) -> None:
     )
 
 
+@migration
+def m007_upload_journal(db: sqlite_utils.Database) -> None:
+    """An upload about to leave, noted before its bytes reach the socket
+    (assistant.store.ledger.begin); its ledger row replaces it in one transaction, and a
+    process killed in between leaves it for :func:`assistant.store.ledger.settle`."""
+    db.execute(
+        """CREATE TABLE upload_journal (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            endpoint TEXT NOT NULL,
+            model TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            redaction TEXT NOT NULL,
+            request BLOB NOT NULL
+        )"""
+    )
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -30,7 +30,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,14 +107,82 @@ def head(db: sqlite_utils.Database) -> dict[str, Any]:
     return {"id": last[0] if last else 0, "hash": last[1] if last else GENESIS}
 
 
-def append(db: sqlite_utils.Database, upload: Upload, key: bytes | None = None) -> int:
-    """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
-    (the app always gives it; without it the row has a chain hash only)."""
+def begin(db: sqlite_utils.Database, upload: Upload, owner: str) -> int:
+    """Note an upload about to leave, before its bytes reach the socket; returns the
+    note's id, which :func:`append` of its row removes in the same transaction.  A
+    process killed in between (``owner``: its process tag) leaves the note for
+    :func:`settle`: no request that may have left goes unrecorded."""
     with transaction(db):
+        cursor = db.execute(
+            "INSERT INTO upload_journal (created, owner, endpoint, model, purpose, "
+            "prompt_version, redaction, request) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                now(),
+                owner,
+                upload.endpoint,
+                upload.model,
+                upload.purpose,
+                upload.prompt_version,
+                json.dumps(dict(sorted(upload.redaction.items()))),
+                upload.request,
+            ],
+        )
+        return int(cursor.lastrowid or 0)
+
+
+STOPPED = (
+    "no reply was recorded: the drag process sending it stopped first (killed or crashed; "
+    "process {owner}); the request may have reached the teacher"
+)
+
+
+def settle(db: sqlite_utils.Database, key: bytes | None, running: Callable[[str], bool]) -> int:
+    """Record as ledger rows the uploads noted by processes that have stopped (``running``
+    tells which still run): each as sent, with no reply, at the time it was noted.
+    Returns how many."""
+    with transaction(db):
+        notes = db.execute(
+            "SELECT id, created, owner, endpoint, model, purpose, prompt_version, redaction, "
+            "request FROM upload_journal ORDER BY id"
+        ).fetchall()
+        settled = 0
+        for nid, created, owner, endpoint, model, purpose, version, redaction, request in notes:
+            if running(str(owner)):
+                continue
+            upload = Upload(
+                endpoint=endpoint,
+                model=model,
+                purpose=purpose,
+                prompt_version=version,
+                request=bytes(request),
+                reply=None,
+                status="error",
+                error=STOPPED.format(owner=str(owner).partition(":")[0]),
+                redaction=json.loads(redaction),
+            )
+            append(db, upload, key, begun=int(nid), created=str(created))
+            settled += 1
+    return settled
+
+
+def append(
+    db: sqlite_utils.Database,
+    upload: Upload,
+    key: bytes | None = None,
+    *,
+    begun: int | None = None,
+    created: str | None = None,
+) -> int:
+    """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
+    (the app always gives it; without it the row has a chain hash only).  ``begun``: the
+    upload's note (:func:`begin`), removed with this write."""
+    with transaction(db):
+        if begun is not None:
+            db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])
         last = head(db)
         row: dict[str, Any] = {
             "id": last["id"] + 1,
-            "created": now(),
+            "created": created or now(),
             "endpoint": upload.endpoint,
             "model": upload.model,
             "purpose": upload.purpose,

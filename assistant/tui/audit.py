@@ -77,6 +77,7 @@ class AuditScreen(DragScreen):
         self.action_reload()
 
     def action_reload(self, search: str | None = None) -> None:
+        self.drag.ui_store.settle_uploads()  # what a killed drag had under way
         table = self.query_one("#uploads", DataTable)
         table.clear()
         text = self.query_one("#audit-search", Input).value.strip() if search is None else search

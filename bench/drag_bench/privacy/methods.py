@@ -268,7 +268,7 @@ def _sender() -> Iterator[Sender]:
         def to_ledger(sent: egress.Sent) -> None:
             """A real upload: it goes in the ledger like any other."""
             if teacher.ledger is not None:
-                teacher.ledger(teacher.upload_of(sent))
+                teacher.ledger(teacher.upload_of(sent), None)
 
         def send(request: egress.ChatRequest, guard: RecordingGuard) -> None:
             request = dataclasses.replace(
