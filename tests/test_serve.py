@@ -832,8 +832,12 @@ def test_drag_ask_through_a_server_loads_no_model_store_or_pipeline(echo_env: So
         assert len(server.session.store.questions()) == 1  # and only the server
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()}
     assert "assistant.serve.client" in imported
-    heavy = {"assistant.core.pipeline", "assistant.core.session", "assistant.store", "numpy"}
-    assert not heavy & imported, heavy & imported
+    heavy = (
+        "assistant.core.pipeline", "assistant.core.session", "assistant.store",
+        "assistant.models", "assistant.privacy", "llama_cpp", "numpy", "onnxruntime", "spacy",
+    )  # fmt: skip
+    loaded = sorted(m for m in imported if m.startswith(heavy))
+    assert not loaded, loaded
 
 
 def test_drag_ask_works_in_process_when_its_settings_differ(
@@ -860,6 +864,37 @@ def test_a_question_that_needs_a_review_is_asked_in_this_terminal(
         assert "no terminal to ask on" in str(done.exception)
         assert len(curious.seen) == before
         assert "detector" in server.loaded()  # the server read it, then left it to us
+
+
+def test_drag_chat_asks_a_running_server_and_its_placeholders_keep_their_meaning(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each line goes to the server with the conversation so far: the second turn's
+    name keeps the placeholder the first turn gave it (a fresh one would be <PERSON_1>)."""
+    from assistant.serve import native
+
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", curious.url("evidence"))  # hostile evidence
+    answered: list[int | None] = []
+    real = native.answer
+
+    def counted(runtime: Session, call: native.AskCall, emit: Any) -> Any:
+        answered.append(call.conversation)
+        return real(runtime, call, emit)
+
+    monkeypatch.setattr(native, "answer", counted)
+    lines = f"Is {OTHER_NAME} a friend of {NAME}?\nWhere does {NAME} work?\n"
+    before = len(curious.seen)
+    with serving_to(echo_env) as server, recorded(server):
+        done = CliRunner().invoke(cli, ["chat", "--mode", "evidence", "--no-cache"], input=lines)
+        assert done.exit_code == 0, done.output
+        asked = server.session.store.questions()
+    (first, second) = asked
+    assert answered == [None, first["conversation_id"]]  # both by the server, one conversation
+    assert second["conversation_id"] == first["conversation_id"]
+    sent = [s.body.decode() for s in curious.seen[before:]]
+    assert sent and not any(NAME in body or OTHER_NAME in body for body in sent)
+    assert any("Is <PERSON_1> a friend of <PERSON_2>?" in body for body in sent)
+    assert any("Where does <PERSON_2> work?" in body for body in sent)
 
 
 def test_drag_ask_works_in_process_when_no_server_answers(echo_env: SocketLog) -> None:

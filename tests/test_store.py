@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from assistant.base.errors import StoreError
+from assistant.net import listeners
 from assistant.net.upload import Upload
-from assistant.store import Store, cache, db, ledger
+from assistant.store import Store, cache, db, journal, ledger
 from assistant.store.sealing import Sealer
 
 
@@ -454,14 +455,19 @@ def test_an_upload_noted_and_then_recorded_leaves_no_note(store: Store) -> None:
     assert [r["status"] for r in ledger.select(store.db)] == ["ok"]
 
 
+def gone_note(store: Store, sent: Upload) -> int:
+    """The note of an upload that a process which is not there left."""
+    return journal.begin(store.db, sent, listeners.process_tag(999999999), store.sealer.mac_key)
+
+
 def test_a_note_left_by_a_stopped_process_becomes_a_row_with_no_reply(store: Store) -> None:
     store.record_upload(upload(0))
     sent = upload(1)
-    begun = ledger.begin(store.db, sent, "999999999:1")  # a process that is not there
+    assert gone_note(store, sent)
     noted = store.db.execute("SELECT created FROM upload_journal").fetchone()[0]
     assert store.settle_uploads() == 1
     rows = ledger.select(store.db)
-    assert len(rows) == 2 and begun
+    assert len(rows) == 2
     last = ledger.detail(rows[-1])
     assert last["request"] == sent.request.decode() and last["reply"] is None
     assert last["status"] == "error" and "may have reached the teacher" in last["error"]
@@ -471,12 +477,47 @@ def test_a_note_left_by_a_stopped_process_becomes_a_row_with_no_reply(store: Sto
 
 
 def test_a_note_of_a_process_still_running_is_left_to_it(store: Store) -> None:
-    from assistant.net import listeners
-
-    ledger.begin(store.db, upload(1), listeners.process_tag())  # this process: under way
+    store.begin_upload(upload(1))  # this process's: under way
     assert store.settle_uploads() == 0
     assert store.verify_ledger().ok and ledger.select(store.db) == []
-    # a later process given the same pid is not the one that noted it
-    pid = os.getpid()
-    assert not listeners.running(f"{pid}:{listeners.process_tag().split(':')[1]}0")
-    assert listeners.running(listeners.process_tag())
+    tag = listeners.process_tag()
+    assert listeners.running(tag)
+    machine, _, proc = tag.rpartition("|")
+    host, boot, pidns = machine.split("|")
+    assert not listeners.running(f"{machine}|{proc}0")  # a later process given its pid
+    assert not listeners.running(f"{host}|an-earlier-boot|{pidns}|{proc}")
+    assert listeners.running(f"another-host|{boot}|{pidns}|99999999:1")  # cannot be seen
+    assert listeners.running(f"{host}|{boot}|pid:[1]|99999999:1")  # nor in another container
+
+
+def test_a_note_not_written_by_drag_is_never_signed_into_the_ledger(store: Store) -> None:
+    store.record_upload(upload(0))
+    forged = gone_note(store, upload(1, request=b'{"q": "forged"}'))
+    store.db.execute("UPDATE upload_journal SET created = '2020-01-01' WHERE id = ?", [forged])
+    assert store.settle_uploads() == 0 and len(ledger.select(store.db)) == 1
+    verdict = store.verify_ledger()
+    assert not verdict.ok and "not written by drag" in verdict.reason
+
+
+def test_nothing_is_settled_onto_a_ledger_whose_newest_row_was_removed(store: Store) -> None:
+    for i in range(2):
+        store.record_upload(upload(i))
+    store.db.execute("DELETE FROM uploads WHERE id = 2")
+    gone_note(store, upload(5))
+    assert store.settle_uploads() == 0  # nothing written over the gap
+    assert [r["id"] for r in ledger.select(store.db)] == [1]
+    verdict = store.verify_ledger()
+    assert not verdict.ok and "newest rows were removed" in verdict.reason
+
+
+def test_a_ledger_row_is_written_even_when_left_notes_cannot_be_settled(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone_note(store, upload(1))
+
+    def locked(*_args: object) -> int:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(journal, "settle", locked)
+    assert store.record_upload(upload(2)) == 1
+    assert [r["request"] for r in ledger.select(store.db)] == [upload(2).request]

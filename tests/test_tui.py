@@ -279,6 +279,25 @@ async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
         assert table.row_count == 1
 
 
+async def test_the_audit_screen_lists_an_upload_a_killed_drag_left_noted() -> None:
+    from assistant.net import listeners
+    from assistant.store import journal
+
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        sent = Upload("http://t/v1", "m", "evidence", "v1", b'{"q": "cut off"}', None)
+        journal.begin(store.db, sent, listeners.process_tag(999999999), store.sealer.mac_key)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f2")
+        table = app.screen.query_one("#uploads", DataTable)
+        assert table.row_count == 1
+        table.focus()
+        await pilot.pause()
+        assert "may have reached the teacher" in str(
+            app.screen.query_one("#detail", Static).render()
+        )
+
+
 async def test_the_drafts_screen_shows_releases_once_and_drops() -> None:
     """Issue 50: what drag serve kept shows what would leave; r releases it, d drops."""
     for name in list(drafts.listing()):

@@ -209,14 +209,22 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     from assistant.core import pipeline
     from assistant.core.session import Session
 
-    settings = settings_of(ctx, flags(**kw))
+    chosen = flags(**kw)
+    settings = settings_of(ctx, chosen)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     if interactive and sys.stdout.isatty() and not plain:
         from assistant.tui.app import run
 
         run(settings)
         return
+    from assistant.serve import client
+
     status = status_printer(True)
+    conversation: int | None = None  # the history's, shared with a running drag serve
+
+    def on_text(piece: str) -> None:
+        echo(piece, nl=False)
+
     with Session(settings, status=status) as rt:
         tidy(rt)
         if interactive:
@@ -233,13 +241,24 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
             if not line.strip():
                 continue
             try:
-                result = pipeline.ask(
-                    rt,
-                    line,
-                    on_text=lambda piece: echo(piece, nl=False),
-                    progress=_end_streamed_line,
-                    **review_options(False, False),
-                )
+                # A running drag serve answers it where it can (a review: asked here).
+                result = client.ask(
+                    ctx.obj["settings"], line, chosen, yes=False, on_text=on_text,
+                    conversation=conversation,
+                )  # fmt: skip
+                if result is None:
+                    if conversation is not None and rt.conversation_id != conversation:
+                        rt.resume(conversation)  # the server's turns are in the history
+                    result = pipeline.ask(
+                        rt,
+                        line,
+                        on_text=on_text,
+                        progress=_end_streamed_line,
+                        **review_options(False, False),
+                    )
+                elif result.answer:
+                    echo()
+                conversation = result.conversation_id
                 echo(_format_result(result, streamed=True))
             except (errors.DragError, KeyboardInterrupt) as exc:
                 echo()

@@ -37,6 +37,20 @@ def parse_since(text: str) -> Any:
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
+def _settle(store: Any) -> None:
+    """Record what a killed drag had under way; a listing works without it (a key that
+    cannot be opened now, a busy database): said on standard error."""
+    import sqlite3
+
+    try:
+        store.settle_uploads()
+    except (errors.DragError, sqlite3.Error) as exc:
+        echo(
+            f"drag: warning: uploads a stopped drag left noted are not listed yet ({exc})",
+            err=True,
+        )
+
+
 @cli.group("audit")
 def audit_group() -> None:
     """The upload ledger: every request that left this machine, byte for byte."""
@@ -60,7 +74,7 @@ def audit_list(
 
     when = parse_since(since) if since else None
     with open_store(ctx) as store:
-        store.settle_uploads()  # what a killed drag had under way
+        _settle(store)
         rows = [
             ledger.summary(r)
             for r in ledger.select(store.db, since=when, search=search, limit=limit)
@@ -90,7 +104,7 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
     from assistant.store import cache, ledger
 
     with open_store(ctx) as store:
-        store.settle_uploads()  # what a killed drag had under way
+        _settle(store)
         row = ledger.get(store.db, upload_id)
         derived = cache.derived_from(store.db, upload_id)
     if row is None:
@@ -202,7 +216,7 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
 
     when = parse_since(since) if since else None
     with open_store(ctx) as store:
-        store.settle_uploads()  # what a killed drag had under way
+        _settle(store)
         rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]
         verdict = store.verify_ledger()
     if fmt == "jsonl":
@@ -262,7 +276,7 @@ def audit_rm(ctx: click.Context, older_than: str, yes: bool) -> None:
     from assistant.store import ledger
 
     with open_store(ctx) as store:
-        store.settle_uploads()  # what a killed drag had under way
+        _settle(store)
         count = len(
             [
                 r

@@ -593,6 +593,7 @@ def remember_answer(runtime: Session, result: AskResult) -> AskResult:
             record=result.to_dict(),
         )
         store.save_vault(runtime.conversation_id, runtime.vault.dump())
+        result.conversation_id = runtime.conversation_id
     except DragError as exc:  # the answer is shown all the same
         result.warnings.append(f"not saved to the history: {exc}")
     return result

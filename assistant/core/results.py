@@ -83,6 +83,7 @@ class AskResult:
     # From the cache: how it was found, its score, and the uploads it came from.
     provenance: dict[str, Any] = field(default_factory=dict)
     question_id: int | None = None  # its row in the history
+    conversation_id: int | None = None  # the conversation it was asked in (the history's)
     # (evidence, triples) of the top K that fitted pipeline.context_tokens; None: no budget.
     fitted: tuple[int, int] | None = None
     # The confidence gate (assistant.drag.gate): which way it went; {} with no context.

@@ -27,18 +27,44 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def _machine() -> str:
+    """``HOST|BOOT|PIDNS``: the machine, its boot and the pid namespace this process sees
+    pids in (empty where /proc does not show them)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    try:
+        pidns = str(Path("/proc/self/ns/pid").readlink())
+    except OSError:
+        pidns = ""
+    return f"{os.uname().nodename}|{boot}|{pidns}"
+
+
 def process_tag(pid: int | None = None) -> str:
-    """``PID:START``: a process, told apart from a later one given the same pid (its
-    start time in clock ticks after boot, where /proc shows it)."""
+    """``HOST|BOOT|PIDNS|PID:START``: a process, told apart from a later one given the
+    same pid (its start time in clock ticks after boot, where /proc shows it), and from
+    one of another machine, boot or container sharing the same files."""
     pid = os.getpid() if pid is None else pid
     fields = _stat(pid)
-    return f"{pid}:{fields[19] if fields and len(fields) > 19 else ''}"
+    return f"{_machine()}|{pid}:{fields[19] if fields and len(fields) > 19 else ''}"
 
 
 def running(tag: str) -> bool:
-    """Whether the process :func:`process_tag` named is still there (a zombie, or a
-    later process with its pid, is not)."""
-    pid_text, _, started = tag.partition(":")
+    """Whether the process :func:`process_tag` named may still be there: one of another
+    host or pid namespace may be (it cannot be seen from here); one of an earlier boot,
+    a zombie, or a later process with its pid is not."""
+    where, _, proc = tag.rpartition("|")
+    host, _, rest = where.partition("|")
+    boot, _, pidns = rest.partition("|")
+    here_host, here_boot, here_ns = _machine().split("|")
+    if host != here_host:
+        return True
+    if boot != here_boot:
+        return False
+    if pidns != here_ns:
+        return True
+    pid_text, _, started = proc.partition(":")
     try:
         pid = int(pid_text)
     except ValueError:

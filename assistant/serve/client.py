@@ -49,8 +49,10 @@ def ask(
     *,
     yes: bool,
     on_text: Callable[[str], None] | None,
+    conversation: int | None = None,
 ) -> AskResult | None:
-    """The answer from the running server, or None (work in-process)."""
+    """The answer from the running server, or None (work in-process).  ``conversation``:
+    `drag chat`'s so far (the answer's ``conversation_id`` says which it is in)."""
     flags = {k: v for k, v in flags.items() if v is not None}  # the options not given
     if set(flags) - wire.FLAGS:
         return None
@@ -62,6 +64,7 @@ def ask(
         "flags": flags,
         "yes": yes,
         "settings": wire.settings_key(settings),
+        "conversation": conversation,
     }
     timeout = max(600.0, 4 * settings.teacher.timeout)
     accepted = False

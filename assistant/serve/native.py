@@ -32,6 +32,9 @@ class AskCall:
     flags: dict[str, Any] = field(default_factory=dict)
     yes: bool = False  # `drag ask --yes`: sent without the review step
     settings: str = ""  # the client's settings_key
+    # `drag chat`'s conversation so far (the history's id): its placeholders keep their
+    # meaning; None: a conversation of its own.
+    conversation: int | None = None
 
 
 def parse(body: object) -> AskCall:
@@ -40,8 +43,17 @@ def parse(body: object) -> AskCall:
     flags = body.get("flags") or {}
     if not isinstance(flags, dict) or not set(flags) <= FLAGS:
         raise InputError(f"only these flags travel to drag serve: {', '.join(sorted(FLAGS))}")
+    conversation = body.get("conversation")
+    if conversation is not None and (
+        not isinstance(conversation, int) or isinstance(conversation, bool) or conversation < 1
+    ):
+        raise InputError("a /drag/ask conversation is the history's id of one")
     return AskCall(
-        body["question"], dict(flags), bool(body.get("yes")), str(body.get("settings") or "")
+        body["question"],
+        dict(flags),
+        bool(body.get("yes")),
+        str(body.get("settings") or ""),
+        conversation,
     )
 
 
@@ -56,9 +68,14 @@ def answer(
 
     base = runtime.settings
     runtime.settings = base.with_flags(call.flags) if call.flags else base
-    runtime.conversation_id = None  # each `drag ask` is a conversation of its own
     try:
-        with runtime.own_placeholders():
+        with runtime.own_placeholders() as vault:
+            if call.conversation is not None:  # its placeholders, as the history keeps them
+                dumped = runtime.store.load_vault(call.conversation)
+                if dumped is None:
+                    raise InputError(f"the history has no conversation #{call.conversation}")
+                vault.load(dumped)
+            runtime.conversation_id = call.conversation
             result = pipeline.ask(
                 runtime,
                 call.question,

@@ -387,7 +387,13 @@ class Handler(BaseHTTPRequestHandler):
                 stream.event({"accepted": True})
             with self.server.work:
                 if isinstance(call, native.AskCall):
-                    failed = native.answer(self.server.session, call, stream.event)
+
+                    def emit(event: dict[str, Any]) -> None:
+                        if "result" in event:  # before the client hears: --status next
+                            self.server.note_loaded()
+                        stream.event(event)
+
+                    failed = native.answer(self.server.session, call, emit)
                     stream.event(None)
                     # The teacher answered and the ledger could not record it (the error
                     # holds the reply): nothing more is sent.

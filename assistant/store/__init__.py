@@ -9,16 +9,18 @@ evidence and graph), ``index`` (vector search over the cache) and
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from assistant.base.errors import StoreError
+from assistant.base.errors import DragError, StoreError
 from assistant.net import listeners
 from assistant.net.upload import Upload
-from assistant.store import cache, db, ledger
+from assistant.store import cache, db, journal, ledger
 from assistant.store.index import SpaceIndex
 from assistant.store.sealing import KeyStorage, Sealer, load_key
 
@@ -91,20 +93,25 @@ class Store:
     # -- ledger ---------------------------------------------------------------------------
 
     def begin_upload(self, upload: Upload) -> int:
-        """Note an upload before it leaves (:func:`ledger.begin`); returns the note's id."""
-        return ledger.begin(self.db, upload, listeners.process_tag())
+        """Note an upload before it leaves (:mod:`assistant.store.journal`); returns the
+        note's id."""
+        return journal.begin(self.db, upload, listeners.process_tag(), self.sealer.mac_key)
 
     def record_upload(self, upload: Upload, begun: int | None = None) -> int:
-        """The upload's ledger row (replacing its note ``begun``, if one was made)."""
-        self.settle_uploads()
-        return ledger.append(self.db, upload, self.sealer.mac_key, begun=begun)
+        """The upload's ledger row (replacing its note ``begun``, if one was made); then
+        the notes a stopped drag left, as far as they can be recorded now."""
+        row = ledger.append(self.db, upload, self.sealer.mac_key, begun=begun)
+        with contextlib.suppress(DragError, sqlite3.Error):  # verify names what is left
+            self.settle_uploads()
+        return row
 
     def settle_uploads(self) -> int:
-        """Record the uploads that a stopped drag process left noted, not recorded (the
-        key is opened only when there are notes)."""
-        if self.db.execute("SELECT 1 FROM upload_journal LIMIT 1").fetchone() is None:
+        """Record the uploads that a stopped drag process left noted, not recorded
+        (:func:`journal.settle`); the key and a write lock are taken only when some
+        note's process is gone."""
+        if not journal.any_gone(self.db, listeners.running):
             return 0
-        return ledger.settle(self.db, self.sealer.mac_key, listeners.running)
+        return journal.settle(self.db, self.sealer.mac_key, listeners.running)
 
     def adopt_ledger(self) -> tuple[int, str | None]:
         """Sign the uploads written before the ledger had MACs (only on the user's word:
@@ -113,9 +120,26 @@ class Store:
         return ledger.adopt(self.db, self.sealer.mac_key)
 
     def verify_ledger(self, noted: str | None = None) -> ledger.Verdict:
-        """The chain, each row's MAC and the recorded head (see assistant.store.ledger)."""
-        self.settle_uploads()
-        return ledger.verify(self.db, self.sealer.mac_key, noted=noted)
+        """The chain, each row's MAC and the recorded head (see assistant.store.ledger),
+        then the notes of uploads under way (assistant.store.journal): those a stopped
+        drag left are recorded, only onto a ledger that verifies."""
+        key = self.sealer.mac_key
+        verdict = ledger.verify(self.db, key, noted=noted)
+        if not verdict.ok:
+            return verdict
+        if self.settle_uploads():
+            verdict = ledger.verify(self.db, key, noted=noted)
+        bad = journal.forged(self.db, key)
+        if verdict.ok and bad:
+            return ledger.Verdict(
+                False,
+                verdict.rows,
+                verdict.tombstones,
+                None,
+                f"the note of an upload under way (#{bad[0]}) was not written by drag: "
+                "its MAC does not match the store key",
+            )
+        return verdict
 
     def remove_payloads(self, cutoff: dt.datetime) -> int:
         """Blank ledger payloads older than ``cutoff``, each tombstone MAC'd anew; returns

@@ -228,8 +228,8 @@ def m006_files(db: sqlite_utils.Database) -> None:
 @migration
 def m007_upload_journal(db: sqlite_utils.Database) -> None:
     """An upload about to leave, noted before its bytes reach the socket
-    (assistant.store.ledger.begin); its ledger row replaces it in one transaction, and a
-    process killed in between leaves it for :func:`assistant.store.ledger.settle`."""
+    (assistant.store.journal); its ledger row replaces it in one transaction, and a
+    process killed in between leaves it for :func:`assistant.store.journal.settle`."""
     db.execute(
         """CREATE TABLE upload_journal (
             id INTEGER PRIMARY KEY,
@@ -240,7 +240,8 @@ def m007_upload_journal(db: sqlite_utils.Database) -> None:
             purpose TEXT NOT NULL,
             prompt_version TEXT NOT NULL,
             redaction TEXT NOT NULL,
-            request BLOB NOT NULL
+            request BLOB NOT NULL,
+            mac TEXT
         )"""
     )
 

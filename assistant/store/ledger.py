@@ -30,7 +30,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,62 +107,13 @@ def head(db: sqlite_utils.Database) -> dict[str, Any]:
     return {"id": last[0] if last else 0, "hash": last[1] if last else GENESIS}
 
 
-def begin(db: sqlite_utils.Database, upload: Upload, owner: str) -> int:
-    """Note an upload about to leave, before its bytes reach the socket; returns the
-    note's id, which :func:`append` of its row removes in the same transaction.  A
-    process killed in between (``owner``: its process tag) leaves the note for
-    :func:`settle`: no request that may have left goes unrecorded."""
-    with transaction(db):
-        cursor = db.execute(
-            "INSERT INTO upload_journal (created, owner, endpoint, model, purpose, "
-            "prompt_version, redaction, request) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                now(),
-                owner,
-                upload.endpoint,
-                upload.model,
-                upload.purpose,
-                upload.prompt_version,
-                json.dumps(dict(sorted(upload.redaction.items()))),
-                upload.request,
-            ],
-        )
-        return int(cursor.lastrowid or 0)
-
-
-STOPPED = (
-    "no reply was recorded: the drag process sending it stopped first (killed or crashed; "
-    "process {owner}); the request may have reached the teacher"
-)
-
-
-def settle(db: sqlite_utils.Database, key: bytes | None, running: Callable[[str], bool]) -> int:
-    """Record as ledger rows the uploads noted by processes that have stopped (``running``
-    tells which still run): each as sent, with no reply, at the time it was noted.
-    Returns how many."""
-    with transaction(db):
-        notes = db.execute(
-            "SELECT id, created, owner, endpoint, model, purpose, prompt_version, redaction, "
-            "request FROM upload_journal ORDER BY id"
-        ).fetchall()
-        settled = 0
-        for nid, created, owner, endpoint, model, purpose, version, redaction, request in notes:
-            if running(str(owner)):
-                continue
-            upload = Upload(
-                endpoint=endpoint,
-                model=model,
-                purpose=purpose,
-                prompt_version=version,
-                request=bytes(request),
-                reply=None,
-                status="error",
-                error=STOPPED.format(owner=str(owner).partition(":")[0]),
-                redaction=json.loads(redaction),
-            )
-            append(db, upload, key, begun=int(nid), created=str(created))
-            settled += 1
-    return settled
+def head_holds(db: sqlite_utils.Database, key: bytes) -> bool:
+    """Whether the recorded head (under the MAC) names the newest row: nothing is added
+    to a ledger whose newest rows may have been removed (:func:`verify` says so)."""
+    last = head(db)
+    if _meta(db, "ledger_head") is None:
+        return bool(last["id"] == 0)
+    return _head(db, key) == (last["id"], last["hash"])
 
 
 def append(
@@ -175,7 +126,7 @@ def append(
 ) -> int:
     """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
     (the app always gives it; without it the row has a chain hash only).  ``begun``: the
-    upload's note (:func:`begin`), removed with this write."""
+    upload's note (assistant.store.journal), removed with this write."""
     with transaction(db):
         if begun is not None:
             db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 from typing import Any
 
 from textual import on
@@ -13,6 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input
 
 from assistant.base import paths
+from assistant.base.errors import DragError
 from assistant.store import ledger
 from assistant.tui.widgets import DragScreen, Plain, StatusBar, plain_text
 
@@ -27,6 +29,7 @@ def detail_text(d: dict[str, Any]) -> str:
         f"endpoint {d['endpoint']} · prompt {d['prompt_version']} · "
         f"{d['prompt_tokens']}+{d['completion_tokens']} tokens · {d['seconds']} s",
         f"redacted: {redaction_text(d['redaction'])}",
+        *([f"error: {d['error']}"] if d.get("error") else []),
         f"hash {d['hash']}",
         "",
     ]
@@ -77,7 +80,10 @@ class AuditScreen(DragScreen):
         self.action_reload()
 
     def action_reload(self, search: str | None = None) -> None:
-        self.drag.ui_store.settle_uploads()  # what a killed drag had under way
+        try:  # what a killed drag had under way; the list works without it
+            self.drag.ui_store.settle_uploads()
+        except (DragError, sqlite3.Error) as exc:
+            self.notify(f"uploads a stopped drag left noted are not listed yet ({exc})")
         table = self.query_one("#uploads", DataTable)
         table.clear()
         text = self.query_one("#audit-search", Input).value.strip() if search is None else search
