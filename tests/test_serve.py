@@ -897,6 +897,50 @@ def test_drag_chat_asks_a_running_server_and_its_placeholders_keep_their_meaning
     assert any("Where does <PERSON_2> work?" in body for body in sent)
 
 
+def test_a_chat_that_goes_between_the_server_and_this_process_keeps_its_placeholders(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns 2 and 4 are worked here (the server says they need a review, as it would for
+    one), turns 1 and 3 by the server: each side goes on from the history as the other
+    left it, so no placeholder is given twice and none changes its meaning."""
+    from assistant.serve import native
+
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", curious.url("evidence"))
+    real = native.answer
+    turns: list[str] = []
+
+    def alternate(runtime: Session, call: native.AskCall, emit: Any) -> Any:
+        turns.append(call.question)
+        if len(turns) % 2 == 0:
+            emit({"error": {"kind": "review", "message": "this question needs your review"}})
+            return None
+        return real(runtime, call, emit)
+
+    monkeypatch.setattr(native, "answer", alternate)
+    names = ["Charlotte Brennan", "William Ashworth", "Eleanor Whitcombe"]
+    lines = (
+        f"Is {OTHER_NAME} a friend of {NAME}?\n"  # server: <PERSON_1>, <PERSON_2>
+        f"Does {names[0]} know {NAME}?\n"  # here: <PERSON_3>, <PERSON_2>
+        f"Did {names[1]} meet {names[2]}?\n"  # server: <PERSON_4>, <PERSON_5>
+        f"Is {names[2]} older than {names[0]}?\n"  # here: <PERSON_5>, <PERSON_3>
+    )
+    before = len(curious.seen)
+    with serving_to(echo_env) as server, recorded(server):
+        done = CliRunner().invoke(cli, ["chat", "--mode", "evidence", "--no-cache"], input=lines)
+        assert done.exit_code == 0, done.output
+        asked = server.session.store.questions()
+    assert len(turns) == 4 and len(asked) == 4
+    assert len({q["conversation_id"] for q in asked}) == 1
+    sent = "\n".join(s.body.decode() for s in curious.seen[before:])
+    for said in (
+        "Is <PERSON_1> a friend of <PERSON_2>?",
+        "Does <PERSON_3> know <PERSON_2>?",
+        "Did <PERSON_4> meet <PERSON_5>?",
+        "Is <PERSON_5> older than <PERSON_3>?",
+    ):
+        assert said in sent, said
+
+
 def test_drag_ask_works_in_process_when_no_server_answers(echo_env: SocketLog) -> None:
     with serving_to(echo_env) as server:
         url = server.url

@@ -521,3 +521,20 @@ def test_a_ledger_row_is_written_even_when_left_notes_cannot_be_settled(
     monkeypatch.setattr(journal, "settle", locked)
     assert store.record_upload(upload(2)) == 1
     assert [r["request"] for r in ledger.select(store.db)] == [upload(2).request]
+
+
+def test_the_next_upload_does_not_hide_a_removed_newest_row(store: Store) -> None:
+    for i in range(2):
+        store.record_upload(upload(i))
+    store.db.execute("DELETE FROM uploads WHERE id = 2")
+    store.record_upload(upload(7))  # takes the removed row's place in the chain
+    verdict = store.verify_ledger()
+    assert not verdict.ok and "head record names" in verdict.reason
+
+
+def test_a_note_with_values_no_note_of_drags_holds_is_named_not_a_crash(store: Store) -> None:
+    gone_note(store, upload(1))
+    store.db.execute("UPDATE upload_journal SET endpoint = X'00'")  # bytes, not text
+    assert store.settle_uploads() == 0
+    verdict = store.verify_ledger()
+    assert not verdict.ok and "not written by drag" in verdict.reason

@@ -247,8 +247,8 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
                     conversation=conversation,
                 )  # fmt: skip
                 if result is None:
-                    if conversation is not None and rt.conversation_id != conversation:
-                        rt.resume(conversation)  # the server's turns are in the history
+                    if conversation is not None:  # as the history has it now: the
+                        rt.resume(conversation)  # server's turns may have added to it
                     result = pipeline.ask(
                         rt,
                         line,
@@ -258,7 +258,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
                     )
                 elif result.answer:
                     echo()
-                conversation = result.conversation_id
+                conversation = result.conversation_id or conversation
                 echo(_format_result(result, streamed=True))
             except (errors.DragError, KeyboardInterrupt) as exc:
                 echo()

@@ -70,12 +70,13 @@ def answer(
     runtime.settings = base.with_flags(call.flags) if call.flags else base
     try:
         with runtime.own_placeholders() as vault:
-            if call.conversation is not None:  # its placeholders, as the history keeps them
-                dumped = runtime.store.load_vault(call.conversation)
-                if dumped is None:
-                    raise InputError(f"the history has no conversation #{call.conversation}")
+            # The conversation's placeholders, as the history keeps them; one that was
+            # deleted meanwhile goes on as a new conversation.
+            asked_in = call.conversation
+            dumped = None if asked_in is None else runtime.store.load_vault(asked_in)
+            if dumped is not None:
                 vault.load(dumped)
-            runtime.conversation_id = call.conversation
+            runtime.conversation_id = asked_in if dumped is not None else None
             result = pipeline.ask(
                 runtime,
                 call.question,
@@ -104,5 +105,6 @@ def answer(
         return None
     finally:
         runtime.settings = base
+        runtime.conversation_id = None
     emit({"result": result.to_dict()})
     return None

@@ -240,10 +240,16 @@ def m007_upload_journal(db: sqlite_utils.Database) -> None:
             purpose TEXT NOT NULL,
             prompt_version TEXT NOT NULL,
             redaction TEXT NOT NULL,
-            request BLOB NOT NULL,
-            mac TEXT
+            request BLOB NOT NULL
         )"""
     )
+
+
+@migration
+def m008_upload_journal_mac(db: sqlite_utils.Database) -> None:
+    """Each note of an upload under way carries a keyed MAC (assistant.store.journal):
+    one written behind drag's back is never signed into the ledger."""
+    db.execute("ALTER TABLE upload_journal ADD COLUMN mac TEXT")
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -15,8 +15,10 @@ ledger whose head record does not hold (:func:`ledger.verify` names what is wron
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -45,12 +47,16 @@ _COLUMNS = (
 
 
 def _mac(note: dict[str, Any], key: bytes) -> str:
+    """The note's keyed MAC; "" for a note whose fields no note of drag's can hold."""
     request = note["request"]
     if not isinstance(request, bytes):
         request = str(request).encode("utf-8")
     fields = {name: note[name] for name in _COLUMNS if name != "request"}
     fields["request"] = hashlib.blake2b(request, digest_size=32).hexdigest()
-    canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    try:
+        canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # bytes where text belongs: not written by drag
+        return ""
     message = b"upload note " + canonical.encode("utf-8")
     return hashlib.blake2b(message, key=key, digest_size=32).hexdigest()
 
@@ -83,8 +89,9 @@ def begin(db: sqlite_utils.Database, upload: Upload, owner: str, key: bytes) -> 
             db.execute(
                 "UPDATE upload_journal SET mac = ? WHERE id = ?", [_mac(note, key), note["id"]]
             )
-    finally:
-        db.execute("PRAGMA synchronous = NORMAL")
+    finally:  # (inside a transaction left open by a failed commit it cannot change)
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("PRAGMA synchronous = NORMAL")
     return int(note["id"])
 
 
@@ -121,7 +128,7 @@ def _upload(note: dict[str, Any]) -> Upload:
 
 def forged(db: sqlite_utils.Database, key: bytes) -> list[int]:
     """The notes whose MAC does not hold: not written by drag with this store's key."""
-    return [n["id"] for n in _notes(db) if n["mac"] != _mac(n, key)]
+    return [n["id"] for n in _notes(db) if not n["mac"] or n["mac"] != _mac(n, key)]
 
 
 def settle(db: sqlite_utils.Database, key: bytes, running: Callable[[str], bool]) -> int:
@@ -134,7 +141,7 @@ def settle(db: sqlite_utils.Database, key: bytes, running: Callable[[str], bool]
             return 0
         settled = 0
         for note in _notes(db):
-            if running(str(note["owner"])) or note["mac"] != _mac(note, key):
+            if running(str(note["owner"])) or not note["mac"] or note["mac"] != _mac(note, key):
                 continue
             try:
                 upload = _upload(note)

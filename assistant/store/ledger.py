@@ -131,6 +131,12 @@ def append(
         if begun is not None:
             db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])
         last = head(db)
+        # A head record that no longer names the newest row (rows removed) is left as it
+        # is, so that verify goes on saying so; a ledger without one (empty, or written
+        # before MACs) gets one.
+        moves_head = key is not None and (
+            _meta(db, "ledger_head") is None or _head(db, key) == (last["id"], last["hash"])
+        )
         row: dict[str, Any] = {
             "id": last["id"] + 1,
             "created": created or now(),
@@ -151,7 +157,8 @@ def append(
         row["hash"] = row_hash(row)
         if key is not None:
             row["mac"] = mac({**row, "deleted": None}, key)
-            _set_head(db, row["id"], row["hash"], key)
+            if moves_head:
+                _set_head(db, row["id"], row["hash"], key)
         row["request"] = upload.request
         row["reply"] = upload.reply
         names = ", ".join(row)
