@@ -112,3 +112,16 @@ def test_close_waits_for_a_part_still_loading(monkeypatch: pytest.MonkeyPatch) -
     rt.close()
     assert student.calls == 1 and not loader.is_alive()
     assert FakePart.closed == closed + 1  # the part that was loading was closed too
+
+
+def test_a_conversation_deleted_meanwhile_goes_on_as_a_new_one() -> None:
+    """`drag chat` resumes its conversation before each turn worked here; one deleted
+    from another window must not leave questions pointing at it."""
+    with Session(load()) as rt:
+        kept = rt.store.new_conversation(title="kept")
+        rt.store.save_vault(kept, rt.vault.dump())
+        rt.resume(kept)
+        assert rt.conversation_id == kept
+        rt.store.delete_conversation(kept)
+        rt.resume(kept)
+        assert rt.conversation_id is None

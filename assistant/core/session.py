@@ -317,11 +317,15 @@ class Session:
         self.conversation_id = None
 
     def resume(self, conversation_id: int) -> None:
-        """Continue a stored conversation: its placeholders keep their meaning."""
+        """Continue a stored conversation: its placeholders keep their meaning.  One that
+        is gone from the history (deleted meanwhile, from another window) goes on as a
+        new conversation."""
         dumped = self.store.load_vault(conversation_id)
+        if dumped is None:
+            self.new_conversation()
+            return
         vault = Vault(tag_of=load_policy().tag)
-        if dumped:
-            vault.load(dumped)
+        vault.load(dumped)
         self.__dict__["_vault"] = vault
         self.conversation_id = conversation_id
 
