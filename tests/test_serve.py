@@ -803,7 +803,7 @@ def test_the_published_serve_figures_are_the_stored_ones() -> None:
 @contextlib.contextmanager
 def recorded(server: serving.Server) -> Iterator[None]:
     """The server's record, as `drag serve` writes it, so that `drag ask` finds it."""
-    tokens.record_state(server.url, server.loaded())
+    tokens.record_state(server.url, server.loaded(), server.settings_key)
     try:
         yield
     finally:

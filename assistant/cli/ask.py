@@ -215,7 +215,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     if interactive and sys.stdout.isatty() and not plain:
         from assistant.tui.app import run
 
-        run(settings)
+        run(settings, base=ctx.obj["settings"], flags=chosen)
         return
     from assistant.serve import client
 

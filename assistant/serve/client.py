@@ -42,6 +42,19 @@ def _server() -> tuple[str, str] | None:
         return None
 
 
+def serving(settings: Settings, flags: dict[str, Any]) -> dict[str, Any] | None:
+    """The running server's record (tokens.recorded) when it runs with ``settings``
+    (wire.settings_key) and ``flags`` can travel, or None: the app then loads no model
+    of its own until a question has to be worked in-process.  Read from the state
+    file, nothing asked; the server checks the settings again with each question."""
+    if {k for k, v in flags.items() if v is not None} - wire.FLAGS:
+        return None
+    record = tokens.recorded()
+    if record is None or record["settings"] != wire.settings_key(settings):
+        return None
+    return record
+
+
 def ask(
     settings: Settings,
     question: str,

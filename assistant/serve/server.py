@@ -117,6 +117,7 @@ class Server(ThreadingHTTPServer):
         names = [shapes.DRAG_MODEL]
         teacher = localserver.ALIAS if session.teacher_is_local else session.settings.teacher.model
         self.models = tuple(names + ([teacher] if teacher else []))
+        self.settings_key = wire.settings_key(session.settings)  # a client's must match
 
     @property
     def url(self) -> str:
@@ -166,7 +167,7 @@ class Server(ThreadingHTTPServer):
         held = self.loaded()
         if self.recorded and held != self.noted:
             with contextlib.suppress(OSError):
-                tokens.record_state(self.url, held)
+                tokens.record_state(self.url, held, self.settings_key)
                 self.noted = held
 
     def tidy_now(self) -> None:
@@ -364,7 +365,7 @@ class Handler(BaseHTTPRequestHandler):
             if client != tokens.CLI:  # a program's key never reaches the CLI's route
                 self._refuse(403, "this route is drag's own CLI's", "permission_error", "cli_only")
                 return
-            if call.settings != wire.settings_key(self.server.session.settings):
+            if call.settings != self.server.settings_key:
                 self._refuse(409, "other settings: work in-process", "conflict", "settings")
                 return
         if not self.server.slots.acquire(blocking=False):
@@ -531,7 +532,7 @@ def run(
 
     with server, _stopped_by_signals():
         tokens.tokens()  # the default client's key, made before any request asks
-        tokens.record_state(server.url, [])
+        tokens.record_state(server.url, [], server.settings_key)
         server.recorded = True
         if allow_network and not is_loopback(host):
             announce(

@@ -127,9 +127,11 @@ def client_of(header: str | None, held: dict[str, str]) -> str | None:
     return found
 
 
-def record_state(url: str, loaded: list[str]) -> None:
-    """Where this server listens, and which models it holds now (`drag serve --status`)."""
-    state = {"pid": os.getpid(), "url": url, "loaded": loaded}
+def record_state(url: str, loaded: list[str], settings: str = "") -> None:
+    """Where this server listens, which models it holds now (`drag serve --status`) and
+    which settings it runs with (wire.settings_key: the app asks it only when its own
+    are the same)."""
+    state = {"pid": os.getpid(), "url": url, "loaded": loaded, "settings": settings}
     _replace(state_file(), json.dumps(state))
 
 
@@ -140,7 +142,7 @@ def forget_state() -> None:
 
 
 def recorded() -> dict[str, Any] | None:
-    """The running server's record ({"pid", "url", "loaded"}), or None; a record whose
+    """The running server's record ({"pid", "url", "loaded", "settings"}), or None; a record whose
     process is gone, or no longer holds its port, is None too."""
     try:
         state = _read(state_file())
@@ -161,4 +163,9 @@ def recorded() -> dict[str, Any] | None:
     if port is None or not listeners.owns(pid, port):
         return None
     loaded = state.get("loaded")
-    return {"pid": pid, "url": url, "loaded": loaded if isinstance(loaded, list) else []}
+    return {
+        "pid": pid,
+        "url": url,
+        "loaded": loaded if isinstance(loaded, list) else [],
+        "settings": str(state.get("settings") or ""),
+    }

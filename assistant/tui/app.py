@@ -24,6 +24,7 @@ from assistant.base import config, safetext
 from assistant.base.config import Settings
 from assistant.base.errors import DragError
 from assistant.core.session import Session
+from assistant.serve import client
 from assistant.store import Store
 from assistant.tui.audit import AuditScreen
 from assistant.tui.bench import BenchScreen
@@ -73,10 +74,24 @@ class DragApp(App[None]):
             markup=False,
         )
 
-    def __init__(self, settings: Settings, *, warm: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        warm: bool = True,
+        base: Settings | None = None,
+        flags: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         self.warm = warm
+        # The settings before the command line's options, and those options apart: a
+        # running drag serve answers when it runs with ``base`` (client.serving).
+        self.base = settings if base is None else base
+        self.flags = (
+            {} if base is None else {k: v for k, v in (flags or {}).items() if v is not None}
+        )
+        self.served: dict[str, Any] | None = None  # that server's record, found at start
         self.runtime_lock = threading.RLock()
         self.runtime = Session(settings, status=self.report)
         s = settings.store
@@ -96,7 +111,10 @@ class DragApp(App[None]):
     def ready_line(self) -> str:
         s = self.settings
         mode = "OFFLINE: cache only" if s.store.offline else f"teacher {s.teacher.endpoint}"
-        return f"ready · student {s.student.model} · {mode} · review {s.privacy.review}"
+        line = f"ready · student {s.student.model} · {mode} · review {s.privacy.review}"
+        if self.served is not None:
+            return f"{line} · answered by drag serve (pid {self.served['pid']})"
+        return line
 
     def on_mount(self) -> None:
         self.tidy()
@@ -119,7 +137,13 @@ class DragApp(App[None]):
 
     @work(thread=True, exclusive=True, group="warm")
     def warm_up(self) -> None:
-        """Load the parts a question needs, one by one, while the user types."""
+        """Load the parts a question needs, one by one, while the user types; none where
+        a running drag serve with these settings answers (they load here only when a
+        question is worked in-process: a review, the user's files, the server gone)."""
+        self.served = client.serving(self.base, self.flags)
+        if self.served is not None:
+            self.report(self.ready_line())
+            return
         parts = ["detector", "embedder", "student"]
         self.runtime.preload("embedder", "student")  # side by side with the detector
         if not self.runtime.offline and self.runtime.teacher_is_local:
@@ -139,6 +163,7 @@ class DragApp(App[None]):
 
     def set_flags(self, flags: dict[str, Any]) -> None:
         """A change for this session only (the offline switch)."""
+        self.flags = {**self.flags, **flags}
         self.settings = self.settings.with_flags(flags)
         self.runtime.settings = self.settings
         self.status = self.ready_line()
@@ -147,9 +172,11 @@ class DragApp(App[None]):
         """After the settings screen saved: new settings, and new parts where they changed."""
         new = config.load(config_file=self.settings.config_file)
         models = ("student.model", "teacher.endpoint", "teacher.model", "embedder.model")
+        self.base, self.flags = new, {}
         if any(new.get(k) != self.settings.get(k) for k in models):
             self._rebuild(new)
         else:
+            self.served = client.serving(new, {})
             self.settings = new
             self.runtime.settings = new
             self.status = self.ready_line()
@@ -240,5 +267,6 @@ class DragApp(App[None]):
         self.ui_store.close()
 
 
-def run(settings: Settings) -> None:
-    DragApp(settings).run()
+def run(settings: Settings, *, base: Settings, flags: dict[str, Any]) -> None:
+    """``settings``: ``base`` with the command line's ``flags``."""
+    DragApp(settings, base=base, flags=flags).run()

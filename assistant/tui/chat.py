@@ -26,6 +26,7 @@ from assistant.core import drafts, localfiles, pipeline
 from assistant.core.conversation import Asked, Offer, Queue
 from assistant.core.results import AskResult
 from assistant.drag import gate
+from assistant.serve import client
 from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
@@ -500,14 +501,21 @@ class ChatScreen(DragScreen):
                     result = localfiles.ask_files(rt, question, on_text=on_text)
                     flush()
                 else:
-                    app.call_from_thread(turn.set_note, "… checking for personal data")
-                    result = pipeline.ask(
-                        rt,
-                        question,
-                        review=self.review_from_worker,
-                        on_text=on_text,
-                        progress=progress,
-                    )
+                    served = self._served(question, turn, on_text)
+                    if served is not None:
+                        flush()
+                        result = served
+                    else:  # worked here (a review, no server, other settings)
+                        if rt.conversation_id is not None:  # as the history has it now: the
+                            rt.resume(rt.conversation_id)  # server's turns may have added
+                        app.call_from_thread(turn.set_note, "… checking for personal data")
+                        result = pipeline.ask(
+                            rt,
+                            question,
+                            review=self.review_from_worker,
+                            on_text=on_text,
+                            progress=progress,
+                        )
         except (DragError, KeyboardInterrupt) as exc:
             error = drafts.kept_error(question, exc) if not self._cancel.is_set() else exc
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
@@ -522,6 +530,21 @@ class ChatScreen(DragScreen):
             app.call_from_thread(self.show_result, turn, result)
         finally:
             app.call_from_thread(self._done)
+
+    def _served(self, question: str, turn: Turn, on_text: Any) -> AskResult | None:
+        """The answer of a running drag serve with the app's settings (its models are
+        loaded there), or None: the question is worked here, where the review is shown.
+        The app goes on in the conversation the server answered in."""
+        app = self.drag
+        if app.served is not None:
+            app.call_from_thread(turn.set_note, "… asked drag serve")
+        asked_in = app.runtime.conversation_id
+        result = client.ask(
+            app.base, question, app.flags, yes=False, on_text=on_text, conversation=asked_in
+        )
+        if result is not None and result.conversation_id is not None:
+            app.runtime.resume(result.conversation_id)
+        return result
 
     def show_result(self, turn: Turn, result: AskResult) -> None:
         turn.finish(result)
