@@ -77,7 +77,11 @@ def running(queue: int = 8, keep_alive: float = 0.0) -> Iterator[serving.Server]
         server.shutdown()
         server.server_close()
         thread.join()
-        server.session.close()
+        # As drag serve does: a request still under way ends before the models close
+        # (a model closed under its decoding thread would crash the test run).
+        if server.work.acquire(timeout=120):
+            server.work.release()
+            server.session.close()
 
 
 def client_of(server: serving.Server, name: str = tokens.DEFAULT) -> openai.OpenAI:
@@ -982,6 +986,38 @@ def test_a_question_the_server_took_is_never_worked_again_here(
         assert isinstance(done.exception, StoreError), done.output
         assert "could not be written to the ledger" in str(done.exception)
         assert len(curious.seen) == before + 1  # asked once, by the server
+
+
+def test_ctrl_c_in_drag_ask_stops_the_servers_student_as_it_would_here(
+    echo_env: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client goes (Ctrl+C) once the answer has begun: the server's student stops,
+    nothing is saved as answered (the client keeps the question as a draft), and the
+    next question is answered."""
+    from assistant.serve import client
+
+    pieces: list[str] = []
+
+    def stop(piece: str) -> None:
+        pieces.append(piece)
+        raise KeyboardInterrupt
+
+    question = "Write a long story about a cat who sails around the world."
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "64")  # a student not stopped ends too
+    with serving_to(echo_env) as server, recorded(server):
+        settings = config.load()
+        with pytest.raises(KeyboardInterrupt):
+            client.ask(settings, question, {"pipeline.mode": "none"}, yes=True, on_text=stop)
+        assert len(pieces) == 1
+        deadline = time.monotonic() + 120  # the server's request ends
+        while server.busy() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.busy() == 0 and server.session.store.questions() == []
+        done = client.ask(
+            settings, "What is 2+2?", {"pipeline.mode": "none"}, yes=True, on_text=None
+        )
+        assert done is not None and done.answer.strip()
+        assert len(server.session.store.questions()) == 1
 
 
 @pytest.mark.parametrize("holder", ["the recorded pid", "another process"])

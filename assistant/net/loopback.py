@@ -8,7 +8,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,7 +40,7 @@ def loopback_host(url: str) -> tuple[str, int]:
 
 def events(
     url: str, path: str, token: str, body: dict[str, Any], timeout: float
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """POST ``body`` to ``path`` of the server at ``url`` and read its server-sent events
     (JSON objects) as they come.  Unreachable when nothing answers there or it says no
     before the first event (an HTTP error: its message)."""

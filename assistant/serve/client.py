@@ -82,8 +82,10 @@ def ask(
     timeout = max(600.0, 4 * settings.teacher.timeout)
     accepted = False
     told: dict[str, Any] | None = None
+    # Closed however this ends (Ctrl+C, the app closed): the server then stops the student.
+    stream = loopback.events(server[0], wire.PATH, server[1], body, timeout)
     try:
-        for event in loopback.events(server[0], wire.PATH, server[1], body, timeout):
+        for event in stream:
             if "accepted" in event:
                 accepted = True
             elif "text" in event and on_text is not None:
@@ -101,6 +103,8 @@ def ask(
         raise errors.ModelError(f"{exc}; the server may still finish it") from None
     except (TypeError, ValueError) as exc:  # a record this process cannot read
         raise errors.ModelError(f"drag serve's answer could not be read ({exc})") from None
+    finally:
+        stream.close()
     if told is None:
         if not accepted:
             return None

@@ -27,6 +27,7 @@ from assistant.base.config import Settings
 from assistant.base.errors import (
     DragError,
     InputError,
+    Interrupted,
     ModelError,
     NotCovered,
     PrivacyError,
@@ -194,7 +195,8 @@ class Server(ThreadingHTTPServer):
 class _Stream:
     """A streamed reply (server-sent events), its headers sent with its first event so
     that a refusal before any text is still a plain HTTP error.  A client that goes away
-    is noted; the work goes on (its answer is kept) with nothing more written."""
+    is noted: a proxied request's work goes on (its answer is kept) with nothing more
+    written; drag's own route stops the student, as Ctrl+C does in-process."""
 
     def __init__(self, handler: Handler, ident: str, model: str) -> None:
         self.handler, self.ident, self.model = handler, ident, model
@@ -393,6 +395,8 @@ class Handler(BaseHTTPRequestHandler):
                         if "result" in event:  # before the client hears: --status next
                             self.server.note_loaded()
                         stream.event(event)
+                        if stream.gone and "text" in event:  # Ctrl+C: as in-process
+                            raise Interrupted("the client went away before the answer")
 
                     failed = native.answer(self.server.session, call, emit)
                     stream.event(None)
