@@ -119,6 +119,13 @@ def test_a_gated_column_and_the_simulation_row_in_a_tiny_real_run(
         assert g["went"] == want and g["rule"] == "plausible:0.3"
         # With choices, the probe's reply is the letter the answer gives that way.
         assert a["reply"] == (g["reply_with_context"] if want == "evidence" else g["reply_alone"])
+    # The student alone is worked once per question and copied into the simulation's row.
+    alone = {(a["teacher"], a["id"]): a for a in answers if a["mode"] == "none"}
+    for (row, qid), a in alone.items():
+        if row != teacher:
+            assert a["copied_from"] == teacher and a["reply"] == alone[teacher, qid]["reply"]
+        else:
+            assert "copied_from" not in a
     ungated = [a for a in answers if a["mode"] == "evidence"]
     assert all(a["gate"]["setting"] == "always-evidence" for a in ungated)
     assert all(a["context_evidence"] == 2 for a in ungated + gated)

@@ -58,6 +58,14 @@ class Records:
     def answered(self, student: str, teacher: str, qid: str, mode: str, k: int) -> bool:
         return (student, teacher, qid, mode, k) in self._done
 
+    def alone(self, student: str, qid: str) -> dict[str, Any] | None:
+        """The student's answer without context to question ``qid`` in any row (a
+        teacher's row or a simulation's: the same prompt, so the same answer)."""
+        for record in self.answers:
+            if (record["student"], record["id"], record["mode"]) == (student, qid, "none"):
+                return record
+        return None
+
     def taught(self, teacher: str, qid: str) -> bool:
         return (teacher, qid) in self._taught
 
@@ -174,6 +182,14 @@ def answer_all(
         marks: list[str] = []
         for mode, k in cols:
             if records.answered(student, teacher, q.id, mode, k):
+                continue
+            # The student alone reads no teacher's words: greedy decoding from a fresh
+            # context gives every row the same answer, worked once and copied (named).
+            same = records.alone(student, q.id) if mode == "none" else None
+            if same is not None:
+                copied_from = same.get("copied_from") or same["teacher"]
+                records.add({**same, "teacher": teacher, "copied_from": copied_from})
+                marks.append(f"{column_name(mode, k)}:{'✓' if same['correct'] else '✗'}")
                 continue
             if base is None:  # no teacher work: what the user would get, the student alone
                 base = AskResult(question=q.text(), mode="none", n=0, k=0)
