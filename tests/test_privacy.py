@@ -97,6 +97,10 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("Can someone call me on 9472 7916?", "9472 7916", "PHONE_NUMBER"),
         ("416 60 039 office", "416 60 039", "PHONE_NUMBER"),
         ("Desk: +447700 921 916", "+447700 921 916", "PHONE_NUMBER"),
+        # A + country code and a length that fits that country, valid or not, no phone
+        # word needed (the UK's drama range: not valid to libphonenumber).
+        ("Ping +44 7700 900123 about the flat", "+44 7700 900123", "PHONE_NUMBER"),
+        ("Is +61 491 570 156 still yours?", "+61 491 570 156", "PHONE_NUMBER"),
         # Names after a label, with letters beyond ASCII.
         ("Name:    Iva D. Grusová", "Iva D. Grusová", "PERSON"),
         ("Directed By:    Leena O Sasi", "Leena O Sasi", "PERSON"),
@@ -211,6 +215,8 @@ def test_no_misfires_on_plain_questions(detector: Detector) -> None:
         "How do I respond to Covid symptoms?",
         "When should I reply to All in a thread?",
         "Which number is prime: 1234567 or 1234568?",  # a number, not a phone's
+        "The balance went +12 345 678 and then +2 300 000 in the table",  # too short
+        "Is +15 12345678 a valid offset?",  # no country +15
         "my number one priority is the 2024 plan",
         "The serial killers of the 1970s",  # no identifier after the label
         "In this case number 3 is the answer",

@@ -51,3 +51,39 @@ def offline_email_recognizer() -> Any:
             return bool(extract(pattern_text).fqdn)
 
     return OfflineEmailRecognizer()
+
+
+def possible_phone(text: str) -> bool:
+    """A number with its ``+`` country code whose length fits that country
+    (libphonenumber's "possible"), valid or not: a range kept unassigned (the UK's
+    07700 900xxx, for drama) has the shape of a real number, and is written as one."""
+    import phonenumbers
+
+    try:
+        number = phonenumbers.parse(text, None)
+    except phonenumbers.NumberParseException:
+        return False
+    possible = phonenumbers.is_possible_number_with_reason(number)
+    return bool(possible == phonenumbers.ValidationResult.IS_POSSIBLE)
+
+
+# A policy recognizer's ``validate``: each match is kept only when it holds.
+VALIDATORS = {"possible_phone": possible_phone}
+
+
+def pattern_recognizer(spec: dict[str, Any]) -> Any:
+    """A recognizer of ``policy.yaml`` (Presidio's PatternRecognizer.from_dict), with
+    its ``validate`` where it names one of :data:`VALIDATORS`."""
+    from presidio_analyzer import PatternRecognizer
+
+    spec = dict(spec)
+    name = spec.pop("validate", None)
+    if name is None:
+        return PatternRecognizer.from_dict(spec)
+    check = VALIDATORS[name]
+
+    class Validated(PatternRecognizer):  # type: ignore[misc,unused-ignore]
+        def validate_result(self, pattern_text: str) -> bool:
+            return check(pattern_text)
+
+    return Validated.from_dict(spec)
