@@ -19,7 +19,7 @@ import pytest
 from assistant.base.errors import StoreError
 from assistant.net import listeners
 from assistant.net.upload import Upload
-from assistant.store import Store, cache, db, journal, ledger
+from assistant.store import Store, cache, db, journal, ledger, lifelock
 from assistant.store.sealing import Sealer
 
 
@@ -488,6 +488,62 @@ def test_a_note_of_a_process_still_running_is_left_to_it(store: Store) -> None:
     assert not listeners.running(f"{host}|an-earlier-boot|{pidns}|{proc}")
     assert listeners.running(f"another-host|{boot}|{pidns}|99999999:1")  # cannot be seen
     assert listeners.running(f"{host}|{boot}|pid:[1]|99999999:1")  # nor in another container
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from assistant.store import lifelock
+assert lifelock.hold(Path(sys.argv[1]), sys.argv[2])
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_note_of_another_host_is_settled_once_its_process_lets_go_of_its_lock(
+    store: Store,
+) -> None:
+    """A process this machine cannot see (another host name, another container) held a
+    lock file beside the database while it ran: its note is left to it while the lock is
+    held, and settled once the process is killed (the kernel lets go of the lock).  A
+    note of such a process with no lock file (an older drag) is left as before."""
+    tag = "another-host|its-boot|pid:[4026531836]|4242:777"
+    older = "another-host|its-boot|pid:[4026531836]|4343:888"
+    journal.begin(store.db, upload(1), tag, store.sealer.mac_key)
+    journal.begin(store.db, upload(2), older, store.sealer.mac_key)
+    where = lifelock.folder(store.path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(where), tag],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert store.settle_uploads() == 0  # it runs, as far as its lock says
+        holder.kill()
+        holder.wait(60)
+    finally:
+        holder.kill()
+    assert store.settle_uploads() == 1
+    (row,) = [ledger.detail(r) for r in ledger.select(store.db)]
+    assert row["request"] == upload(1).request.decode() and "may have reached" in row["error"]
+    assert journal.owners(store.db) == {older}  # no lock file: left to its process
+    assert list(where.iterdir()) == []  # the stopped process's lock file is gone too
+    assert store.verify_ledger().ok
+
+
+def test_this_processs_lock_file_is_held_while_it_has_a_note_and_let_go_after(
+    store: Store,
+) -> None:
+    tag = listeners.process_tag()
+    begun = store.begin_upload(upload(1))
+    where = lifelock.folder(store.path)
+    (held,) = where.iterdir()
+    assert not lifelock.released(where, tag)
+    store.record_upload(upload(1), begun)
+    store.close()
+    assert not held.exists()
 
 
 def test_a_note_not_written_by_drag_is_never_signed_into_the_ledger(store: Store) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from assistant.base.errors import DragError, StoreError
 from assistant.net import listeners
 from assistant.net.upload import Upload
-from assistant.store import cache, db, journal, ledger
+from assistant.store import cache, db, journal, ledger, lifelock
 from assistant.store.index import SpaceIndex
 from assistant.store.sealing import KeyStorage, Sealer, load_key
 
@@ -34,6 +34,8 @@ class Store:
         self.key_where = ""
         self.key_id = ""
         self._indexes: dict[str, SpaceIndex] = {}
+        self._locks = lifelock.folder(self.path)  # which noting processes still run
+        self._holds = False  # this process's lock file, taken for its first note
 
     @classmethod
     def configured(cls, database: str, key: KeyStorage = "auto") -> Store:
@@ -43,6 +45,12 @@ class Store:
         return cls(Path(database).expanduser() if database else None, key=key)
 
     def close(self) -> None:
+        if self._holds:  # no note of this process left: its lock file goes too
+            tag = listeners.process_tag()
+            with contextlib.suppress(sqlite3.Error):
+                if tag not in journal.owners(self.db):
+                    lifelock.let_go(self._locks, tag)
+                    self._holds = False
         self.db.close()
 
     def __enter__(self) -> Store:
@@ -95,7 +103,9 @@ class Store:
     def begin_upload(self, upload: Upload) -> int:
         """Note an upload before it leaves (:mod:`assistant.store.journal`); returns the
         note's id."""
-        return journal.begin(self.db, upload, listeners.process_tag(), self.sealer.mac_key)
+        tag = listeners.process_tag()
+        self._holds = lifelock.hold(self._locks, tag) or self._holds
+        return journal.begin(self.db, upload, tag, self.sealer.mac_key)
 
     def record_upload(self, upload: Upload, begun: int | None = None) -> int:
         """The upload's ledger row (replacing its note ``begun``, if one was made); then
@@ -109,9 +119,19 @@ class Store:
         """Record the uploads that a stopped drag process left noted, not recorded
         (:func:`journal.settle`); the key and a write lock are taken only when some
         note's process is gone."""
-        if not journal.any_gone(self.db, listeners.running):
+        if not journal.any_gone(self.db, self._running):
             return 0
-        return journal.settle(self.db, self.sealer.mac_key, listeners.running)
+        gone = {tag for tag in journal.owners(self.db) if not self._running(tag)}
+        settled = journal.settle(self.db, self.sealer.mac_key, self._running)
+        for tag in gone - journal.owners(self.db):  # all its notes recorded
+            lifelock.forget(self._locks, tag)
+        return settled
+
+    def _running(self, tag: str) -> bool:
+        """Whether the process that left a note may still run: as this system shows it
+        (assistant.net.listeners), and by its lock file beside the database, which
+        tells for a process of another host name or container too."""
+        return listeners.running(tag) and not lifelock.released(self._locks, tag)
 
     def adopt_ledger(self) -> tuple[int, str | None]:
         """Sign the uploads written before the ledger had MACs (only on the user's word:

@@ -101,10 +101,14 @@ def _notes(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     return [dict(zip(names, values, strict=True)) for values in cursor]
 
 
+def owners(db: sqlite_utils.Database) -> set[str]:
+    """The processes (tags) that notes are left by."""
+    return {str(owner) for (owner,) in db.execute("SELECT owner FROM upload_journal")}
+
+
 def any_gone(db: sqlite_utils.Database, running: Callable[[str], bool]) -> bool:
     """Whether a note's process is gone (read without the key or a write lock)."""
-    owners = db.execute("SELECT owner FROM upload_journal").fetchall()
-    return any(not running(str(owner)) for (owner,) in owners)
+    return any(not running(owner) for owner in owners(db))
 
 
 def _upload(note: dict[str, Any]) -> Upload:
