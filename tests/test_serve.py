@@ -649,6 +649,76 @@ def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.Hostil
     assert not tokens.state_file().exists()
 
 
+def machine_address() -> str | None:
+    """An IPv4 address of this machine's that is not loopback (Linux: SIOCGIFADDR), or
+    None; nothing is sent anywhere to find it."""
+    import fcntl
+    import socket
+    import struct
+
+    for _index, name in socket.if_nameindex():
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            packed = fcntl.ioctl(probe.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            continue
+        finally:
+            probe.close()
+        address = socket.inet_ntoa(packed[20:24])
+        if not address.startswith("127."):
+            return address
+    return None
+
+
+def status_of(address: str, port: int, headers: dict[str, str]) -> int:
+    connection = http.client.HTTPConnection(address, port, timeout=30)
+    try:
+        connection.putrequest("GET", "/v1/models", skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_allow_network_listens_on_another_address_and_keeps_every_check(
+    curious: hostile_teacher.HostileTeacher,
+) -> None:
+    """`drag serve --host ADDRESS --allow-network`: it warns that the traffic is plain
+    HTTP; on that address a client without the token gets 401, a Host that is neither
+    loopback nor that address 403, and one with both is answered."""
+    address = machine_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    env = {**os.environ, "DRAG_TEACHER_ENDPOINT": curious.url("echo"), "DRAG_TEACHER_MODEL": "x"}
+    command = ["serve", "--host", address, "--port", "0", "--allow-network"]
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "assistant", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert serve.stdout is not None
+        said = [serve.stdout.readline() for _ in range(2)]
+        assert "plain HTTP on the network" in said[0], said
+        url = said[1].split("listening on ")[1].split()[0]
+        assert url.startswith(f"http://{address}:")
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        key = {"Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}"}
+        here = {"Host": f"{address}:{port}"}
+        assert status_of(address, port, {**here, **key}) == 200
+        assert status_of(address, port, here) == 401
+        assert status_of(address, port, {"Host": f"drag.example:{port}", **key}) == 403
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+
+
 def start_serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     """``drag serve`` in a process of its own on a free port; returns it and its URL."""
     serve = subprocess.Popen(
