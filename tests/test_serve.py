@@ -940,6 +940,55 @@ def test_a_question_that_needs_a_review_is_asked_in_this_terminal(
         assert "detector" in server.loaded()  # the server read it, then left it to us
 
 
+def test_a_review_the_server_needs_is_shown_in_the_clients_terminal_then_that_text_sent(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a terminal, the server tells what the review shows and sends nothing; the
+    client shows it and asks again with the user's approval of exactly that text.  No:
+    nothing sent, nothing saved.  An approval of another text is asked again, not sent."""
+    from assistant.base.errors import Declined
+    from assistant.serve import client, wire
+
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "on-detection")
+    shown: list[wire.Shown] = []
+
+    def declines(what: wire.Shown) -> bool:
+        shown.append(what)
+        return False
+
+    def approves(what: wire.Shown) -> bool:
+        shown.append(what)
+        return True
+
+    question, mode = note_for(NAME, MAIL), {"pipeline.mode": "evidence"}
+    with serving_to(echo_env) as server, recorded(server):
+        settings = config.load()
+        before = len(curious.seen)
+        with pytest.raises(Declined):
+            client.ask(settings, question, mode, yes=False, on_text=None, review=declines)
+        assert len(curious.seen) == before and server.session.store.questions() == []
+        (first,) = shown
+        assert NAME in first.original and NAME not in first.text and "<PERSON_1>" in first.text
+        assert first.counts["PERSON"] == 1
+
+        body = {"question": question, "flags": mode, "settings": wire.settings_key(settings)}
+        body |= {"can_review": True, "approved": "0" * 64}  # approved: some other text
+        url, key = client._server() or ("", "")
+        again = client._asked((url, key), body, 120, None)
+        assert again == first and len(curious.seen) == before  # asked again, not sent
+
+        done = client.ask(settings, question, mode, yes=False, on_text=None, review=approves)
+        assert done is not None and done.source == "teacher"
+        assert shown[1] == first and "student" in server.loaded()  # the server answered
+        (sent,) = [s.body.decode() for s in curious.seen[before:]]
+        assert NAME not in sent and MAIL not in sent and "<PERSON_1>" in sent
+
+        plain = client.ask(  # drag ask --review: shown though nothing was found
+            settings, "What is 2+2?", mode, yes=False, on_text=None, review=approves, always=True
+        )
+        assert plain is not None and shown[2].text == "What is 2+2?"
+
+
 def test_drag_chat_asks_a_running_server_and_its_placeholders_keep_their_meaning(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
 ) -> None:

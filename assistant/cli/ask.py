@@ -25,7 +25,7 @@ from assistant.cli.common import (
     with_cache_options,
     with_model_options,
 )
-from assistant.cli.review import review_options
+from assistant.cli.review import ask_in_terminal, can_ask, review_options
 from assistant.cli.root import cli
 
 if TYPE_CHECKING:
@@ -142,10 +142,13 @@ def ask(
     on_text = (lambda piece: echo(piece, nl=False)) if stream else None
     try:
         # A running drag serve has the models loaded: it answers (the review, where one
-        # is needed, is asked here, in-process).
+        # is needed, is shown here; your files are read in-process).
         served = None
-        if not from_files and not review:
-            served = client.ask(ctx.obj["settings"], text, chosen, yes=yes, on_text=on_text)
+        if not from_files:
+            served = client.ask(
+                ctx.obj["settings"], text, chosen, yes=yes, on_text=on_text,
+                review=ask_in_terminal if can_ask() else None, always=review,
+            )  # fmt: skip
         if served is not None:
             if stream:
                 echo()
@@ -244,7 +247,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
                 # A running drag serve answers it where it can (a review: asked here).
                 result = client.ask(
                     ctx.obj["settings"], line, chosen, yes=False, on_text=on_text,
-                    conversation=conversation,
+                    conversation=conversation, review=ask_in_terminal if can_ask() else None,
                 )  # fmt: skip
                 if result is None:
                     if conversation is not None:  # as the history has it now: the

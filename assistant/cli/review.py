@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from assistant.cli.common import echo, secho
+from assistant.serve.wire import Shown
 
 if TYPE_CHECKING:
     from assistant.privacy.sanitize import Sanitized
@@ -28,30 +29,38 @@ def side_by_side(left: str, right: str, width: int) -> list[str]:
 
 def review_in_terminal(sanitized: Sanitized) -> bool:
     """Show what would be sent next to the original; ask before sending."""
+    return ask_in_terminal(Shown.of(sanitized))
+
+
+def ask_in_terminal(shown: Shown) -> bool:
+    """The review of a question sanitized here or by `drag serve` (its review event)."""
     import shutil
 
     width = min(shutil.get_terminal_size((100, 20)).columns, 160)
     echo("", err=True)
     for line in side_by_side("YOUR QUESTION (stays here)", "SENT TO THE TEACHER", width):
         secho(line, err=True, bold=True)
-    for line in side_by_side(sanitized.original, sanitized.text, width):
+    for line in side_by_side(shown.original, shown.text, width):
         echo(line, err=True)
-    counts = ", ".join(f"{k} ×{v}" for k, v in sorted(sanitized.counts.items())) or "nothing"
+    counts = ", ".join(f"{k} ×{v}" for k, v in sorted(shown.counts.items())) or "nothing"
     rewrite = (
         "the student's rewrite is used"
-        if sanitized.rewrite_used
-        else (f"rewrite not used: {sanitized.rewrite_note}" if sanitized.rewrite_note else "")
+        if shown.rewrite_used
+        else (f"rewrite not used: {shown.rewrite_note}" if shown.rewrite_note else "")
     )
-    read = len(sanitized.read_values)
-    by = f" · {read} found by the local model" if read else ""
+    by = f" · {shown.read} found by the local model" if shown.read else ""
     secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
-    for line in sanitized.unchecked:
+    for line in shown.unchecked:
         secho(f"{line}: read the right side yourself", err=True, fg="yellow")
     return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
+
+
+def can_ask() -> bool:
+    """Whether a review can be asked: a terminal to read the answer from and show it on."""
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def review_options(review: bool, yes: bool) -> dict[str, Any]:
     """What pipeline.ask needs for the review step, given the flags and the terminal."""
     policy = "never" if yes else ("always" if review else None)
-    can_ask = sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
-    return {"review": review_in_terminal if can_ask else None, "review_policy": policy}
+    return {"review": review_in_terminal if can_ask() else None, "review_policy": policy}

@@ -63,9 +63,13 @@ def ask(
     yes: bool,
     on_text: Callable[[str], None] | None,
     conversation: int | None = None,
+    review: Callable[[wire.Shown], bool] | None = None,
+    always: bool = False,
 ) -> AskResult | None:
     """The answer from the running server, or None (work in-process).  ``conversation``:
-    `drag chat`'s so far (the answer's ``conversation_id`` says which it is in)."""
+    `drag chat`'s so far (the answer's ``conversation_id`` says which it is in).
+    ``review``: the terminal's review (None: no terminal; a question that needs one is
+    worked in-process); ``always``: reviewed even when nothing was found (--review)."""
     flags = {k: v for k, v in flags.items() if v is not None}  # the options not given
     if set(flags) - wire.FLAGS:
         return None
@@ -78,8 +82,28 @@ def ask(
         "yes": yes,
         "settings": wire.settings_key(settings),
         "conversation": conversation,
+        "can_review": review is not None,
+        "always": always,
     }
-    timeout = max(600.0, 4 * settings.teacher.timeout)
+    for _round in range(3):  # a review, then the question as the user approved it
+        told = _asked(server, body, max(600.0, 4 * settings.teacher.timeout), on_text)
+        if not isinstance(told, wire.Shown):
+            return told
+        if review is None:  # a server that asks anyway: never sent unseen
+            return None
+        if not review(told):
+            raise errors.Declined("not sent: you declined the upload")
+        body["approved"] = told.digest()
+    raise errors.PrivacyError("not sent: the question changed at each review; ask it again")
+
+
+def _asked(
+    server: tuple[str, str],
+    body: dict[str, Any],
+    timeout: float,
+    on_text: Callable[[str], None] | None,
+) -> AskResult | wire.Shown | None:
+    """One request: the answer, what to review, or None (work in-process)."""
     accepted = False
     told: dict[str, Any] | None = None
     # Closed however this ends (Ctrl+C, the app closed): the server then stops the student.
@@ -92,6 +116,8 @@ def ask(
                 on_text(str(event["text"]))
             elif "result" in event:
                 return AskResult.from_dict(event["result"])
+            elif "review" in event:  # nothing was sent
+                return wire.Shown.parse(event["review"])
             elif "error" in event and isinstance(event["error"], dict):
                 told = event["error"]
                 break
@@ -101,7 +127,7 @@ def ask(
         if not accepted:
             return None
         raise errors.ModelError(f"{exc}; the server may still finish it") from None
-    except (TypeError, ValueError) as exc:  # a record this process cannot read
+    except (TypeError, ValueError, KeyError) as exc:  # a record this process cannot read
         raise errors.ModelError(f"drag serve's answer could not be read ({exc})") from None
     finally:
         stream.close()

@@ -4,13 +4,18 @@ The question comes as typed; the server's session (its models already loaded) an
 it with the pipeline, the events streamed back: ``{"text": piece}`` as the answer is
 written, then ``{"result": record}`` (:meth:`AskResult.to_dict`), or ``{"error": ...}``.
 First ``{"accepted": true}`` once the server has taken it (it will not fall back after
-that).  A question that needs the user's review is not decided here: ``{"error":
-{"kind": "review"}}`` (before anything is sent) tells the client to ask it in-process,
-where the review is in the user's terminal.  Only drag's own CLI key reaches this route
+that).  A question that needs the user's review is not decided here, and nothing is
+sent: to a client with a terminal (``can_review``), ``{"review": Shown}`` ends the
+request; the client shows it and asks again with ``approved``, the digest of what the
+user saw, and the server sends the question only if it sanitizes to exactly that text.
+To any other (the app: its review shows more), ``{"error": {"kind": "review"}}`` tells
+it to work the question in-process.  Only drag's own CLI key reaches this route
 (tokens.CLI), and only flags that a loaded session can follow travel with the question."""
 
 from __future__ import annotations
 
+import dataclasses
+import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +24,20 @@ from assistant.base.errors import DragError, InputError, PrivacyError
 from assistant.core import pipeline
 from assistant.core.session import Session
 from assistant.privacy.sanitize import Sanitized
-from assistant.serve.wire import FLAGS
+from assistant.serve.wire import FLAGS, Shown
 
 
 class NeedsTerminal(PrivacyError):
     """A review is needed, and only the client's terminal can hold it."""
+
+
+class ToReview(PrivacyError):
+    """A review is needed: what it shows goes to the client's terminal, which asks the
+    question again with the user's approval of exactly that text (AskCall.approved)."""
+
+    def __init__(self, shown: Shown) -> None:
+        super().__init__("this question needs your review")
+        self.shown = shown
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,9 @@ class AskCall:
     # `drag chat`'s conversation so far (the history's id): its placeholders keep their
     # meaning; None: a conversation of its own.
     conversation: int | None = None
+    can_review: bool = False  # the client has a terminal to show a review on
+    always: bool = False  # `drag ask --review`: reviewed even with nothing found
+    approved: str = ""  # the Shown.digest the user approved at the client's review
 
 
 def parse(body: object) -> AskCall:
@@ -54,6 +71,9 @@ def parse(body: object) -> AskCall:
         bool(body.get("yes")),
         str(body.get("settings") or ""),
         conversation,
+        bool(body.get("can_review")),
+        bool(body.get("always")),
+        str(body.get("approved") or ""),
     )
 
 
@@ -63,8 +83,13 @@ def answer(
     """Answer ``call`` in ``runtime`` (the server's session), telling ``emit`` each event;
     the session's own settings are put back after.  Returns the error it told."""
 
-    def review(_sanitized: Sanitized) -> bool:
-        raise NeedsTerminal("this question needs your review")
+    def review(sanitized: Sanitized) -> bool:
+        shown = Shown.of(sanitized)
+        if call.approved and hmac.compare_digest(call.approved, shown.digest()):
+            return True  # the user saw exactly this text at the client's review
+        if not call.can_review:
+            raise NeedsTerminal("this question needs your review")
+        raise ToReview(shown)
 
     base = runtime.settings
     runtime.settings = base.with_flags(call.flags) if call.flags else base
@@ -82,8 +107,11 @@ def answer(
                 call.question,
                 on_text=lambda piece: emit({"text": piece}),
                 review=review,
-                review_policy="never" if call.yes else None,
+                review_policy="never" if call.yes else ("always" if call.always else None),
             )
+    except ToReview as asked:  # nothing was sent: the client asks its terminal
+        emit({"review": dataclasses.asdict(asked.shown)})
+        return None
     except NeedsTerminal:
         emit({"error": {"kind": "review", "message": "this question needs your review"}})
         return None

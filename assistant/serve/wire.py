@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import assistant
 from assistant.base import paths
@@ -48,3 +50,56 @@ def settings_key(settings: Settings) -> str:
         version = "?"
     code = (assistant.__file__, version, [f.name for f in fields(AskResult)])
     return hashlib.sha256(repr((sections, files, where, key, code)).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the review in a terminal shows of a question (assistant.cli.review): made
+    from the sanitized question where it was sanitized, in-process or in the server,
+    whose review event carries it to the client's terminal."""
+
+    original: str
+    text: str  # what the teacher would get
+    counts: dict[str, int] = field(default_factory=dict)
+    read: int = 0  # values the local reader found
+    rewrite_used: bool = False
+    rewrite_note: str = ""
+    unchecked: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, sanitized: Any) -> Shown:
+        """From an assistant.privacy.sanitize.Sanitized (not imported: the thin client
+        never loads the privacy layer)."""
+        return cls(
+            sanitized.original,
+            sanitized.text,
+            dict(sanitized.counts),
+            len(sanitized.read_values),
+            bool(sanitized.rewrite_used),
+            str(sanitized.rewrite_note),
+            tuple(sanitized.unchecked),
+        )
+
+    @classmethod
+    def parse(cls, told: object) -> Shown:
+        """A review event's record (TypeError, ValueError: not one)."""
+        if not isinstance(told, dict):
+            raise ValueError("a review is a record")
+        counts = told.get("counts") or {}
+        unchecked = told.get("unchecked") or []
+        if not isinstance(counts, dict) or not isinstance(unchecked, list):
+            raise ValueError("a review's counts and lines")
+        return cls(
+            str(told["original"]),
+            str(told["text"]),
+            {str(k): int(v) for k, v in counts.items()},
+            int(told.get("read") or 0),
+            bool(told.get("rewrite_used")),
+            str(told.get("rewrite_note") or ""),
+            tuple(str(line) for line in unchecked),
+        )
+
+    def digest(self) -> str:
+        """What the user approves: this question, sent as this text.  The client asks
+        again with it, and the server sends only a question that sanitizes to it."""
+        return hashlib.sha256(json.dumps([self.original, self.text]).encode()).hexdigest()
