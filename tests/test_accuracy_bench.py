@@ -276,3 +276,40 @@ def test_each_benchmark_question_has_placeholders_of_its_own() -> None:
         t.join()
     assert seen == {"Ada": ["Ada"], "Grace": ["Grace"]}  # nothing from the other one
     assert rt.vault is conversation and conversation.values() == [("ORGANIZATION", "Sun")]
+
+
+def test_a_copied_answer_leaves_the_next_answer_a_fresh_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The student alone, copied from another row, is not worked: the question's first
+    answer that is worked still starts from a forgotten context (a fake student and a
+    fake respond: this is the loop's order only)."""
+    from drag_bench.accuracy import passes
+
+    from assistant.core.results import AskResult
+
+    done: list[str] = []
+
+    class FakeStudent:
+        def forget(self) -> None:
+            done.append("forget")
+
+    class FakeRuntime:
+        student = FakeStudent()
+
+    def fake_respond(_rt: object, attempt: AskResult, **_kw: object) -> None:
+        done.append(attempt.mode)
+        attempt.answer = "A"
+        attempt.student = {"prompt_tokens": 1, "completion_tokens": 1, "tokens_per_second": 1.0}
+
+    monkeypatch.setattr(passes.pipeline, "respond", fake_respond)
+    (q,) = accuracy.load_questions("mmlu", None, 1, 0)
+    records = accuracy.Records(tmp_path / "answers.jsonl")
+    records.add({**answer(q.id, "none", 0, True), "reply": "A"})  # the real teacher's row
+    found = AskResult(question=q.text(), mode="evidence", n=3, k=2)
+    cols = [("none", 0), ("evidence+gate", 2)]
+    passes.answer_all(
+        FakeRuntime(), "s", "sim", [q], {q.id: found}, cols, records, lambda _m: None, "letter"
+    )  # type: ignore[arg-type]
+    assert done == ["forget", "evidence"]
+    assert records.alone("s", q.id) is not None and records.answered("s", "sim", q.id, "none", 0)

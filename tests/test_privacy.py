@@ -101,6 +101,7 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         # word needed (the UK's drama range: not valid to libphonenumber).
         ("Ping +44 7700 900123 about the flat", "+44 7700 900123", "PHONE_NUMBER"),
         ("Is +61 491 570 156 still yours?", "+61 491 570 156", "PHONE_NUMBER"),
+        ("1. +44  7700 900123 and +1.2345678901", "+44  7700 900123", "PHONE_NUMBER"),
         # Names after a label, with letters beyond ASCII.
         ("Name:    Iva D. Grusová", "Iva D. Grusová", "PERSON"),
         ("Directed By:    Leena O Sasi", "Leena O Sasi", "PERSON"),

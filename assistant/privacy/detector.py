@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from assistant.base.errors import PrivacyError, one_line
 from assistant.base.textform import view
-from assistant.privacy.engine import offline_email_recognizer, pattern_recognizer, spacy_engine
+from assistant.privacy.engine import OWN, offline_email_recognizer, spacy_engine
 from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.policy import BARE_DOMAIN, GLUED_NAME_WORD, Policy, load_policy
 from assistant.privacy.public import public
@@ -99,7 +99,7 @@ class Detector:
             ) from None
 
     def _build(self) -> Any:
-        from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+        from presidio_analyzer import AnalyzerEngine, PatternRecognizer, RecognizerRegistry
         from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
 
         p = self.policy
@@ -121,12 +121,14 @@ class Detector:
         for name in (*p.disabled, "EmailRecognizer"):
             registry.remove_recognizer(name)
         registry.add_recognizer(offline_email_recognizer())
+        for name in p.own_recognizers:  # written in code (engine.OWN)
+            registry.add_recognizer(OWN[name]())
         from presidio_analyzer import predefined_recognizers
 
         for name in p.country_recognizers:  # Presidio's own, not loaded for English
             registry.add_recognizer(getattr(predefined_recognizers, name)(supported_language="en"))
         for spec in p.recognizers:
-            recognizer = pattern_recognizer(spec)
+            recognizer = PatternRecognizer.from_dict(dict(spec))
             registry.add_recognizer(recognizer)
             self._patterns.setdefault(recognizer.supported_entities[0], []).append(recognizer)
         c = p.context

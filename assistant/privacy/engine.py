@@ -53,37 +53,35 @@ def offline_email_recognizer() -> Any:
     return OfflineEmailRecognizer()
 
 
-def possible_phone(text: str) -> bool:
-    """A number with its ``+`` country code whose length fits that country
-    (libphonenumber's "possible"), valid or not: a range kept unassigned (the UK's
-    07700 900xxx, for drama) has the shape of a real number, and is written as one."""
+def international_phone_recognizer() -> Any:
+    """Numbers written with their ``+`` country code whose length fits that country
+    (libphonenumber's matcher, leniency "possible"), valid or not: Presidio's
+    PhoneRecognizer keeps valid numbers of a few regions only, and missed
+    "+44 7700 900123" (a UK range kept unassigned, for drama: the shape of a real
+    mobile number) without a phone word near.  Without the ``+`` (no country to
+    measure against), the other rules decide.  The matcher's work is linear in the
+    text (measured: 8,000 characters of hostile digits in 0.03 s)."""
     import phonenumbers
+    from presidio_analyzer import EntityRecognizer, RecognizerResult
 
-    try:
-        number = phonenumbers.parse(text, None)
-    except phonenumbers.NumberParseException:
-        return False
-    possible = phonenumbers.is_possible_number_with_reason(number)
-    return bool(possible == phonenumbers.ValidationResult.IS_POSSIBLE)
+    possible = phonenumbers.ValidationResult.IS_POSSIBLE
+
+    class InternationalPhoneRecognizer(EntityRecognizer):  # type: ignore[misc,unused-ignore]
+        def load(self) -> None:
+            return None
+
+        def analyze(self, text: str, entities: list[str], nlp_artifacts: Any = None) -> list[Any]:
+            found = []
+            leniency = phonenumbers.Leniency.POSSIBLE
+            for match in phonenumbers.PhoneNumberMatcher(text, None, leniency=leniency):
+                if phonenumbers.is_possible_number_with_reason(match.number) == possible:
+                    found.append(RecognizerResult("PHONE_NUMBER", match.start, match.end, 0.6))
+            return found
+
+    return InternationalPhoneRecognizer(
+        supported_entities=["PHONE_NUMBER"], supported_language="en"
+    )
 
 
-# A policy recognizer's ``validate``: each match is kept only when it holds.
-VALIDATORS = {"possible_phone": possible_phone}
-
-
-def pattern_recognizer(spec: dict[str, Any]) -> Any:
-    """A recognizer of ``policy.yaml`` (Presidio's PatternRecognizer.from_dict), with
-    its ``validate`` where it names one of :data:`VALIDATORS`."""
-    from presidio_analyzer import PatternRecognizer
-
-    spec = dict(spec)
-    name = spec.pop("validate", None)
-    if name is None:
-        return PatternRecognizer.from_dict(spec)
-    check = VALIDATORS[name]
-
-    class Validated(PatternRecognizer):  # type: ignore[misc,unused-ignore]
-        def validate_result(self, pattern_text: str) -> bool:
-            return check(pattern_text)
-
-    return Validated.from_dict(spec)
+# Recognizers written in code that policy.yaml's ``own_recognizers`` may switch on.
+OWN = {"InternationalPhoneRecognizer": international_phone_recognizer}

@@ -168,6 +168,7 @@ class Policy:
     disabled: tuple[str, ...]
     recognizers: tuple[dict[str, Any], ...]
     country_recognizers: tuple[str, ...] = ()
+    own_recognizers: tuple[str, ...] = ()  # assistant.privacy.engine.OWN
     context: ContextRule = ContextRule()
     file_names: FileNameRule = FileNameRule()
     contact_block: ContactBlockRule = dataclasses.field(default_factory=ContactBlockRule)
@@ -251,6 +252,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         disabled=tuple(data.get("disabled_recognizers", ())),
         recognizers=tuple(data.get("recognizers", ())),
         country_recognizers=tuple(data.get("country_recognizers", ())),
+        own_recognizers=tuple(data.get("own_recognizers", ())),
         context=ContextRule(**section("context")),
         contact_block=ContactBlockRule(**section("contact_block")),
         lowercase=LowercaseRule(**section("lowercase_lines")),

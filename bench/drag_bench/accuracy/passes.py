@@ -54,6 +54,10 @@ class Records:
             (r["student"], r["teacher"], r["id"], r["mode"], r["k"]) for r in self.answers
         }
         self._taught = {(r["teacher"], r["id"]) for r in self.teachers}
+        self._alone: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in self.answers:
+            if r["mode"] == "none":
+                self._alone.setdefault((r["student"], r["id"]), r)
 
     def answered(self, student: str, teacher: str, qid: str, mode: str, k: int) -> bool:
         return (student, teacher, qid, mode, k) in self._done
@@ -61,10 +65,7 @@ class Records:
     def alone(self, student: str, qid: str) -> dict[str, Any] | None:
         """The student's answer without context to question ``qid`` in any row (a
         teacher's row or a simulation's: the same prompt, so the same answer)."""
-        for record in self.answers:
-            if (record["student"], record["id"], record["mode"]) == (student, qid, "none"):
-                return record
-        return None
+        return self._alone.get((student, qid))
 
     def taught(self, teacher: str, qid: str) -> bool:
         return (teacher, qid) in self._taught
@@ -76,6 +77,8 @@ class Records:
             self.answers.append(record)
             key = (record["student"], record["teacher"], record["id"], record["mode"], record["k"])
             self._done.add(key)
+            if record["mode"] == "none":
+                self._alone.setdefault((record["student"], record["id"]), record)
         else:
             self.teachers.append(record)
             self._taught.add((record["teacher"], record["id"]))
@@ -180,6 +183,7 @@ def answer_all(
     for i, q in enumerate(questions, start=1):
         base = gathered.get(q.id)
         marks: list[str] = []
+        worked = False  # an answer of this question's worked by the student (not copied)
         for mode, k in cols:
             if records.answered(student, teacher, q.id, mode, k):
                 continue
@@ -195,8 +199,9 @@ def answer_all(
                 base = AskResult(question=q.text(), mode="none", n=0, k=0)
                 gathered[q.id] = base
             gated = mode.endswith(GATED)
-            if not marks:  # the question's first answer never rides on the last question's
+            if not worked:  # the question's first answer never rides on the last question's
                 rt.student.forget()
+                worked = True
             attempt = dataclasses.replace(
                 base,
                 mode=mode.removesuffix(GATED),  # type: ignore[arg-type]
