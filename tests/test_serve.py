@@ -989,6 +989,56 @@ def test_a_review_the_server_needs_is_shown_in_the_clients_terminal_then_that_te
         assert plain is not None and shown[2].text == "What is 2+2?"
 
 
+def test_an_approval_that_is_not_a_digest_is_a_bad_request() -> None:
+    from assistant.serve import native
+
+    for approved in ("é" * 64, "0" * 63, "G" * 64, 7):
+        with pytest.raises(InputError, match="64 hex digits"):
+            native.parse({"question": "q", "approved": approved})
+    assert native.parse({"question": "q", "approved": "0" * 64}).approved == "0" * 64
+
+
+def test_an_approval_is_checked_even_when_the_next_reading_finds_nothing(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user approved the text the first reading gave; the second reading (at the
+    request that carries the approval) finds nothing, here simulated by a fake reading:
+    the review policy alone would not ask again, but the approval does not match, so
+    the review is shown again and nothing leaves."""
+    import dataclasses
+
+    from assistant.base.errors import Declined
+    from assistant.serve import client, wire
+
+    monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "on-detection")
+    shown: list[wire.Shown] = []
+
+    def approves_once(what: wire.Shown) -> bool:
+        shown.append(what)
+        return len(shown) == 1
+
+    question = note_for(NAME, MAIL)
+    with serving_to(echo_env) as server, recorded(server):
+        real = server.session.sanitize
+
+        def reads_nothing_after_the_first(text: str, read: Any = None, **kw: Any) -> Any:
+            found = real(text, read, **kw)
+            if not shown:
+                return found
+            empty = dataclasses.replace(found.redacted, text=text, replacements=())
+            return dataclasses.replace(found, text=text, findings=(), redacted=empty)
+
+        monkeypatch.setattr(server.session, "sanitize", reads_nothing_after_the_first)
+        before = len(curious.seen)
+        with pytest.raises(Declined):
+            client.ask(
+                config.load(), question, {"pipeline.mode": "evidence"}, yes=False,
+                on_text=None, review=approves_once,
+            )  # fmt: skip
+        assert len(shown) == 2 and shown[1].text == question  # asked again, as it would go
+        assert len(curious.seen) == before
+
+
 def test_drag_chat_asks_a_running_server_and_its_placeholders_keep_their_meaning(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ from assistant.core import pipeline
 from assistant.core.session import Session
 from assistant.privacy.sanitize import Sanitized
 from assistant.serve.wire import FLAGS, Shown
+
+DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class NeedsTerminal(PrivacyError):
@@ -60,6 +63,9 @@ def parse(body: object) -> AskCall:
     flags = body.get("flags") or {}
     if not isinstance(flags, dict) or not set(flags) <= FLAGS:
         raise InputError(f"only these flags travel to drag serve: {', '.join(sorted(FLAGS))}")
+    approved = body.get("approved") or ""
+    if not isinstance(approved, str) or (approved and not DIGEST.fullmatch(approved)):
+        raise InputError("a /drag/ask approval is the digest of a review (64 hex digits)")
     conversation = body.get("conversation")
     if conversation is not None and (
         not isinstance(conversation, int) or isinstance(conversation, bool) or conversation < 1
@@ -73,7 +79,7 @@ def parse(body: object) -> AskCall:
         conversation,
         bool(body.get("can_review")),
         bool(body.get("always")),
-        str(body.get("approved") or ""),
+        approved,
     )
 
 
@@ -107,7 +113,11 @@ def answer(
                 call.question,
                 on_text=lambda piece: emit({"text": piece}),
                 review=review,
-                review_policy="never" if call.yes else ("always" if call.always else None),
+                # An approval is checked on every text, even one this reading finds
+                # nothing in (a reading can differ from the one the user saw).
+                review_policy="always"
+                if call.always or call.approved
+                else ("never" if call.yes else None),
             )
     except ToReview as asked:  # nothing was sent: the client asks its terminal
         emit({"review": dataclasses.asdict(asked.shown)})

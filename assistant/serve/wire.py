@@ -6,6 +6,7 @@ store or pipeline before its first byte."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -100,6 +101,8 @@ class Shown:
         )
 
     def digest(self) -> str:
-        """What the user approves: this question, sent as this text.  The client asks
-        again with it, and the server sends only a question that sanitizes to it."""
-        return hashlib.sha256(json.dumps([self.original, self.text]).encode()).hexdigest()
+        """What the user approves: this question, sent as this text, with what was said
+        of it.  The client asks again with it, and the server sends only a question
+        whose review would show the same."""
+        fields_ = dataclasses.asdict(self)
+        return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()
