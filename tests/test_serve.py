@@ -1189,6 +1189,48 @@ def test_ctrl_c_in_drag_ask_stops_the_servers_student_as_it_would_here(
         assert len(server.session.store.questions()) == 1
 
 
+def test_a_client_gone_before_anything_was_sent_has_nothing_sent(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`drag ask` through the server, Ctrl+C while the question is still being checked:
+    as in-process, nothing leaves (the server looks before the upload), and the next
+    question is answered."""
+    from assistant.serve import client, wire
+
+    reached, release = threading.Event(), threading.Event()
+    with serving_to(echo_env) as server, recorded(server):
+        real = server.session.sanitize
+
+        def slow(text: str, read: Any = None, **kw: Any) -> Any:  # the reader at work
+            reached.set()
+            release.wait(120)
+            return real(text, read, **kw)
+
+        monkeypatch.setattr(server.session, "sanitize", slow)
+        settings = config.load()
+        body = {
+            "question": "What is the capital of France?",
+            "flags": {"pipeline.mode": "evidence"},
+            "yes": True,
+            "settings": wire.settings_key(settings),
+        }
+        gone = http.client.HTTPConnection("127.0.0.1", int(server.server_address[1]), timeout=60)
+        headers = {"Authorization": f"Bearer {tokens.cli_token()}"}
+        gone.request("POST", wire.PATH, body=json.dumps(body), headers=headers)
+        assert reached.wait(120)
+        gone.close()
+        before = len(curious.seen)
+        release.set()
+        deadline = time.monotonic() + 120  # the server's request ends
+        while server.busy() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.busy() == 0
+        assert len(curious.seen) == before and ledger_rows() == [] and journal_notes() == 0
+        mode = {"pipeline.mode": "evidence"}
+        done = client.ask(settings, "What is 2+2?", mode, yes=True, on_text=None)
+        assert done is not None and done.source == "teacher" and len(curious.seen) == before + 1
+
+
 @pytest.mark.parametrize("holder", ["the recorded pid", "another process"])
 def test_a_port_that_is_not_a_drag_server_is_never_given_the_question(
     echo_env: SocketLog, holder: str

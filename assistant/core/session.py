@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from assistant.base import paths, secrets
 from assistant.base.config import Settings
-from assistant.base.errors import ConfigError, DragError, PrivacyError, StoreError
+from assistant.base.errors import ConfigError, DragError, Interrupted, PrivacyError, StoreError
 from assistant.core import drafts
 from assistant.drag import answer, evidence, graph
 from assistant.drag.graphsearch import GraphIndex
@@ -91,6 +91,9 @@ class Session:
         self._part_locks: dict[str, Any] = {}
         self._part_locks_lock = threading.Lock()
         self._loaders: list[threading.Thread] = []
+        # Asked just before an upload leaves (drag serve: whether its client is still
+        # there); False: nothing is sent.
+        self.wanted: Callable[[], bool] | None = None
 
     def _lock_for(self, part: str) -> Any:
         with self._part_locks_lock:
@@ -120,6 +123,8 @@ class Session:
             return self.store.record_upload(upload, begun)
 
     def _note_upload(self, upload: Upload) -> int:
+        if self.wanted is not None and not self.wanted():
+            raise Interrupted("the client went away before anything was sent")
         with self.local:
             return self.store.begin_upload(upload)
 

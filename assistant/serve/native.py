@@ -84,10 +84,14 @@ def parse(body: object) -> AskCall:
 
 
 def answer(
-    runtime: Session, call: AskCall, emit: Callable[[dict[str, Any]], None]
+    runtime: Session,
+    call: AskCall,
+    emit: Callable[[dict[str, Any]], None],
+    wanted: Callable[[], bool] | None = None,
 ) -> DragError | None:
     """Answer ``call`` in ``runtime`` (the server's session), telling ``emit`` each event;
-    the session's own settings are put back after.  Returns the error it told."""
+    the session's own settings are put back after.  ``wanted``: whether the client is
+    still there, asked before anything is sent.  Returns the error it told."""
 
     def review(sanitized: Sanitized) -> bool:
         shown = Shown.of(sanitized)
@@ -99,6 +103,7 @@ def answer(
 
     base = runtime.settings
     runtime.settings = base.with_flags(call.flags) if call.flags else base
+    runtime.wanted = wanted
     try:
         with runtime.own_placeholders() as vault:
             # The conversation's placeholders, as the history keeps them; one that was
@@ -144,5 +149,6 @@ def answer(
     finally:
         runtime.settings = base
         runtime.conversation_id = None
+        runtime.wanted = None
     emit({"result": result.to_dict()})
     return None

@@ -39,6 +39,7 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
+from assistant.net import loopback
 from assistant.serve import native, shapes, tokens, wire
 
 MAX_BODY = 4 * 1024 * 1024
@@ -398,7 +399,12 @@ class Handler(BaseHTTPRequestHandler):
                         if stream.gone and "text" in event:  # Ctrl+C: as in-process
                             raise Interrupted("the client went away before the answer")
 
-                    failed = native.answer(self.server.session, call, emit)
+                    failed = native.answer(
+                        self.server.session,
+                        call,
+                        emit,
+                        lambda: not loopback.peer_gone(self.connection),
+                    )
                     stream.event(None)
                     # The teacher answered and the ledger could not record it (the error
                     # holds the reply): nothing more is sent.
