@@ -513,7 +513,7 @@ def test_a_note_of_another_host_is_settled_once_its_process_lets_go_of_its_lock(
     journal.begin(store.db, upload(2), older, store.sealer.mac_key)
     where = lifelock.folder(store.path)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(where), tag],
+        [sys.executable, "-c", HOLDER, str(store.path), tag],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -594,3 +594,25 @@ def test_a_note_with_values_no_note_of_drags_holds_is_named_not_a_crash(store: S
     assert store.settle_uploads() == 0
     verdict = store.verify_ledger()
     assert not verdict.ok and "not written by drag" in verdict.reason
+
+
+def test_the_lock_file_stays_while_another_store_of_this_process_may_note(tmp_path: Path) -> None:
+    """Two stores of one database in one process (the app's two connections): the
+    first closing does not take the lock file from the second, whose next note is still
+    covered; the last one closing removes it.  Another database has its own."""
+    path = tmp_path / "drag.db"
+    first, second = Store(path, key="file"), Store(path, key="file")
+    other = Store(tmp_path / "other.db", key="file")
+    try:
+        for store in (first, second, other):
+            store.record_upload(upload(1), store.begin_upload(upload(1)))
+        assert len(list(lifelock.folder(path).iterdir())) == 2  # one per database
+        first.close()
+        begun = second.begin_upload(upload(2))
+        assert len(list(lifelock.folder(path).iterdir())) == 2
+        assert not lifelock.released(path, listeners.process_tag())
+        second.record_upload(upload(2), begun)
+    finally:
+        for store in (first, second, other):
+            store.close()
+    assert list(lifelock.folder(path).iterdir()) == []

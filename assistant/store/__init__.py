@@ -34,8 +34,7 @@ class Store:
         self.key_where = ""
         self.key_id = ""
         self._indexes: dict[str, SpaceIndex] = {}
-        self._locks = lifelock.folder(self.path)  # which noting processes still run
-        self._holds = False  # this process's lock file, taken for its first note
+        self._holds = False  # this process's lock file (lifelock), taken at its first note
 
     @classmethod
     def configured(cls, database: str, key: KeyStorage = "auto") -> Store:
@@ -49,7 +48,7 @@ class Store:
             tag = listeners.process_tag()
             with contextlib.suppress(sqlite3.Error):
                 if tag not in journal.owners(self.db):
-                    lifelock.let_go(self._locks, tag)
+                    lifelock.let_go(self.path, tag)
                     self._holds = False
         self.db.close()
 
@@ -104,7 +103,8 @@ class Store:
         """Note an upload before it leaves (:mod:`assistant.store.journal`); returns the
         note's id."""
         tag = listeners.process_tag()
-        self._holds = lifelock.hold(self._locks, tag) or self._holds
+        if not self._holds:
+            self._holds = lifelock.hold(self.path, tag)
         return journal.begin(self.db, upload, tag, self.sealer.mac_key)
 
     def record_upload(self, upload: Upload, begun: int | None = None) -> int:
@@ -124,14 +124,14 @@ class Store:
         gone = {tag for tag in journal.owners(self.db) if not self._running(tag)}
         settled = journal.settle(self.db, self.sealer.mac_key, self._running)
         for tag in gone - journal.owners(self.db):  # all its notes recorded
-            lifelock.forget(self._locks, tag)
+            lifelock.forget(self.path, tag)
         return settled
 
     def _running(self, tag: str) -> bool:
         """Whether the process that left a note may still run: as this system shows it
         (assistant.net.listeners), and by its lock file beside the database, which
         tells for a process of another host name or container too."""
-        return listeners.running(tag) and not lifelock.released(self._locks, tag)
+        return listeners.running(tag) and not lifelock.released(self.path, tag)
 
     def adopt_ledger(self) -> tuple[int, str | None]:
         """Sign the uploads written before the ledger had MACs (only on the user's word:

@@ -8,7 +8,8 @@ that notes an upload holds a lock file beside the database (``fcntl.flock``) for
 long as it runs, and the kernel lets go of it when the process ends, however it ends.
 A note whose lock file is there and free is a stopped process's; one without a lock
 file (an older drag, a file system without locks) is left to its own process, as
-before.  Lock files are named by a hash of the tag: nothing personal in a name."""
+before.  Lock files are named by a hash of the database's name and the tag: nothing
+personal in a name."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import secrets
 import threading
 from pathlib import Path
 
 FOLDER = ".drag-processes"
 
-_held: dict[Path, int] = {}  # this process's lock files, each open while it runs
+# This process's lock files, each open while it runs: [fd, how many stores hold it].
+_held: dict[Path, list[int]] = {}
 _guard = threading.Lock()
 
 
@@ -29,35 +32,42 @@ def folder(database: Path) -> Path:
     return database.parent / FOLDER
 
 
-def _path(where: Path, tag: str) -> Path:
-    return where / f"{hashlib.sha256(tag.encode('utf-8')).hexdigest()[:32]}.lock"
+def _path(database: Path, tag: str) -> Path:
+    name = hashlib.sha256(f"{database.name}|{tag}".encode()).hexdigest()[:32]
+    return folder(database) / f"{name}.lock"
 
 
-def hold(where: Path, tag: str) -> bool:
-    """Take this process's lock file, once, for the rest of its life (before its first
-    note).  False where it cannot be had: the note is then left to its own process
-    only, as a note of an older drag is."""
-    path = _path(where, tag)
+def hold(database: Path, tag: str) -> bool:
+    """Take this process's lock file for ``database``, for as long as a store of it
+    holds it (before its first note); the file appears already locked (made under
+    another name, locked, then moved into place).  False where it cannot be had: the
+    note is then left to its own process only, as a note of an older drag is."""
+    path = _path(database, tag)
     with _guard:
         if path in _held:
+            _held[path][1] += 1
             return True
+        part = path.with_name(f".{secrets.token_hex(8)}.part")
         fd = -1
         try:
-            where.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            part.replace(path)
         except OSError:
+            with contextlib.suppress(OSError):
+                part.unlink()
             if fd >= 0:
                 os.close(fd)
             return False
-        _held[path] = fd
+        _held[path] = [fd, 1]
         return True
 
 
-def released(where: Path, tag: str) -> bool:
+def released(database: Path, tag: str) -> bool:
     """Whether the process ``tag`` names held its lock file and no longer does (it has
     stopped).  False when it holds it, never had one, or this cannot be told."""
-    path = _path(where, tag)
+    path = _path(database, tag)
     if path in _held:
         return False
     try:
@@ -77,19 +87,24 @@ def released(where: Path, tag: str) -> bool:
         os.close(fd)
 
 
-def forget(where: Path, tag: str) -> None:
+def forget(database: Path, tag: str) -> None:
     """Remove a stopped process's lock file once its notes are recorded."""
     with contextlib.suppress(OSError):
-        _path(where, tag).unlink()
+        _path(database, tag).unlink()
 
 
-def let_go(where: Path, tag: str) -> None:
-    """This process's lock file, removed and let go (it has no note left)."""
-    path = _path(where, tag)
+def let_go(database: Path, tag: str) -> None:
+    """One store of this process no longer holds the lock file; the last one removes
+    it and lets go."""
+    path = _path(database, tag)
     with _guard:
-        fd = _held.pop(path, None)
-        if fd is None:
+        held = _held.get(path)
+        if held is None:
             return
+        held[1] -= 1
+        if held[1] > 0:
+            return
+        del _held[path]
         with contextlib.suppress(OSError):
             path.unlink()
-        os.close(fd)
+        os.close(held[0])

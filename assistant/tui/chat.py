@@ -544,6 +544,8 @@ class ChatScreen(DragScreen):
         )
         if result is not None and result.conversation_id is not None:
             app.runtime.resume(result.conversation_id)
+        elif result is None and app.served is not None:  # the status line says who answers
+            app.served = client.serving(app.base, app.flags)
         return result
 
     def show_result(self, turn: Turn, result: AskResult) -> None:
