@@ -1050,9 +1050,9 @@ def test_drag_chat_asks_a_running_server_and_its_placeholders_keep_their_meaning
     answered: list[int | None] = []
     real = native.answer
 
-    def counted(runtime: Session, call: native.AskCall, emit: Any) -> Any:
+    def counted(runtime: Session, call: native.AskCall, emit: Any, *more: Any) -> Any:
         answered.append(call.conversation)
-        return real(runtime, call, emit)
+        return real(runtime, call, emit, *more)
 
     monkeypatch.setattr(native, "answer", counted)
     lines = f"Is {OTHER_NAME} a friend of {NAME}?\nWhere does {NAME} work?\n"
@@ -1082,12 +1082,12 @@ def test_a_chat_that_goes_between_the_server_and_this_process_keeps_its_placehol
     real = native.answer
     turns: list[str] = []
 
-    def alternate(runtime: Session, call: native.AskCall, emit: Any) -> Any:
+    def alternate(runtime: Session, call: native.AskCall, emit: Any, *more: Any) -> Any:
         turns.append(call.question)
         if len(turns) % 2 == 0:
             emit({"error": {"kind": "review", "message": "this question needs your review"}})
             return None
-        return real(runtime, call, emit)
+        return real(runtime, call, emit, *more)
 
     monkeypatch.setattr(native, "answer", alternate)
     names = ["Charlotte Brennan", "William Ashworth", "Eleanor Whitcombe"]

@@ -8,8 +8,6 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import select
-import socket
 from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
@@ -82,13 +80,3 @@ def events(
                     yield data
     finally:
         connection.close()
-
-
-def peer_gone(sock: socket.socket) -> bool:
-    """Whether the client of a server's connection closed its end (its request is all
-    in: a readable socket with nothing to read is one closed)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True

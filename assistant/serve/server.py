@@ -15,6 +15,7 @@ import ipaddress
 import json
 import math
 import re
+import select
 import signal
 import threading
 import time
@@ -39,7 +40,6 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
-from assistant.net import loopback
 from assistant.serve import native, shapes, tokens, wire
 
 MAX_BODY = 4 * 1024 * 1024
@@ -235,6 +235,15 @@ class _Stream:
         self.event(None)
 
 
+def _client_gone(sock: Any) -> bool:
+    """Whether drag's own client (one request per connection, never a second one sent
+    on it) closed its end: once its request is read, a readable socket is one closed."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 def _error_of(exc: BaseException) -> tuple[int, dict[str, Any]]:
     """The HTTP status and OpenAI-shaped body for a failure (no traceback, no value)."""
     if isinstance(exc, proxy.NotSent):
@@ -403,7 +412,7 @@ class Handler(BaseHTTPRequestHandler):
                         self.server.session,
                         call,
                         emit,
-                        lambda: not loopback.peer_gone(self.connection),
+                        lambda: not _client_gone(self.connection),
                     )
                     stream.event(None)
                     # The teacher answered and the ledger could not record it (the error
