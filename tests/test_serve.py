@@ -603,6 +603,17 @@ def test_serve_refuses_another_address_without_allow_network() -> None:
     assert refused.returncode == 2 and "--allow-network" in one_line_error(refused)
 
 
+def serve_process(env: dict[str, str], *options: str) -> subprocess.Popen[str]:
+    """``drag serve OPTIONS`` in a process of its own, its output read as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "assistant", "serve", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
 def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.HostileTeacher) -> None:
     env = {
         **os.environ,
@@ -611,13 +622,7 @@ def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.Hostil
     }
     down = CliRunner().invoke(cli, ["serve", "--status"], env=env)
     assert down.exit_code == 1 and "no drag serve is running" in down.output
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "assistant", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    serve = serve_process(env, "--port", "0")
     try:
         assert serve.stdout is not None
         line = serve.stdout.readline()
@@ -692,14 +697,7 @@ def test_allow_network_listens_on_another_address_and_keeps_every_check(
     if address is None:
         pytest.skip("this machine has no address but loopback")
     env = {**os.environ, "DRAG_TEACHER_ENDPOINT": curious.url("echo"), "DRAG_TEACHER_MODEL": "x"}
-    command = ["serve", "--host", address, "--port", "0", "--allow-network"]
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "assistant", *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    serve = serve_process(env, "--host", address, "--port", "0", "--allow-network")
     try:
         assert serve.stdout is not None
         said = [serve.stdout.readline() for _ in range(2)]
@@ -721,13 +719,7 @@ def test_allow_network_listens_on_another_address_and_keeps_every_check(
 
 def start_serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     """``drag serve`` in a process of its own on a free port; returns it and its URL."""
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "assistant", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    serve = serve_process(env, "--port", "0")
     assert serve.stdout is not None
     line = serve.stdout.readline()
     assert "listening on http://127.0.0.1:" in line, serve.stderr.read() if serve.stderr else line

@@ -42,12 +42,19 @@ def _server() -> tuple[str, str] | None:
         return None
 
 
+def _travelling(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """The options given (not None), when each can travel with a question to the
+    server (wire.FLAGS); None: the question is worked in-process."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    return None if set(given) - wire.FLAGS else given
+
+
 def serving(settings: Settings, flags: dict[str, Any]) -> dict[str, Any] | None:
     """The running server's record (tokens.recorded) when it runs with ``settings``
     (wire.settings_key) and ``flags`` can travel, or None: the app then loads no model
     of its own until a question has to be worked in-process.  Read from the state
     file, nothing asked; the server checks the settings again with each question."""
-    if {k for k, v in flags.items() if v is not None} - wire.FLAGS:
+    if _travelling(flags) is None:
         return None
     record = tokens.recorded()
     if record is None or record["settings"] != wire.settings_key(settings):
@@ -70,15 +77,15 @@ def ask(
     `drag chat`'s so far (the answer's ``conversation_id`` says which it is in).
     ``review``: the terminal's review (None: no terminal; a question that needs one is
     worked in-process); ``always``: reviewed even when nothing was found (--review)."""
-    flags = {k: v for k, v in flags.items() if v is not None}  # the options not given
-    if set(flags) - wire.FLAGS:
+    sent = _travelling(flags)
+    if sent is None:
         return None
     server = _server()
     if server is None:
         return None
     body = {
         "question": question,
-        "flags": flags,
+        "flags": sent,
         "yes": yes,
         "settings": wire.settings_key(settings),
         "conversation": conversation,

@@ -119,10 +119,11 @@ class Store:
         """Record the uploads that a stopped drag process left noted, not recorded
         (:func:`journal.settle`); the key and a write lock are taken only when some
         note's process is gone."""
-        if not journal.any_gone(self.db, self._running):
-            return 0
         gone = {tag for tag in journal.owners(self.db) if not self._running(tag)}
-        settled = journal.settle(self.db, self.sealer.mac_key, self._running)
+        if not gone:
+            return 0
+        # A process found gone stays gone; one that notes meanwhile runs.
+        settled = journal.settle(self.db, self.sealer.mac_key, lambda tag: tag not in gone)
         for tag in gone - journal.owners(self.db):  # all its notes recorded
             lifelock.forget(self.path, tag)
         return settled

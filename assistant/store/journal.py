@@ -106,11 +106,6 @@ def owners(db: sqlite_utils.Database) -> set[str]:
     return {str(owner) for (owner,) in db.execute("SELECT owner FROM upload_journal")}
 
 
-def any_gone(db: sqlite_utils.Database, running: Callable[[str], bool]) -> bool:
-    """Whether a note's process is gone (read without the key or a write lock)."""
-    return any(not running(owner) for owner in owners(db))
-
-
 def _upload(note: dict[str, Any]) -> Upload:
     """The ledger row's upload for a note (ValueError, TypeError: not one drag wrote)."""
     redaction = json.loads(note["redaction"])
