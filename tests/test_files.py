@@ -5,7 +5,6 @@ in tests/test_files_integration.py."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -395,6 +394,19 @@ def test_the_benchmark_parts_are_fixed_halves_and_evidence_times_read_as_chat_ti
     assert evidence_times("N/A") == set()
 
 
+def test_the_benchmark_reads_each_budget_as_a_row_of_its_own() -> None:
+    from drag_bench.localdocs import _budgets, path_of
+
+    assert _budgets("400,0") == [400, 0]
+    for bad in ("400,x", "-1", "400,400"):
+        with pytest.raises(ValueError, match="--read-tokens"):
+            _budgets(bad)
+    item = {"method": "minirag"}
+    assert path_of(item) == "minirag"  # a run of before --read-tokens: whole passages
+    assert path_of({**item, "read_tokens": 0}) == "minirag, whole passages"
+    assert path_of({**item, "read_tokens": 400}) == "minirag, 400 tokens"
+
+
 def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_no() -> None:
     from assistant.drag import answer
 
@@ -406,61 +418,6 @@ def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_
         "[chats/a.txt, 2026-01-05 11:00]\nWolfgang: Kings Road.\n\n"
         "Question: Where is the noodle bar?"
     )
-
-
-def test_the_judge_is_asked_after_the_answers_own_prompt_so_the_two_share_it() -> None:
-    from assistant.drag import answer, filesjudge
-
-    answering = answer.build_files_messages("Where is the noodle bar?", [("a.txt", "Kings Road.")])
-    judging = filesjudge.messages(answering)
-    assert judging[0] == answering[0]
-    assert judging[1]["content"] == answering[1]["content"] + "\n\n" + filesjudge.ASK
-    assert answering[1]["content"].endswith("Question: Where is the noodle bar?")  # untouched
-
-
-def test_no_is_read_among_yes_and_no_in_either_spelling() -> None:
-    from assistant.drag import filesjudge
-
-    # Fake readings (natural log-probabilities of each spelling's first token).
-    even = {"yes": math.log(0.25), "Yes": math.log(0.25), "no": math.log(0.3), "No": math.log(0.2)}
-    assert filesjudge.no_logprob(even) == pytest.approx(math.log(0.5))
-    # Only the four choices count, whatever else the student might have written.
-    sure = {"yes": math.log(0.01), "Yes": math.log(0.01), "no": math.log(0.02), "No": -math.inf}
-    assert filesjudge.no_logprob(sure) == pytest.approx(math.log(0.5))
-    assert filesjudge.no_logprob({"yes": 0.0, "no": 0.0}) is None  # a spelling unread
-
-
-@pytest.mark.parametrize("odd", [math.nan, math.inf])
-def test_a_judges_reading_that_is_no_log_probability_answers_as_unread(odd: float) -> None:
-    """Issue 47, item 15: a NaN or +inf reading is unread, said so, valid JSON."""
-    import json
-
-    from assistant.drag import filesjudge
-
-    reading = {"yes": odd, "Yes": -1.0, "no": -0.5, "No": -math.inf}
-    judged = filesjudge.judge(reading)
-    assert judged.no is None and not judged.not_in_files
-    assert "no log-probability" in judged.error
-    json.dumps(judged.to_dict(), allow_nan=False)
-    assert filesjudge.judge({**reading, "yes": -1.0}).no is not None  # a -inf is read
-    assert "do not tell yes from no" in filesjudge.judge({"yes": 0.0, "no": 0.0}).error
-
-
-def test_the_reply_is_not_in_your_files_from_the_threshold_up_and_unread_answers() -> None:
-    from assistant.drag import filesjudge
-
-    at = filesjudge.NO_AT_LEAST
-    assert filesjudge.Judgement(at).not_in_files
-    assert filesjudge.Judgement(at + 0.5).not_in_files
-    assert not filesjudge.Judgement(at - 0.01).not_in_files
-    unread = filesjudge.Judgement(None, error="the student's first tokens do not tell yes from no")
-    assert not unread.not_in_files
-    assert unread.to_dict() == {
-        "p_no": None,
-        "p_no_at_least": round(math.exp(at), 4),
-        "not_in_files": False,
-        "error": "the student's first tokens do not tell yes from no",
-    }
 
 
 def test_a_file_has_one_name_in_the_index_however_its_path_was_typed(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import re
 import sqlite3
@@ -19,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from assistant.base import config
+from assistant.base.errors import Interrupted
 from assistant.cli import cli
 from assistant.core import localfiles, pipeline
 from assistant.core.session import Session
@@ -80,7 +80,7 @@ def uploads(db: Path) -> int:
 def test_a_folder_indexed_end_to_end_answers_from_it_with_sources_and_sends_nothing(
     notes: Path, socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The student's judgement of the passages has a test of its own (below).
+    # The check of the answer against the passages has a test of its own (below).
     env = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_FILES_ABSTAIN": "false"}
     out = run(env, "index", str(notes)).stdout
     assert "indexed 7 new and 0 changed file(s)" in out and "0 skipped" in out
@@ -101,13 +101,16 @@ def test_a_folder_indexed_end_to_end_answers_from_it_with_sources_and_sends_noth
     assert top["path"] == str(notes / "chats" / "20260105.txt")
     assert top["time"] == "2026-01-05 11:00"  # the chat's time, for the user to look up
     assert "Kings Road" in top["text"]
-    assert len(record["passages"]) == 2
+    # Of the two passages found, the one that holds the question's words is read.
+    assert len(record["passages"]) == 1
     # Nothing left the machine: no connection at all, no ledger entry.
     assert socket_guard.seen == [] and socket_guard.sent == b""
     assert uploads(Path(os.environ["DRAG_STORE_DATABASE"])) == 0
     plain = run(env, "ask", "--files", "--k", "2", "Where is the noodle bar?").stdout
     assert "Sources (your files, best first):" in plain
     assert f"  1. {notes / 'chats' / '20260105.txt'}, 2026-01-05 11:00" in plain
+    # Under it, the messages the student read.
+    assert "\n       WolfgangSchulz: Yes, at the noodle bar on Kings Road." in plain
     assert "Context: from your files (minirag); nothing sent" in plain
 
     # --forget takes a path as typed, relative to where the user is.
@@ -409,7 +412,7 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
     from tests.test_tui import wait_for
 
     monkeypatch.setenv("DRAG_STUDENT_MODEL", TEST_MODEL)
-    monkeypatch.setenv("DRAG_FILES_ABSTAIN", "false")  # the judge's badge: tested below
+    monkeypatch.setenv("DRAG_FILES_ABSTAIN", "false")  # the check's badge: tested below
     settings = config.load()
     app = DragApp(settings, warm=False)  # warming up would start the local teacher
     async with app.run_test(size=(140, 40)) as pilot:
@@ -441,9 +444,10 @@ async def test_the_app_answers_from_your_files_and_shows_the_sources(
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.query(Turn).last().result is not None, 180)
         turn = chat.query(Turn).last()
-        assert turn.note.startswith("■ from your files · 2 passages · nothing sent")
+        # The chat holds the question's words; mia.md, found by its embedding, none.
+        assert turn.note.startswith("■ from your files · 1 passage · nothing sent")
         shown = str(chat.query_one("#context-body", Static).render())
-    assert "Sources (your files, 2 passages, best first):" in shown
+    assert "Sources (your files, 1 passage, best first):" in shown
     assert f" 1. {notes / 'chats' / '20260105.txt'}, 2026-01-05 11:00" in shown
     assert "Kings Road" in shown
     assert socket_guard.seen == []
@@ -501,44 +505,65 @@ async def test_the_app_answers_a_question_while_it_is_indexing_files(
         )
 
 
-def test_the_student_judges_whether_the_passages_answer_before_it_answers(
+def test_the_answer_is_shown_once_the_messages_it_read_bear_it_out(
     notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from assistant.drag import answer, filesjudge
+    from assistant.drag import answer, filescut, filessupport
     from assistant.tui.chat import badge
 
     localfiles.index(runtime, [notes])
     question = "Where is the noodle bar?"
-    read = localfiles.ask_files(runtime, question, k=2, remember=False)
-    judged = read.provenance["judged"]
-    assert 0.0 < judged["p_no"] < 1.0 and "error" not in judged  # the real model's reading
-    assert judged["p_no"] >= 0.01  # so that its rounding (4 places) is well inside 0.1
-    assert read.prompt_versions["judge"] == filesjudge.PROMPT_VERSION
-    assert read.timings["judge"] > 0
-
-    # From the threshold up, the reply is "Your files do not say." and nothing is written.
-    monkeypatch.setattr(filesjudge, "NO_AT_LEAST", math.log(judged["p_no"]) - 0.1)
     said: list[str] = []
+    read = localfiles.ask_files(runtime, question, k=2, remember=False, on_text=said.append)
+    # Shown once, checked, not streamed: empty pieces while the student writes.
+    assert said[-1] == read.answer and set(said[:-1]) == {""}
+    assert len(said) - 1 == read.student["completion_tokens"]
+    assert read.prompt_versions["support"] == filessupport.CHECK_VERSION
+    assert set(read.provenance["support"]) >= {"found", "covered", "passage", "not_in_files"}
+    # What the student read: the messages with the question's words, as the sources show.
+    assert read.prompt_versions["cut"] == filescut.CUT_VERSION
+    [chat] = [p for p in read.passages if p.path.endswith("20260105.txt")]
+    assert "noodle bar on Kings Road" in chat.text
+    assert [p.rank for p in read.passages] == list(range(1, len(read.passages) + 1))
+
+    # Where the passages do not bear the answer out, the reply is "Your files do not say.",
+    # and the student's answer is kept in the record.
+    monkeypatch.setattr(filessupport, "COVERED_AT_LEAST", 1.01)  # no passage can reach it
+    said.clear()
     held = localfiles.ask_files(runtime, question, k=2, remember=False, on_text=said.append)
-    assert held.answer == answer.NOT_IN_FILES and said == [answer.NOT_IN_FILES]
-    assert held.provenance["judged"]["not_in_files"] and held.student == {}
-    assert "answer" not in held.timings and len(held.passages) == 2  # the user can look
-    assert badge(held) == "■ from your files · 2 passages, judged not to answer · nothing sent"
+    assert held.answer == answer.NOT_IN_FILES and [p for p in said if p] == [answer.NOT_IN_FILES]
+    assert held.provenance["support"]["not_in_files"]
+    assert held.provenance["support"]["unsupported"] and held.student["completion_tokens"] > 0
+    assert len(held.passages) == 1  # the chat: the one passage with the question's words
+    assert badge(held) == "■ from your files · 1 passage, the answer is not in them · nothing sent"
     env = {"DRAG_STUDENT_MODEL": TEST_MODEL}
     plain = run(env, "ask", "--files", "--k", "2", question).stdout
     assert plain.startswith(answer.NOT_IN_FILES)
     assert "Sources (your files, best first):" in plain  # what it read, for the user to check
-    assert "Context: from your files (minirag; judged not to answer); nothing sent" in plain
+    assert "Context: from your files (minirag; the answer is not in them); nothing sent" in plain
 
-    # Below it, the student answers; with files.abstain off, it is not asked at all.
-    monkeypatch.setattr(filesjudge, "NO_AT_LEAST", math.log(judged["p_no"]) + 0.1)
-    answered = localfiles.ask_files(runtime, question, k=2, remember=False)
-    assert answered.student["completion_tokens"] > 0
-    assert not answered.provenance["judged"]["not_in_files"]
-    with Session(runtime.settings.with_flags({"files.abstain": False})) as off:
-        unasked = localfiles.ask_files(off, question, k=2, remember=False)
-    assert "judged" not in unasked.provenance and "judge" not in unasked.timings
-    assert unasked.student["completion_tokens"] > 0
+    # A caller that stops (the app closed) stops the student at its first piece.
+    seen: list[str] = []
+
+    def closed(piece: str) -> None:
+        seen.append(piece)
+        raise Interrupted("the app was closed")
+
+    with pytest.raises(Interrupted):
+        localfiles.ask_files(runtime, question, k=2, remember=False, on_text=closed)
+    assert seen == [""]
+
+    # With files.abstain off the answer streams as it is written, unchecked; with
+    # files.read_tokens 0 the passages are read whole.
+    flags = {"files.abstain": False, "files.read_tokens": 0}
+    with Session(runtime.settings.with_flags(flags)) as off:
+        pieces: list[str] = []
+        whole = localfiles.ask_files(off, question, k=2, remember=False, on_text=pieces.append)
+    assert "support" not in whole.provenance and "cut" not in whole.prompt_versions
+    assert len(pieces) > 1 and whole.student["completion_tokens"] > 0
+    [chat] = [p for p in whole.passages if p.path.endswith("20260105.txt")]
+    assert chat.text.startswith("LiHua: Lunch on the 8th with you?")
+    assert filescut.GAP not in chat.text
 
     # A window too small for one passage with the reply: one line, not an answer from nothing.
     small = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_STUDENT_N_CTX": "512"}

@@ -540,6 +540,14 @@ def test_there_are_published_local_docs_results() -> None:
     assert "local-docs-report" in {f.name for f in LOCAL_DOCS}
 
 
+def _local_docs_row(item: dict[str, Any]) -> str:
+    """The summary's row of an item: its method, and with --read-tokens how much it read."""
+    read = item.get("read_tokens")
+    if read is None:
+        return str(item["method"])
+    return f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
+
+
 @pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
 def test_the_local_docs_summary_is_recounted_from_its_items(folder: Path) -> None:
     """Every cell of ``drag bench local-docs``'s summary, counted again from the items
@@ -549,8 +557,12 @@ def test_the_local_docs_summary_is_recounted_from_its_items(folder: Path) -> Non
     items = [json.loads(line) for line in lines if line.strip()]
     assert len({r["question"] for r in items}) == summary["questions"]
     for method, data in summary["results"].items():
-        mine = [r for r in items if r["method"] == method]
+        mine = [r for r in items if _local_docs_row(r) == method]
         assert len(mine) == summary["questions"]
+        if "answerable_held_back" in data:
+            answerable = [r for r in mine if r["type"] != "Null"]
+            held = sum(r["abstained"] for r in answerable)
+            assert data["answerable_held_back"] == round(100 * held / len(answerable), 1)
         for kind, row in data["by_type"].items():
             part = [r for r in mine if kind == "all" or r["type"] == kind]
             n = len(part)
@@ -635,13 +647,11 @@ def test_what_the_files_judge_held_back_is_as_the_docs_say() -> None:
     assert "With vector RAG it held back 15 (5 unanswerable; 5 of the 10 answerable" in docs
 
 
-def test_the_files_judge_threshold_is_the_one_the_tune_half_chose() -> None:
-    """The stored choice is what its script makes of the stored readings, and the product's
-    constant is that choice."""
+def test_the_files_judge_threshold_was_the_one_the_tune_half_chose() -> None:
+    """The stored choice is what its script makes of the stored readings, and the docs'
+    threshold is that choice (the judge was the product's until issue 51)."""
     import subprocess
     import sys
-
-    from assistant.drag import filesjudge
 
     folder = RESULTS / "local-docs-judge-tune"
     made = subprocess.run(
@@ -654,9 +664,63 @@ def test_the_files_judge_threshold_is_the_one_the_tune_half_chose() -> None:
     chosen = re.search(
         r"chosen: ln P\(no\) >= (-[\d.]+) .* right: 63 of 105 \(without the judge: 54\)", made
     )
-    assert chosen is not None and float(chosen.group(1)) == filesjudge.NO_AT_LEAST
+    assert chosen is not None and float(chosen.group(1)) == -1.274
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    at = f"{math.exp(-1.274):.2f}"
+    assert f'"no" among yes and no (both spellings, from the first step) is at least {at}' in docs
     assert "  0.830  the judge's ln P(no)" in made
     assert "| 63 | 10/14 | 11/91 | 1  <- chosen" in made
+
+
+def test_the_files_support_thresholds_are_the_ones_the_tune_half_chose() -> None:
+    """The stored choice is what its script makes of the stored readings (the product's
+    check read again from the texts the student read), the product's constants are that
+    choice, and the docs' figures of the budgets are the readings'."""
+    import subprocess
+    import sys
+
+    from assistant.base.config import FilesSettings
+    from assistant.drag import filessupport
+
+    folder = RESULTS / "local-docs-support-tune"
+    made = subprocess.run(
+        [sys.executable, str(folder / "choose.py"), str(folder / "tune-500.jsonl")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert made == (folder / "choose.txt").read_text("utf-8")
+    chosen = made.splitlines()[-1]
+    assert chosen.startswith("chosen, right answers held back at most 4 of 91: ")
+    at = f"found_at {filessupport.FOUND_AT_LEAST}, covered_at {filessupport.COVERED_AT_LEAST}: "
+    assert at + "60 right, 8 of 14 Null caught, 12 answerable held back (0 of them" in chosen
+    assert FilesSettings().read_tokens == 500
+    rows = {
+        budget: [json.loads(ln) for ln in (folder / name).read_text("utf-8").splitlines()]
+        for budget, name in (
+            (400, "tune-400.jsonl"),
+            (500, "tune-500.jsonl"),
+            (600, "tune-600-first36.jsonl"),
+        )
+    }
+    whole = {
+        (r := json.loads(ln))["question"]: r
+        for ln in (RESULTS / "local-docs-judge-tune" / "tune.jsonl").read_text("utf-8").splitlines()
+    }
+    assert [len(rows[b]) for b in (400, 500, 600)] == [105, 105, 36]
+    right = {b: sum(r["right"] for r in rows[b]) for b in rows}
+    p50 = {b: statistics.median(r["seconds"] for r in rows[b]) for b in rows}
+    first = [r["question"] for r in rows[600]]
+    on_first = {b: sum(r["right"] for r in rows[b] if r["question"] in first) for b in rows}
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    said = (
+        f"read whole, {sum(r['right'] for r in whole.values())} of the 105 were right "
+        f"({statistics.median(r['s_answer'] for r in whole.values()):.1f} s at the median); "
+        f"cut to 400 tokens, {right[400]} ({p50[400]:.1f} s); to 500, {right[500]} "
+        f"({p50[500]:.1f} s). On the first 36, 600 tokens gave {on_first[600]} right "
+        f"({p50[600]:.1f} s), 500 gave {on_first[500]}"
+    )
+    assert said in docs, said
 
 
 def test_the_lihua_privacy_table_is_the_stored_summary() -> None:

@@ -319,11 +319,20 @@ class FilesSettings:
         default=True,
         metadata={"help": "names of people, firms and places in your files are personal"},
     )
+    read_tokens: int = field(
+        default=500,
+        metadata={
+            "help": "tokens of your files the student reads: the messages that carry the "
+            "question's words, and their neighbours (0: the passages whole)",
+            "min": 0,
+            "max": 100_000,
+        },
+    )
     abstain: bool = field(
         default=True,
         metadata={
-            "help": 'reply "Your files do not say." when the student judges the passages do '
-            "not answer"
+            "help": 'reply "Your files do not say." when the passages read do not bear the '
+            "student's answer out (the answer is shown once checked, not streamed)"
         },
     )
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from assistant.base import errors
+from assistant.base import errors, safetext
 from assistant.cli.common import (
     echo,
     flags,
@@ -43,7 +43,7 @@ def _source_line(result: Any) -> str:
     if result.source == "teacher":
         return f"Context: from the teacher now (ledger uploads {uploads})"
     if result.source == "files":
-        unread = "; judged not to answer" if result.held_back else ""
+        unread = "; the answer is not in them" if result.held_back else ""
         return f"Context: from your files ({p.get('method', '')}{unread}); nothing sent"
     return "Context: none (the student alone); nothing sent"
 
@@ -52,7 +52,10 @@ def _format_result(result: Any, streamed: bool) -> str:
     lines = [] if streamed else [result.answer]
     if result.passages:
         lines += ["", "Sources (your files, best first):"]
-        lines += [f"{p.rank:>3}. {p.label}" for p in result.passages]
+        cut = "cut" in result.prompt_versions  # the messages read, where not whole
+        for p in result.passages:
+            lines.append(f"{p.rank:>3}. {p.label}")
+            lines += [f"       {safetext.one_line(m)}" for m in p.text.splitlines() if cut]
     used_e, used_t = result.used_evidence, result.used_triples
     if used_e:
         lines += [
@@ -94,7 +97,7 @@ def _format_result(result: Any, streamed: bool) -> str:
             f"teacher: {len(te['calls'])} calls, "
             f"{te['prompt_tokens']}+{te['completion_tokens']} tokens"
         )
-    if s:  # nothing when the student judged the files not to answer
+    if s:  # nothing when the student wrote nothing
         summary.append(
             f"student: {s['completion_tokens']} tokens at {s['tokens_per_second']:.1f} tok/s"
             f" ({'GPU' if s['gpu_offload'] else 'CPU'})"

@@ -9,14 +9,15 @@ the names it learns make the detector stricter (:meth:`Session.personal_names`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from assistant.base.config import FilesMethod
-from assistant.base.errors import ConfigError, InputError, ModelError
+from assistant.base.errors import ConfigError, InputError
 from assistant.core.pipeline import remember_answer, timed, validate_question
 from assistant.core.results import AskResult, ScoredPassage, student_record
 from assistant.core.session import Session
-from assistant.drag import answer, filesindex, filesjudge
+from assistant.drag import answer, filescut, filesindex, filessupport
 from assistant.files import readers
 from assistant.privacy.entities import EntityReader, learnt_as_written, lower_words, personal
 from assistant.privacy.guard import LinkHold, withhold_links
@@ -134,13 +135,17 @@ def ask_files(
     *,
     k: int | None = None,
     method: FilesMethod | None = None,
+    read_tokens: int | None = None,
     on_text: Callable[[str], None] | None = None,
     remember: bool = True,
 ) -> AskResult:
-    """Answer ``question`` from the user's indexed files alone; nothing is sent."""
+    """Answer ``question`` from the user's indexed files alone; nothing is sent.
+    ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys."""
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
+    if read_tokens is not None and read_tokens < 0:
+        raise InputError(f"the tokens of your files to read must be 0 or more, not {read_tokens}")
     with runtime.local:
         if not stored.count(runtime.store.db):
             raise ConfigError("no files are indexed yet: add some with drag index PATH")
@@ -154,6 +159,23 @@ def ask_files(
     result.provenance = {"uploads": [], "method": method or f.method}
     runtime.status("the student is answering…")
     s = runtime.settings.student
+    read = f.read_tokens if read_tokens is None else read_tokens
+    if read:
+        # The messages that carry the question's words, within the budget: the student
+        # reads less, and the part that answers (:mod:`filescut`).
+        with timed(result.timings, "cut"):
+            cuts = filescut.cut(
+                question,
+                [p.text for p in result.passages],
+                runtime.files_index().weight,
+                runtime.student.count_tokens,
+                read,
+            )
+        result.passages = [
+            replace(result.passages[c.index], rank=n, text=c.text)
+            for n, c in enumerate(cuts, start=1)
+        ]
+        result.prompt_versions["cut"] = filescut.CUT_VERSION
     # The passages that fit the student's window with its reply, best first.
     budget = s.n_ctx - s.max_tokens - 64
     while True:
@@ -170,46 +192,47 @@ def ask_files(
             f"{s.n_ctx}, of which student.max_tokens {s.max_tokens} for the reply): "
             "raise student.n_ctx or lower student.max_tokens"
         )
-    judged = _judge(runtime, messages, result) if f.abstain else None
-    if judged is not None and judged.not_in_files:
-        result.answer = answer.NOT_IN_FILES  # and the student writes nothing else
+    # The student read the files: a link it writes that carries a name they taught is
+    # withheld, in the stream as in the answer (an indexed e-mail could ask for one, and
+    # a click would send the name).  With the check on, the answer is shown once it is
+    # borne out by the passages (or "Your files do not say." in its place), not streamed.
+    # While it is written, ``on_text`` then gets empty pieces: a caller that stops on its
+    # own (the app closed, Ctrl+C) stops the student there, as when it streams.
+    protected = _learnt_values(runtime)
+    streamed = on_text if not f.abstain else None
+    held = LinkHold(streamed, lambda: protected, source="your files") if streamed else None
+    pieces: Callable[[str], None] | None = held
+    if on_text is not None and f.abstain:
+        pieces = lambda _piece: on_text("")  # noqa: E731
+    with timed(result.timings, "answer"):
+        gen = runtime.student.chat(
+            messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=pieces
+        )
+    if held is not None:
+        held.flush()
+    result.answer = withhold_links(gen.text.strip(), protected, source="your files")
+    result.student = student_record(runtime.student, gen)
+    if f.abstain:
+        _check(runtime, result)
         if on_text is not None:
             on_text(result.answer)
-    else:
-        # The student read the files: a link it writes that carries a name they taught
-        # is withheld, in the stream as in the answer (an indexed e-mail could ask for
-        # one, and a click would send the name).
-        protected = _learnt_values(runtime)
-        held = LinkHold(on_text, lambda: protected, source="your files") if on_text else None
-        with timed(result.timings, "answer"):
-            gen = runtime.student.chat(
-                messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=held
-            )
-        if held is not None:
-            held.flush()
-        result.answer = withhold_links(gen.text.strip(), protected, source="your files")
-        result.student = student_record(runtime.student, gen)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result
 
 
-def _judge(
-    runtime: Session, messages: list[dict[str, str]], result: AskResult
-) -> filesjudge.Judgement:
-    """Whether the student reads the passages as answering (:mod:`filesjudge`), kept in
-    ``result``.  A model that cannot be read this way answers as it would, and the
-    record says why."""
-    result.prompt_versions["judge"] = filesjudge.PROMPT_VERSION
-    with timed(result.timings, "judge"):
-        try:
-            probe = runtime.student.probe(
-                filesjudge.messages(messages), max_tokens=1, choices=filesjudge.CHOICES
-            )
-        except ModelError as exc:
-            judged = filesjudge.Judgement(None, error=str(exc))
-        else:
-            judged = filesjudge.judge(probe.choice_logprobs)
-    result.provenance["judged"] = judged.to_dict()
-    if judged.error:
-        result.warnings.append(f"the student could not judge the passages ({judged.error})")
-    return judged
+def _check(runtime: Session, result: AskResult) -> None:
+    """Whether the passages read bear the answer out (:mod:`filessupport`); where they do
+    not, the reply is "Your files do not say." and the student's answer is kept in the
+    record, with what the check found."""
+    result.prompt_versions["support"] = filessupport.CHECK_VERSION
+    with timed(result.timings, "support"):
+        support = filessupport.check(
+            result.question,
+            result.answer,
+            [(p.text, p.time) for p in result.passages],
+            runtime.files_index().weight,
+        )
+    result.provenance["support"] = support.to_dict()
+    if support.not_in_files and result.answer != answer.NOT_IN_FILES:
+        result.provenance["support"]["unsupported"] = result.answer
+        result.answer = answer.NOT_IN_FILES

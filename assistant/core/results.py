@@ -98,9 +98,11 @@ class AskResult:
 
     @property
     def held_back(self) -> bool:
-        """Whether the student judged the passages of the user's files not to answer
-        (:mod:`assistant.drag.filesjudge`): the reply is then "Your files do not say."."""
-        return bool((self.provenance.get("judged") or {}).get("not_in_files"))
+        """Whether the passages of the user's files did not bear the student's answer out
+        (:mod:`assistant.drag.filessupport`; in a record of before issue 51, the student
+        judged they did not answer): the reply is then "Your files do not say."."""
+        p = self.provenance
+        return bool((p.get("support") or p.get("judged") or {}).get("not_in_files"))
 
     @property
     def used_evidence(self) -> list[ScoredEvidence]:

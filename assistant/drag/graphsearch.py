@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from assistant.base.textform import Date, dates_in
-from assistant.drag.querywords import STOPWORDS, ngrams
+from assistant.drag.querywords import keywords, ngrams
 from assistant.drag.ranking import Embedder
 from assistant.privacy.entities import Named, common_word, lower_words, name_key
 from assistant.store import corpus
@@ -63,13 +63,6 @@ HOP = 0.5
 TYPE_BOOST = 1.5
 RRF_K = 3
 DATE_WEIGHT = 10.0  # a chunk of the day the question names: above any name's paths
-
-
-_WORD = re.compile(r"[^\W_]+")
-
-
-def _words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.casefold()) if w not in STOPWORDS]
 
 
 _ANSWER_TYPES: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
@@ -161,7 +154,7 @@ class GraphIndex:
                     self.by_word[word].append(row)
         lengths = np.zeros(n_chunks - first_chunk, dtype=np.float32)
         for row in range(first_chunk, n_chunks):
-            counts = Counter(_words(loaded.chunk_texts[row]))
+            counts = Counter(keywords(loaded.chunk_texts[row]))
             lengths[row - first_chunk] = sum(counts.values())
             for word, times in counts.items():
                 self.postings[word].append((row, times))
@@ -216,15 +209,21 @@ class GraphIndex:
                     take(int(names[best]), float(line[best]))
         return found
 
+    def weight(self, word: str) -> float:
+        """How rare ``word`` (a :func:`keywords` word) is among the chunks: BM25's
+        inverse document frequency; a word no chunk holds weighs the most."""
+        held = len(self.postings.get(word, ()))
+        n = len(self.lengths)
+        return math.log(1 + (n - held + 0.5) / (held + 0.5))
+
     def keyword_scores(self, question: str) -> dict[int, float]:
         """BM25 (k1 = 1.2, b = 0.75) of each chunk holding a word of the question."""
-        n = len(self.lengths)
         scores: dict[int, float] = defaultdict(float)
-        for word in set(_words(question)):
+        for word in set(keywords(question)):
             posting = self.postings.get(word)
             if not posting:
                 continue
-            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            idf = self.weight(word)
             for row, times in posting:
                 norm = 1.2 * (0.25 + 0.75 * self.lengths[row] / self.mean_length)
                 scores[row] += idf * times * 2.2 / (times + norm)

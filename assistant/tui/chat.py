@@ -50,8 +50,9 @@ def badge(result: AskResult) -> str:
         calls = len(result.teacher.get("calls", []))
         return f"▲ teacher · {calls} calls · uploads {uploads}{used}"
     if result.source == "files":
-        unread = ", judged not to answer" if result.held_back else ""
-        return f"■ from your files · {len(result.passages)} passages{unread} · nothing sent"
+        unread = ", the answer is not in them" if result.held_back else ""
+        read = len(result.passages)
+        return f"■ from your files · {read} passage{'s' * (read != 1)}{unread} · nothing sent"
     return "● student only · nothing sent"
 
 
@@ -68,7 +69,8 @@ def context_text(result: AskResult) -> str:
             "",
         ]
     if result.passages:
-        lines.append(f"Sources (your files, {len(result.passages)} passages, best first):")
+        read = len(result.passages)
+        lines.append(f"Sources (your files, {read} passage{'s' * (read != 1)}, best first):")
         for p in result.passages:
             lines += [f"{p.rank:>2}. {p.label}", *(f"    {t}" for t in p.text.splitlines()), ""]
     if result.gate:

@@ -6,12 +6,14 @@ against plain vector RAG over the same chunks, with the same student, in one run
 
 It indexes ``--docs`` into a database of its own under ``--out`` (an unchanged file is
 not indexed twice, so a second run reuses the index), then asks each question of the
-CSV (``Question, Gold Answer, Evidence, Type``) once per method through the product's
-own path (:func:`assistant.core.localfiles.ask_files`; nothing is sent).  It writes
+CSV (``Question, Gold Answer, Evidence, Type``) once per method and reading budget
+(``--read-tokens``: the messages that carry the question's words within that many of the
+student's tokens, 0 the passages whole) through the product's own path
+(:func:`assistant.core.localfiles.ask_files`; nothing is sent).  It writes
 
 - ``local-docs-items.jsonl``: question, type, gold, method, reply, sources, whether the
-  gold's evidence chats were among them, the student's judgement of the passages
-  (:mod:`assistant.drag.filesjudge`), seconds, the verdict;
+  gold's evidence chats were among them, the check of the answer against the passages
+  read (:mod:`assistant.drag.filessupport`), seconds, the verdict;
 - ``local-docs-summary.json`` and ``summary.md``: accuracy and error rate per type and
   method, retrieval recall of the evidence chats, index time and size against the raw
   text and the embeddings, answer latency p50/p90.
@@ -34,6 +36,7 @@ from assistant.base import config
 from assistant.base.errors import DragError
 from assistant.core import localfiles
 from assistant.core.session import Session
+from assistant.drag import answer
 from assistant.store import files as stored
 from assistant.store.index import DIM
 from drag_bench import arguments, split_choices
@@ -71,11 +74,20 @@ def evidence_times(evidence: str) -> set[str]:
     return out
 
 
-def _done(path: Path) -> set[tuple[str, str]]:
+def path_of(item: dict[str, Any]) -> str:
+    """The row an item counts in: its method, and how much of the passages it read (a run
+    of before ``--read-tokens`` read them whole, and is named by its method alone)."""
+    read = item.get("read_tokens")
+    if read is None:
+        return str(item["method"])
+    return f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
+
+
+def _done(path: Path) -> set[str]:
     if not path.exists():
         return set()
     with path.open(encoding="utf-8") as handle:
-        return {(r["question"], r["method"]) for r in map(json.loads, handle) if "method" in r}
+        return {r["question"] + "\0" + path_of(r) for r in map(json.loads, handle)}
 
 
 def raw_sizes(docs: Path) -> int:
@@ -104,6 +116,7 @@ def run(args: Any) -> dict[str, Any]:
         "part": args.part,
         "k": args.k,
         "methods": args.methods,
+        "read_tokens": args.read_tokens,
     }
     with Session(settings) as rt:
         report = localfiles.index(rt, [args.docs])
@@ -130,15 +143,17 @@ def run(args: Any) -> dict[str, Any]:
             file=sys.stderr,
         )
         with items_path.open("a", encoding="utf-8") as handle:
+            paths = [(m, r) for m in args.methods for r in args.read_tokens]
             for number, q in enumerate(questions, start=1):
-                for method in args.methods:
-                    if (q["Question"], method) in done:
+                for method, read in paths:
+                    item = {"question": q["Question"], "method": method, "read_tokens": read}
+                    if q["Question"] + "\0" + path_of(item) in done:
                         continue
-                    item = _ask(rt, q, method, args.docs)
+                    item = _ask(rt, q, method, read, args.docs)
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
-                        f"[{number}/{len(questions)}] {method}: "
+                        f"[{number}/{len(questions)}] {path_of(item)}: "
                         f"{'right' if item['right'] else 'wrong'} ({item['seconds']:.1f} s)",
                         file=sys.stderr,
                         flush=True,
@@ -152,7 +167,7 @@ def run(args: Any) -> dict[str, Any]:
     fresh.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in every), "utf-8")
     fresh.replace(items_path)
     items = [r for r in every if r["question"] in asked]
-    summary.update(summarise(items, args.methods))
+    summary.update(summarise(items))
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(render(summary) + "\n", encoding="utf-8")
     return summary
@@ -166,14 +181,35 @@ def _relative(path: str, docs: Path) -> str:
         return path
 
 
-def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, Any]:
+def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> dict[str, Any]:
+    # Each answer starts from the same state, as a user's next question would: the fixed
+    # system prompt read, nothing of another question (llama.cpp would otherwise reuse
+    # the prompt another row of the same question has just read).
+    rt.student.forget()
+    rt.student.prime(answer.FILES_SYSTEM)
     started = time.perf_counter()
     try:
-        result = localfiles.ask_files(rt, q["Question"], method=method, remember=False)  # type: ignore[arg-type]
+        result = localfiles.ask_files(
+            rt,
+            q["Question"],
+            method=method,  # type: ignore[arg-type]
+            read_tokens=read,
+            remember=False,
+        )
         reply, passages, error = result.answer, result.passages, ""
-        p_no, held = (result.provenance.get("judged") or {}).get("p_no"), result.held_back
+        support, held = result.provenance.get("support"), result.held_back
+        parts = {k: v for k, v in result.timings.items() if k != "total"}
+        tokens = result.student.get("prompt_tokens")
     except DragError as exc:
-        reply, passages, error, p_no, held = "", [], str(exc), None, False
+        reply, passages, error, support, held, parts, tokens = (
+            "",
+            [],
+            str(exc),
+            None,
+            False,
+            {},
+            None,
+        )
     seconds = time.perf_counter() - started
     verdict = score(reply, q["Gold Answer"], q["Type"])
     wanted = evidence_times(q["Evidence"])
@@ -184,17 +220,20 @@ def _ask(rt: Session, q: dict[str, str], method: str, docs: Path) -> dict[str, A
         "gold": q["Gold Answer"],
         "evidence": q["Evidence"],
         "method": method,
+        "read_tokens": read,
         "reply": reply,
         "sources": [
             {"path": _relative(p.path, docs), "time": p.time, "score": p.score} for p in passages
         ],
-        # How likely the student read "no, they do not answer" (None: not asked), and
-        # whether that made the reply "Your files do not say.".
-        "p_no": p_no,
-        "judged_not_in_files": held,
+        # What the check of the answer against the passages read found (None: not
+        # checked), and whether that made the reply "Your files do not say.".
+        "support": support,
+        "held_back": held,
         "evidence_found": len(wanted & found),
         "evidence_wanted": len(wanted),
         "seconds": round(seconds, 3),
+        "timings": parts,  # the product's own: search, cut, answer, check
+        "prompt_tokens": tokens,
         "right": verdict.right,
         "abstained": verdict.abstained,
         "error": verdict.error and not error,  # a failure claims nothing
@@ -216,10 +255,10 @@ def rescore(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def summarise(items: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+def summarise(items: list[dict[str, Any]]) -> dict[str, Any]:
     table: dict[str, Any] = {}
-    for method in methods:
-        mine = [r for r in items if r["method"] == method]
+    for method in dict.fromkeys(path_of(r) for r in items):
+        mine = [r for r in items if path_of(r) == method]
         rows: dict[str, Any] = {}
         for kind in (*TYPES, "all"):
             part = [r for r in mine if kind == "all" or r["type"] == kind]
@@ -236,8 +275,13 @@ def summarise(items: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]
                 else None,
             }
         seconds = [r["seconds"] for r in mine]
+        answerable = [r for r in mine if r["type"] != "Null"]
         table[method] = {
             "by_type": rows,
+            # Questions with an answer in the files whose reply said they do not tell.
+            "answerable_held_back": round(
+                100 * sum(r["abstained"] for r in answerable) / max(1, len(answerable)), 1
+            ),
             "seconds_p50": round(percentile(seconds, 0.5), 2),
             "seconds_p90": round(percentile(seconds, 0.9), 2),
         }
@@ -267,10 +311,11 @@ def render(summary: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "| method | answer s p50 | answer s p90 |",
-        "|---|---:|---:|",
+        "| method | answerable held back % | answer s p50 | answer s p90 |",
+        "|---|---:|---:|---:|",
         *(
-            f"| {m} | {d['seconds_p50']:.2f} | {d['seconds_p90']:.2f} |"
+            f"| {m} | {d['answerable_held_back']:.1f} | {d['seconds_p50']:.2f} | "
+            f"{d['seconds_p90']:.2f} |"
             for m, d in summary["results"].items()
         ),
         "",
@@ -282,6 +327,16 @@ def render(summary: dict[str, Any]) -> str:
         f"(target: at most {(3 * ix['raw_bytes'] + ix['embedding_bytes']) / mb:.2f} MB).",
     ]
     return "\n".join(lines)
+
+
+def _budgets(text: str) -> list[int]:
+    try:
+        budgets = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--read-tokens {text}: whole numbers, comma-separated") from None
+    if any(b < 0 for b in budgets) or len(set(budgets)) != len(budgets):
+        raise ValueError(f"--read-tokens {text}: each 0 or more, none twice")
+    return budgets
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,12 +352,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="first N questions (0: all)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--k", type=int, default=5, help="passages per answer")
+    parser.add_argument(
+        "--read-tokens",
+        default="500",
+        help="the student's tokens of passages, comma-separated (each a row; 0: whole)",
+    )
     parser.add_argument("--student", default="", help="student model (default: the settings')")
     parser.add_argument("--max-tokens", type=int, default=96, help="longest reply")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
         args.methods = split_choices(args.methods, METHODS, "method")
+        args.read_tokens = _budgets(args.read_tokens)
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)

@@ -1,0 +1,129 @@
+"""Whether the passages the student read hold its answer: a "not in your files" that is
+earned.
+
+The student answers first; then the answer is checked against what it read, and the
+reply is "Your files do not say." when the passages do not bear it out:
+
+- **the answer's own words** (those the question does not already say) are looked for in
+  each passage read; the passage that holds most of them is the one the answer comes
+  from.  When it holds fewer than :data:`FOUND_AT_LEAST` of them, the student wrote
+  something the files do not say;
+- **the question's words** must be in that passage too, each weighed by how rare it is in
+  the files (:meth:`assistant.drag.graphsearch.GraphIndex.weight`): an answer read from a
+  chat about something else ("the Thai spot" of another evening) covers less than
+  :data:`COVERED_AT_LEAST` of the question's weight;
+- **a day the question names** (``on 20260609``, "June 9, 2026") must be that passage's
+  day, or a day it writes.
+
+A reply the student wrote as "not in the files" stands as it is.  Nothing here asks the
+student anything: the check reads words, so it costs no time worth measuring.  The two
+thresholds were chosen on the tune half of LiHuaWorld's dev questions (the answerable
+ones held back at most 5 %); the figures are reported on the other half
+(docs/benchmarks.md, "Your own files").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assistant.base.textform import Date, dates_in
+from assistant.drag.filescut import question_weights, stems
+from assistant.drag.querywords import wordset
+
+CHECK_VERSION = "files-support-v1"
+FOUND_AT_LEAST = 0.25
+COVERED_AT_LEAST = 0.2
+# Words an answer uses to talk about the files, or to say yes or no, not to say what
+# the files say.
+NOT_THE_ANSWERS = wordset(
+    """excerpt excerpts file files message messages chat chats mention mentioned mentions
+    say says said specific specifically provided given information detail details based
+    according also yes no"""
+)
+
+
+_YES_OR_NO = re.compile(r"(?i)\s*(?:yes|no)\b")
+# The words of a day as an answer writes it ("2026-02-09", "20260209", "February 9,
+# 2026", "9th of Feb"): looked for as a day, not as words.
+_DAYS = re.compile(
+    r"(?i)\b\d{4}-\d\d-\d\d\b|\b\d{8}\b|\b\d{1,2}(?:st|nd|rd|th)?\b|\b\d{4}\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b"
+)
+
+
+def day_of(time: str) -> Date | None:
+    """A passage's time (``2026-06-09 19:00``) as a day."""
+    head = time[:10]
+    if len(head) == 10 and head[4] == "-" and head[7] == "-" and head.replace("-", "").isdigit():
+        return (int(head[:4]) % 100, int(head[5:7]), int(head[8:10]))
+    return None
+
+
+@dataclass(frozen=True)
+class Support:
+    """What the check found (``AskResult.provenance["support"]``)."""
+
+    said: int  # the answer's own words (not the question's)
+    found: float  # the share of them in the passage the answer comes from
+    covered: float  # the share of the question's weight in that passage
+    day: bool | None  # that passage is of the day the question names; None: it names none
+    passage: int  # that passage's place among those read, from 1; 0: none read
+
+    @property
+    def not_in_files(self) -> bool:
+        if not self.passage or self.day is False:
+            return True
+        if self.said and self.found < FOUND_AT_LEAST:
+            return True
+        return self.covered < COVERED_AT_LEAST
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "said": self.said,
+            "found": round(self.found, 3),
+            "covered": round(self.covered, 3),
+            "day": self.day,
+            "passage": self.passage,
+            "not_in_files": self.not_in_files,
+        }
+
+
+def check(
+    question: str,
+    reply: str,
+    read: Sequence[tuple[str, str]],
+    weight: Callable[[str], float],
+) -> Support:
+    """``read``: (text, time) of each passage the student read, in the order it read
+    them; ``weight``: how much a word of the files weighs."""
+    asked = question_weights(question, weight)
+    # A yes or a no says nothing more than the question: it is judged by the question's
+    # words alone.  A day the answer names is found in a passage of that day, or one
+    # that writes it.
+    yes_or_no = bool(_YES_OR_NO.match(reply))
+    named = set() if yes_or_no else dates_in(reply, compact=True)
+    said = set() if yes_or_no else stems(_DAYS.sub(" ", reply) if named else reply)
+    said = said - asked.keys() - NOT_THE_ANSWERS
+    total = sum(asked.values())
+    days = dates_in(question, compact=True)
+    best: tuple[float, float, int] = (-1.0, -1.0, 0)
+    for place, (text, time) in enumerate(read, start=1):
+        held = stems(text)
+        on_day = bool(named) and (
+            day_of(time) in named or bool(dates_in(text, compact=True) & named)
+        )
+        words = len(said) + bool(named)
+        found = (len(said & held) + on_day) / words if words else 1.0
+        covered = sum(w for s, w in asked.items() if s in held) / total if total else 1.0
+        best = max(best, (found, covered, -place))
+    found, covered, place = best[0], best[1], -best[2]
+    if not place:
+        return Support(len(said) + bool(named), 0.0, 0.0, None, 0)
+    day: bool | None = None
+    if days:
+        text, time = read[place - 1]
+        day = day_of(time) in days or bool(dates_in(text, compact=True) & days)
+    return Support(len(said) + bool(named), found, covered, day, place)
