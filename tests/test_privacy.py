@@ -102,6 +102,8 @@ def test_detects_the_papers_example(detector: Detector) -> None:
         ("Ping +44 7700 900123 about the flat", "+44 7700 900123", "PHONE_NUMBER"),
         ("Is +61 491 570 156 still yours?", "+61 491 570 156", "PHONE_NUMBER"),
         ("1. +44  7700 900123 and +1.2345678901", "+44  7700 900123", "PHONE_NUMBER"),
+        # A count after a + number is no part of it (the matcher alone keeps none).
+        ("+44 7700 900123 5 times a day", "+44 7700 900123", "PHONE_NUMBER"),
         # Names after a label, with letters beyond ASCII.
         ("Name:    Iva D. Grusová", "Iva D. Grusová", "PERSON"),
         ("Directed By:    Leena O Sasi", "Leena O Sasi", "PERSON"),

@@ -4,6 +4,7 @@ package (never a download), and e-mail validation on tldextract's bundled suffix
 from __future__ import annotations
 
 import importlib.util
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,12 @@ def offline_email_recognizer() -> Any:
     return OfflineEmailRecognizer()
 
 
+# A + and digit groups split by spaces, dots or dashes, on one line (at most 8 groups,
+# each of at most 6 digits: each run is tried a group shorter at a time).
+_PLUS_RUN = re.compile(r"(?<![\w+])\+\d{1,6}(?:[ .-]\d{1,6}){1,7}(?!\w)")
+_GROUP = re.compile(r"\d+")
+
+
 def international_phone_recognizer() -> Any:
     """Numbers written with their ``+`` country code whose length fits that country
     (libphonenumber's matcher, leniency "possible"), valid or not: Presidio's
@@ -76,6 +83,22 @@ def international_phone_recognizer() -> Any:
             for match in phonenumbers.PhoneNumberMatcher(text, None, leniency=leniency):
                 if phonenumbers.is_possible_number_with_reason(match.number) == possible:
                     found.append(RecognizerResult("PHONE_NUMBER", match.start, match.end, 0.6))
+            # A number followed by another ("ring +44 7700 900123 3 times") reads as one
+            # number too long for its country, and the matcher keeps none of it: the
+            # longest run of its groups that fits is the number.
+            for run in _PLUS_RUN.finditer(text):
+                if any(f.start < run.end() and run.start() < f.end for f in found):
+                    continue
+                groups = list(_GROUP.finditer(run.group()))
+                for last in range(len(groups) - 1, 0, -1):
+                    end = run.start() + groups[last].end()
+                    try:
+                        number = phonenumbers.parse(text[run.start() : end], None)
+                    except phonenumbers.NumberParseException:
+                        continue
+                    if phonenumbers.is_possible_number_with_reason(number) == possible:
+                        found.append(RecognizerResult("PHONE_NUMBER", run.start(), end, 0.6))
+                        break
             return found
 
     return InternationalPhoneRecognizer(
