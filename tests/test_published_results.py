@@ -647,20 +647,25 @@ def test_what_the_files_judge_held_back_is_as_the_docs_say() -> None:
     assert "With vector RAG it held back 15 (5 unanswerable; 5 of the 10 answerable" in docs
 
 
-def test_the_files_judge_threshold_was_the_one_the_tune_half_chose() -> None:
-    """The stored choice is what its script makes of the stored readings, and the docs'
-    threshold is that choice (the judge was the product's until issue 51)."""
+def _chosen_again(folder: Path, readings: str) -> str:
+    """What ``folder``'s choose.py makes of its stored readings now: the stored choice."""
     import subprocess
     import sys
 
-    folder = RESULTS / "local-docs-judge-tune"
     made = subprocess.run(
-        [sys.executable, str(folder / "choose.py"), str(folder / "tune.jsonl")],
+        [sys.executable, str(folder / "choose.py"), str(folder / readings)],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     assert made == (folder / "choose.txt").read_text("utf-8")
+    return made
+
+
+def test_the_files_judge_threshold_was_the_one_the_tune_half_chose() -> None:
+    """The stored choice is what its script makes of the stored readings, and the docs'
+    threshold is that choice (the judge was the product's until issue 51)."""
+    made = _chosen_again(RESULTS / "local-docs-judge-tune", "tune.jsonl")
     chosen = re.search(
         r"chosen: ln P\(no\) >= (-[\d.]+) .* right: 63 of 105 \(without the judge: 54\)", made
     )
@@ -676,20 +681,11 @@ def test_the_files_support_thresholds_are_the_ones_the_tune_half_chose() -> None
     """The stored choice is what its script makes of the stored readings (the product's
     check read again from the texts the student read), the product's constants are that
     choice, and the docs' figures of the budgets are the readings'."""
-    import subprocess
-    import sys
-
     from assistant.base.config import FilesSettings
     from assistant.drag import filessupport
 
     folder = RESULTS / "local-docs-support-tune"
-    made = subprocess.run(
-        [sys.executable, str(folder / "choose.py"), str(folder / "tune-500.jsonl")],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert made == (folder / "choose.txt").read_text("utf-8")
+    made = _chosen_again(folder, "tune-500.jsonl")
     chosen = made.splitlines()[-1]
     assert chosen.startswith("chosen, right answers held back at most 4 of 91: ")
     at = f"found_at {filessupport.FOUND_AT_LEAST}, covered_at {filessupport.COVERED_AT_LEAST}: "
