@@ -719,6 +719,39 @@ def test_the_files_support_thresholds_are_the_ones_the_tune_half_chose() -> None
     assert said in docs, said
 
 
+def test_the_local_docs_report_read_is_as_the_docs_say() -> None:
+    """Issue 51's report half: the paired counts of the budget against whole passages and
+    of the two methods, the time ratio, and the held-back answers the scorer would have
+    counted right (scored from the answer kept under ``support.unsupported``)."""
+    from drag_bench.localdocs.scoring import score
+
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in _local_docs("local-docs-report-read"):
+        rows.setdefault(_local_docs_row(r), {})[r["question"]] = r
+
+    def paired(a: str, b: str) -> tuple[str, str]:
+        only_a = sum(rows[a][q]["right"] and not rows[b][q]["right"] for q in rows[a])
+        only_b = sum(rows[b][q]["right"] and not rows[a][q]["right"] for q in rows[a])
+        return f"{only_a} times, {only_b}", f"{_mcnemar(only_a, only_b):.3f}"
+
+    cut, whole, vector = "minirag, 500 tokens", "minirag, whole passages", "vector, 500 tokens"
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    (counts, p) = paired(cut, whole)
+    assert counts == "3 times, 9" and f"the whole passages alone 9 (exact McNemar p = {p})" in docs
+    (counts, p) = paired(cut, vector)
+    assert counts == "12 times, 5" and f"right 12 times, vector alone 5 (p = {p})" in docs
+    p50 = {m: statistics.median(r["seconds"] for r in rows[m].values()) for m in (cut, whole)}
+    assert f"(a ratio of {p50[cut] / p50[whole]:.2f}; target 8 s)" in docs
+    held = {}
+    for method in (cut, "vector, 500 tokens"):
+        back = [r for r in rows[method].values() if r["held_back"] and r["type"] != "Null"]
+        assert all(r["reply"] == "Your files do not say." for r in back)
+        would = sum(score(r["support"]["unsupported"], r["gold"], r["type"]).right for r in back)
+        held[method] = (len(back), would)
+    assert held == {cut: (2, 2), "vector, 500 tokens": (7, 3)}
+    assert "With vector RAG 7 (8.6 %), 3 of them right." in docs
+
+
 def test_the_lihua_privacy_table_is_the_stored_summary() -> None:
     summary = json.loads(
         (RESULTS / "privacy-lihua" / "learnt-192" / "privacy-summary.json").read_text("utf-8")
