@@ -621,6 +621,27 @@ def test_restore_tolerates_mangled_placeholders(mangled: str) -> None:
     assert vault.restore(f"Ask {mangled} later.") == "Ask Amelia Thompson later."
 
 
+def test_a_merged_vault_keeps_both_writers_values_and_moves_the_clashing_one() -> None:
+    """Two writers of one conversation gave <PERSON_1> to two people: the stored one keeps
+    it, ours moves to a number neither used, with its name's parts; new values go past."""
+    stored = Vault()
+    stored.placeholder("PERSON", "Brendan Okafor")
+    stored.placeholder("PERSON", "Dana Kowalski")
+    stored.placeholder("EMAIL_ADDRESS", "b@okafor.example")
+    ours = Vault()
+    assert ours.placeholder("PERSON", "Amelia Thompson") == "<PERSON_1>"
+    assert ours.placeholder("PERSON", "Thompson") == "<PERSON_1>"  # her surname alone
+    assert ours.merge(stored.dump()) == 1
+    assert ours.restore("<PERSON_1>, <PERSON_2>, <PERSON_3>") == (
+        "Brendan Okafor, Dana Kowalski, Amelia Thompson"
+    )
+    assert ours.placeholder("PERSON", "Thompson") == "<PERSON_3>"
+    assert ours.placeholder("PERSON", "Brendan Okafor") == "<PERSON_1>"
+    assert ours.placeholder("EMAIL_ADDRESS", "b@okafor.example") == "<EMAIL_ADDRESS_1>"
+    assert ours.placeholder("PERSON", "Chidi Eze") == "<PERSON_4>"
+    assert ours.merge(ours.dump()) == 0 and ours.merge(None) == 0
+
+
 def test_restore_leaves_unknown_and_plain_words() -> None:
     vault = Vault()
     vault.placeholder("PERSON", "Amelia Thompson")

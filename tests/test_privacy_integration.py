@@ -195,3 +195,36 @@ def test_a_value_kept_at_review_is_the_only_one_that_leaves(
     cached += [str(r[0]) for r in db.execute("SELECT text FROM cache_evidence")]
     assert ssn in cached[0] and all(v not in " ".join(cached) for v in VALUES if v != ssn)
     runtime.close()
+
+
+def test_two_windows_on_one_conversation_keep_each_others_placeholders() -> None:
+    """Two processes answer in one conversation (the app and ``drag serve``, two
+    windows): each stores the conversation's placeholders merged with what the other
+    stored, never only its own, and a value both protected stays protected under its
+    own placeholder."""
+    from assistant.base import config
+
+    with (
+        Session(config.load()) as first,
+        Session(config.load()) as second,
+        Session(config.load()) as third,
+    ):
+        talk = first.store.new_conversation(title="shared")
+        first.store.save_vault(talk, first.vault.dump())
+        first.resume(talk)
+        second.resume(talk)
+        # Both questions in flight at once: each gave its name the first number.
+        amelia = first.sanitize("Email Amelia Thompson about the rota.", rewrite=False)
+        brendan = second.sanitize("Call Brendan Okafor about the rota.", rewrite=False)
+        assert "<PERSON_1>" in amelia.text and "<PERSON_1>" in brendan.text
+        first.keep_vault()
+        second.keep_vault()
+        third.resume(talk)
+        assert third.vault.restore("<PERSON_1>") == "Amelia Thompson"
+        assert third.vault.restore("<PERSON_2>") == "Brendan Okafor"
+        assert second.vault.restore("<PERSON_2>") == "Brendan Okafor"
+        assert "<PERSON_3>" in second.sanitize("Ask Chidi Eze too.", rewrite=False).text
+        second.keep_vault()
+        # The first window catches up before it reads its next question.
+        again = first.sanitize("Did Chidi Eze answer Brendan Okafor?", rewrite=False)
+        assert again.text == "Did <PERSON_3> answer <PERSON_2>?"

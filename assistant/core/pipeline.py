@@ -592,7 +592,7 @@ def remember_answer(runtime: Session, result: AskResult) -> AskResult:
             uploads=list(result.provenance.get("uploads") or []),
             record=result.to_dict(),
         )
-        store.save_vault(runtime.conversation_id, runtime.vault.dump())
+        runtime.keep_vault()
         result.conversation_id = runtime.conversation_id
     except DragError as exc:  # the answer is shown all the same
         result.warnings.append(f"not saved to the history: {exc}")

@@ -334,6 +334,27 @@ class Session:
         self.__dict__["_vault"] = vault
         self.conversation_id = conversation_id
 
+    def catch_up(self) -> None:
+        """Take in the placeholders another writer of this conversation stored since it
+        was read (another window, ``drag serve``): a value it protects keeps its
+        placeholder here, and a new one gets a number no one has used."""
+        if self.conversation_id is not None:
+            with self.local:
+                self.vault.merge(self.store.load_vault(self.conversation_id))
+
+    def keep_vault(self) -> None:
+        """Store this conversation's placeholders, merged with what was stored meanwhile."""
+        conversation, vault = self.conversation_id, self.vault
+        if conversation is None:
+            return
+
+        def merged(stored: dict[str, Any] | None) -> dict[str, Any]:
+            vault.merge(stored)
+            return vault.dump()
+
+        with self.local:
+            self.store.update_vault(conversation, merged)
+
     @_Part
     def reader(self) -> SpanReader:
         """The local model as a second reader (privacy.reader): its own llama.cpp context
@@ -396,6 +417,7 @@ class Session:
         how = p.rewrite if rewrite else "never"
         self.status("checking the question for personal data…")
         self.refresh_learnt()
+        self.catch_up()
         return sanitize(
             question,
             scanner=self.detector,

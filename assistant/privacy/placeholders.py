@@ -469,6 +469,38 @@ class Vault:
             "counters": dict(self._counters),
         }
 
+    def merge(self, data: dict[str, Any] | None) -> int:
+        """Take in what another writer of the same conversation stored (another window,
+        the resident server): its placeholders join these, each counter goes past both.
+        Where one placeholder stands for two values (two questions of one conversation
+        in flight at once), the stored value keeps it and ours gets a new one: both stay
+        protected.  Returns how many such clashes there were."""
+        if not data:
+            return 0
+        other = Vault(tag_of=self.tag_of)
+        other.load(data)
+        moved: list[tuple[str, tuple[str, str]]] = []
+        ours = dict(self._by_value)  # a name's parts too ("Thompson" for Amelia Thompson)
+        for ph, held in other._values.items():
+            mine = self._values.get(ph)
+            if mine is not None and normalise(mine[1]) != normalise(held[1]):
+                moved.append((ph, mine))
+            self._values[ph] = held
+        for key, ph in other._by_value.items():
+            self._by_value.setdefault(key, ph)
+        for ph in self._values:
+            tag, number = ph[1:-1].rsplit("_", 1)
+            self._counters[tag] = max(self._counters.get(tag, 0), int(number))
+        for old, (entity, value) in moved:
+            tag = old[1:-1].rsplit("_", 1)[0]
+            self._counters[tag] += 1
+            new = f"<{tag}_{self._counters[tag]}>"
+            self._values[new] = (entity, value)
+            for key, ph in ours.items():
+                if ph == old:
+                    self._by_value[key] = new
+        return len(moved)
+
     def load(self, data: dict[str, Any]) -> None:
         """Take over a mapping made by :meth:`dump` (a resumed conversation)."""
         values = data.get("values")

@@ -13,7 +13,7 @@ import contextlib
 import datetime as dt
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,11 +196,22 @@ class Store:
         return int(cursor.lastrowid or 0)
 
     def save_vault(self, conversation_id: int, vault: dict[str, Any]) -> None:
-        sealed = self.sealer.seal(json.dumps(vault, ensure_ascii=False), "conversations.vault")
+        self.update_vault(conversation_id, lambda _stored: vault)
+
+    def update_vault(
+        self,
+        conversation_id: int,
+        merge: Callable[[dict[str, Any] | None], dict[str, Any]],
+    ) -> None:
+        """Write ``merge(the stored vault)`` in one write transaction: a conversation
+        another process (a second window, ``drag serve``) wrote to meanwhile keeps its
+        placeholders, never only the last writer's."""
         with db.transaction(self.db):
+            stored = self.load_vault(conversation_id)
+            text = json.dumps(merge(stored), ensure_ascii=False)
             self.db.execute(
                 "UPDATE conversations SET vault = ?, updated = ? WHERE id = ?",
-                [sealed, ledger.now(), conversation_id],
+                [self.sealer.seal(text, "conversations.vault"), ledger.now(), conversation_id],
             )
 
     def load_vault(self, conversation_id: int) -> dict[str, Any] | None:
