@@ -533,6 +533,41 @@ def test_a_note_of_another_host_is_settled_once_its_process_lets_go_of_its_lock(
     assert store.verify_ledger().ok
 
 
+def test_a_lock_file_left_by_a_process_killed_with_no_note_goes_at_the_next_settling(
+    store: Store,
+) -> None:
+    """A process killed after its last note was recorded leaves its lock file: the next
+    settling removes it, and keeps a running process's and another database's."""
+    tags = {n: f"another-host|its-boot|pid:[4026531836]|{n}:1" for n in ("runs", "killed")}
+    beside = store.path.with_name("another.db")
+    held = [(store.path, tags["runs"]), (store.path, tags["killed"]), (beside, tags["killed"])]
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(database), tag],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for database, tag in held
+    ]
+    try:
+        for holder in holders:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        for holder in holders[1:]:
+            holder.kill()
+            holder.wait(60)
+        where = lifelock.folder(store.path)
+        names = [lifelock._path(database, tag).name for database, tag in held]
+        assert sorted(p.name for p in where.iterdir()) == sorted(names)
+        assert store.settle_uploads() == 0
+        assert sorted(p.name for p in where.iterdir()) == sorted([names[0], names[2]])
+        assert not lifelock.released(store.path, tags["runs"])
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait(60)
+
+
 def test_this_processs_lock_file_is_held_while_it_has_a_note_and_let_go_after(
     store: Store,
 ) -> None:

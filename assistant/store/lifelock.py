@@ -8,8 +8,10 @@ that notes an upload holds a lock file beside the database (``fcntl.flock``) for
 long as it runs, and the kernel lets go of it when the process ends, however it ends.
 A note whose lock file is there and free is a stopped process's; one without a lock
 file (an older drag, a file system without locks) is left to its own process, as
-before.  Lock files are named by a hash of the database's name and the tag: nothing
-personal in a name."""
+before.  Lock files are named by a hash of the database's name and the tag, and hold a
+hash of the database's name: nothing personal in either.  A process killed after its
+last note was recorded leaves its lock file behind: the next settling removes it
+(:func:`sweep`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import hashlib
 import os
 import secrets
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 FOLDER = ".drag-processes"
@@ -30,6 +33,11 @@ _guard = threading.Lock()
 
 def folder(database: Path) -> Path:
     return database.parent / FOLDER
+
+
+def _owner(database: Path) -> bytes:
+    """What a lock file of ``database`` holds (several databases may share a folder)."""
+    return hashlib.sha256(f"drag-lock|{database.name}".encode()).hexdigest()[:32].encode()
 
 
 def _path(database: Path, tag: str) -> Path:
@@ -53,6 +61,7 @@ def hold(database: Path, tag: str) -> bool:
             path.parent.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, _owner(database))
             part.replace(path)
         except OSError:
             with contextlib.suppress(OSError):
@@ -108,3 +117,39 @@ def let_go(database: Path, tag: str) -> None:
         with contextlib.suppress(OSError):
             path.unlink()
         os.close(held[0])
+
+
+def sweep(database: Path, noted: Iterable[str]) -> int:
+    """Remove the lock files of ``database`` that no process holds and whose process
+    left no note (``noted``: the tags with notes): those of processes killed after their
+    last note was recorded, and a piece of one killed before it was put in place.  A
+    held file (its process runs), a stopped process's with notes (still to be settled)
+    and a file of another database or of an older drag are kept.  Returns how many went."""
+    keep = {_path(database, tag).name for tag in noted}
+    with _guard:
+        keep |= {path.name for path in _held}
+    try:
+        found = [p for p in folder(database).iterdir() if p.suffix in (".lock", ".part")]
+    except OSError:
+        return 0
+    gone = 0
+    for path in found:
+        if path.name in keep:
+            continue
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.read(fd, 64) != _owner(database):
+                continue
+            if os.fstat(fd).st_ino != path.stat().st_ino:
+                continue  # removed and made again meanwhile
+            path.unlink()
+            gone += 1
+        except OSError:  # held (its process runs), or gone meanwhile
+            continue
+        finally:
+            os.close(fd)
+    return gone
