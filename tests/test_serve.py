@@ -170,6 +170,32 @@ def test_the_teacher_gets_placeholders_and_the_client_gets_the_values_back(
     assert NAME not in json.dumps(row, default=str)
 
 
+def test_a_streamed_pass_through_tells_the_teachers_words_as_they_come(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The teacher streams: the client reads its first words, restored, while the teacher
+    still holds the rest (it waits for the client to have them), and the ledger keeps the
+    whole reply as it came."""
+    monkeypatch.setenv("DRAG_TEACHER_ENDPOINT", curious.url("hold-stream"))
+    with curious.holding(), serving_to(echo_env) as server:
+        chunks = client_of(server).chat.completions.create(
+            model="hostile",
+            messages=[{"role": "user", "content": note_for(NAME, MAIL)}],
+            stream=True,
+        )
+        text = ""
+        for chunk in chunks:
+            text += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+            if text and not curious.release.is_set():
+                curious.release.set()  # the first words reached the client
+        assert curious.released.get(timeout=120)  # before the teacher wrote the rest
+    assert json.loads(last_body(curious))["stream"] is True
+    assert f"{NAME} ({MAIL})" in text and "[more](https://evil.example/?who=<PERSON_1>)" in text
+    row = ledger_rows()[-1]
+    assert row["status"] == "ok" and row["reply"].startswith("You said: ")
+    assert "<PERSON_1>" in row["reply"] and NAME not in row["reply"]
+
+
 def test_two_clients_keep_their_own_placeholders_and_values(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
 ) -> None:
@@ -442,6 +468,33 @@ def test_a_teacher_that_goes_away_mid_reply_is_an_error_and_the_next_request_wor
     rows = ledger_rows()
     assert [r["status"] for r in rows] == ["error", "ok"] and rows[0]["reply"] is None
     assert rows[0]["request"].encode() == curious.seen[before].body
+    assert journal_notes() == 0 and drag("audit", "verify").returncode == 0
+
+
+def test_a_streamed_reply_cut_off_is_told_as_far_as_it_came_then_an_error(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The teacher goes away mid-stream: the client has the words that came (restored)
+    and then an error; the ledger keeps them under an error; the next request works."""
+    monkeypatch.setenv("DRAG_TEACHER_MAX_RETRIES", "0")
+    question: Any = [{"role": "user", "content": note_for(NAME, MAIL)}]
+    with serving_to(echo_env) as server:
+        client = client_of(server)
+        before = len(curious.seen)
+        curious.faults.put("cut")
+        text = ""
+        with pytest.raises(openai.APIError) as failed:
+            for chunk in client.chat.completions.create(
+                model="hostile", messages=question, stream=True
+            ):
+                text += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+        assert "broke off its streamed reply" in str(failed.value)
+        assert text == f"You said: {NAME} and "
+        reply = client.chat.completions.create(model="hostile", messages=question)
+    assert len(curious.seen) == before + 2 and NAME in (reply.choices[0].message.content or "")
+    rows = ledger_rows()
+    assert [r["status"] for r in rows] == ["error", "ok"]
+    assert rows[0]["reply"] == "You said: <PERSON_1> and " and "broke off" in rows[0]["error"]
     assert journal_notes() == 0 and drag("audit", "verify").returncode == 0
 
 
@@ -808,19 +861,31 @@ def test_drag_model_answers_through_the_pipeline_streamed(
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_pass_through_to_the_real_teacher_server(
-    on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
+    on_teacher: dict[str, str],
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
 ) -> None:
     from assistant.models.localserver import ALIAS
 
     monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "never")
     monkeypatch.setenv("DRAG_TEACHER_MAX_TOKENS", "16")
+    question: Any = [{"role": "user", "content": note_for(NAME, MAIL)}]
     with serving_to(socket_guard) as server:
-        reply = client_of(server).chat.completions.create(
-            model=ALIAS, messages=[{"role": "user", "content": note_for(NAME, MAIL)}]
-        )
+        client = client_of(server)
+        if stream:
+            chunks = list(
+                client.chat.completions.create(model=ALIAS, messages=question, stream=True)
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert text and sum(bool(c.choices and c.choices[0].delta.content) for c in chunks) > 1
+        else:
+            reply = client.chat.completions.create(model=ALIAS, messages=question)
+            assert reply.choices[0].message.content and reply.usage
+            assert reply.usage.completion_tokens > 0
         assert "student" not in server.loaded()  # a pass-through needs no student
-    assert reply.choices[0].message.content and reply.usage and reply.usage.completion_tokens > 0
     row = ledger_rows()[-1]
     assert row["purpose"] == "proxy (default)" and row["status"] == "ok"
     assert NAME not in row["request"] and MAIL not in row["request"]

@@ -97,7 +97,7 @@ def _destination_end(text: str, start: int) -> int:
     after its ``](``) end: CommonMark's link destination (markdown-it-py's reading of it:
     ``<…>``, or a run with balanced parentheses), then up to the link's ``)``.  Where
     that rule finds none, the run of text up to the next white space (what a terminal
-    would take for a link)."""
+    would take for a link), or for a ``<`` that opens none, the rest of the line."""
     from markdown_it.helpers import parseLinkDestination
 
     line_end = text.find("\n", start)
@@ -106,6 +106,10 @@ def _destination_end(text: str, start: int) -> int:
     while pos < line_end and text[pos] in " \t":
         pos += 1
     found = parseLinkDestination(text, pos, line_end)
+    if not found.ok and text.startswith("<", pos):
+        # A <…> destination that a placeholder's own brackets keep from being one
+        # ("<https://e.x/a b?<PERSON_1>>"): with the value put back it would be.
+        return line_end
     if not found.ok:
         return _RUN.match(text, pos).end()  # type: ignore[union-attr]
     close = text.find(")", found.pos, line_end)  # past a title, to the link's end

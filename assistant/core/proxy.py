@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from assistant.base.errors import InputError, PrivacyError, one_line
+from assistant.base.errors import InputError, PrivacyError, TeacherError, one_line
 from assistant.core import drafts, pipeline
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.net import egress
+from assistant.privacy.guard import RestoreHold
 from assistant.privacy.review import Review, approved, needs_review
 from assistant.privacy.sanitize import Sanitized
 
@@ -265,8 +266,15 @@ def sanitize_all(runtime: Session, call: ChatCall, client: str) -> list[Sanitize
     return [approved(s, policy, lambda _s: passed) for s in found]
 
 
-def forward(runtime: Session, call: ChatCall, client: str) -> Forwarded:
-    """Send ``call`` to the configured teacher, sanitized; the reply restored.
+def forward(
+    runtime: Session,
+    call: ChatCall,
+    client: str,
+    on_text: Callable[[str], None] | None = None,
+) -> Forwarded:
+    """Send ``call`` to the configured teacher, sanitized; the reply restored.  With
+    ``on_text``, the teacher's reply is streamed and each piece told restored as it
+    comes (:class:`RestoreHold`: never inside a link, never half a placeholder).
 
     Raises NotSent (kept as a draft) when the privacy layer keeps it here, TeacherError
     when the teacher fails (the ledger has the row), InputError for a bad request."""
@@ -296,11 +304,21 @@ def forward(runtime: Session, call: ChatCall, client: str) -> Forwarded:
             protected=tuple(vault.values()),
             public=tuple(hints),
             prompt_version=PURPOSE,
+            stream=on_text is not None,
         )
+        held = RestoreHold(on_text, vault.restore) if on_text is not None else None
         try:
-            reply = teacher.complete(request)
+            reply = teacher.complete(request, held)
         except PrivacyError as exc:  # the guard's verdict on the exact bytes
             raise _refused(call, exc, client, False) from None
+        except TeacherError as exc:  # broken off: what came is told, restored
+            if held is not None:
+                held.flush()
+            if exc.reply:
+                exc.reply = vault.restore(exc.reply)
+            raise
+        if held is not None:
+            held.flush()
         # Never inside a link's target: the teacher saw only placeholders, and a link
         # that asks for one gets it back as a placeholder (Vault.restore).
         restored = vault.restore(reply.text)
@@ -345,8 +363,3 @@ def answer(
             )
         except PrivacyError as exc:
             raise _refused(call, exc, client, isinstance(exc, ReviewNeeded)) from None
-
-
-def pieces(text: str, size: int = 64) -> Sequence[str]:
-    """A whole reply in the pieces a stream sends (never splitting a character)."""
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]

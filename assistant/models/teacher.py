@@ -146,7 +146,7 @@ class Teacher:
             prompt_version=getattr(request, "prompt_version", ""),
             request=sent.body,
             reply=reply.text if reply else None,
-            status="ok" if reply else "error",
+            status="ok" if reply and not sent.error else "error",  # a stream cut: its part
             error=sent.error,
             redaction=dict(self.redaction),
             prompt_tokens=reply.prompt_tokens if reply else 0,
@@ -155,7 +155,11 @@ class Teacher:
             attempts=sent.attempts,
         )
 
-    def complete(self, request: egress.ChatRequest) -> egress.ChatReply:
+    def complete(
+        self, request: egress.ChatRequest, on_text: Callable[[str], None] | None = None
+    ) -> egress.ChatReply:
+        """Send ``request`` (noted first, recorded after); a streamed one tells ``on_text``
+        each piece of the reply as it arrives."""
         recorded: list[int] = []
         failed: list[str] = []
         noted: list[int] = []
@@ -179,6 +183,7 @@ class Teacher:
                 self.guard,
                 record=record if self.ledger else None,
                 before=before if self.ledger and self.journal else None,
+                on_text=on_text,
             )
         if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
             raise TeacherError("the teacher gave an unexpected reply type")

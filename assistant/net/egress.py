@@ -20,6 +20,7 @@ or dripping reply is an error, not a hang.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import importlib
 import json
@@ -93,6 +94,9 @@ class ChatRequest:
     max_tokens: int
     temperature: float = 0.0
     response_format: dict[str, Any] | None = None
+    # The reply read as it is written (server-sent events), each piece told to send()'s
+    # ``on_text``; its usage asked for at the end (OpenAI's stream_options).
+    stream: bool = False
     # For the guard only, never sent: values that must not leave, our own prompt texts
     # (format strings: their literal parts are ours), and text already public (the teacher's).
     protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -111,6 +115,9 @@ class ChatRequest:
         }
         if self.response_format is not None:
             body["response_format"] = self.response_format
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         return body
 
     def payload_bytes(self) -> bytes:
@@ -343,6 +350,7 @@ def send(
     *,
     record: Recorder | None = None,
     before: Callable[[bytes], None] | None = None,
+    on_text: Callable[[str], None] | None = None,
 ) -> ChatReply | ModelsReply:
     """Send one request to the teacher.  The only function that opens a connection.
 
@@ -350,7 +358,9 @@ def send(
     ``before`` is given the exact body once it has passed the guard and before it
     reaches the socket (the ledger's note of an upload under way; if it raises, nothing
     is sent); ``record`` hears of every send that wrote a body, with the exact bytes,
-    the reply or the error: the upload ledger.
+    the reply or the error: the upload ledger.  A streamed request (``ChatRequest.stream``)
+    tells ``on_text`` each piece of the reply as it arrives; if it breaks off, what had
+    arrived is kept with the error (TeacherError.reply, and the ledger's row).
     """
     if guard is None:
         raise GuardBlocked("no privacy guard is in place; nothing was sent")
@@ -363,10 +373,12 @@ def send(
     reply: ChatReply | ModelsReply | None = None
     error: str | None = None
     try:
-        reply = _send(client, endpoint, request)
+        reply = _send(client, endpoint, request, on_text)
         return reply
     except TeacherError as exc:
         error = str(exc)
+        if exc.reply and isinstance(request, ChatRequest):  # the part that arrived
+            reply = ChatReply(exc.reply, None, request.model, 0, 0, 0.0)
         raise
     finally:
         _in_flight.reset(token)
@@ -384,7 +396,10 @@ def send(
 
 
 def _send(
-    client: openai.OpenAI, endpoint: Endpoint, request: ChatRequest | ModelsRequest
+    client: openai.OpenAI,
+    endpoint: Endpoint,
+    request: ChatRequest | ModelsRequest,
+    on_text: Callable[[str], None] | None = None,
 ) -> ChatReply | ModelsReply:
     import openai
 
@@ -399,6 +414,8 @@ def _send(
                 seconds=time.perf_counter() - started,
             )
         completion = client.chat.completions.create(**request.payload())
+        if request.stream:
+            return _streamed(completion, endpoint, request, on_text, started)
     except openai.APIConnectionError as exc:
         ours = exc.__cause__
         if isinstance(ours, GuardBlocked | TeacherError):  # raised in one of our hooks
@@ -444,6 +461,65 @@ def _send(
         completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
         seconds=seconds,
         deadline=deadline,
+    )
+
+
+def _streamed(
+    chunks: Any,
+    endpoint: Endpoint,
+    request: ChatRequest,
+    on_text: Callable[[str], None] | None,
+    started: float,
+) -> ChatReply:
+    """Read a streamed reply (the client's chunks), telling ``on_text`` each piece of
+    text as it comes.  Each field is read as what it must be; a stream that breaks off
+    is a TeacherError that keeps what had arrived."""
+    import openai
+
+    http = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+    text: list[str] = []
+    finish: str | None = None
+    model, used = request.model, (0, 0)
+    try:
+        for chunk in chunks:
+            named = getattr(chunk, "model", None)
+            if isinstance(named, str) and named:
+                model = named
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
+                used = (
+                    _count(getattr(usage, "prompt_tokens", 0)),
+                    _count(getattr(usage, "completion_tokens", 0)),
+                )
+            choices = getattr(chunk, "choices", None)
+            if not isinstance(choices, list) or not choices:
+                continue
+            ended = getattr(choices[0], "finish_reason", None)
+            finish = ended if isinstance(ended, str) else finish
+            piece = getattr(getattr(choices[0], "delta", None), "content", None)
+            if isinstance(piece, str) and piece:
+                text.append(piece)
+                if on_text is not None:
+                    on_text(piece)
+    except TeacherError as exc:  # the size cap or the deadline (_capped_stream)
+        raise TeacherError(str(exc), reply="".join(text)) from None
+    except (openai.OpenAIError, http.HTTPError, ValueError) as exc:
+        raise TeacherError(
+            f"the teacher at {endpoint.base_url} broke off its streamed reply "
+            f"({type(exc).__name__}: {one_line(str(exc), 120)}); what it had sent is kept",
+            reply="".join(text),
+        ) from None
+    finally:
+        with contextlib.suppress(Exception):
+            chunks.close()
+    return ChatReply(
+        text="".join(text),
+        finish_reason=finish,
+        model=model,
+        prompt_tokens=used[0],
+        completion_tokens=used[1],
+        seconds=time.perf_counter() - started,
+        deadline=time.monotonic() + endpoint.timeout,
     )
 
 

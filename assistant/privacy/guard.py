@@ -499,3 +499,55 @@ class LinkHold:
     def flush(self) -> None:
         self._send(self._line, len(self._line))
         self._line, self._shown = "", 0
+
+
+# Where a placeholder written with brackets may still be open at the end of a piece.
+_OPENERS, _CLOSERS = "<[{(&", ">]});"
+
+
+class RestoreHold:
+    """The teacher's reply with its placeholders put back (``restore``:
+    :meth:`Vault.restore`) as it streams.  As :class:`LinkHold`, text goes on once no link
+    target that could still grow reaches into it (no value is put back inside one), and
+    no placeholder that could either: a run of text is never split, and a bracket still
+    open ("< PERSON_1" before its ">") waits for its close.  What is held never grows past
+    :attr:`HELD` characters: past it, the rest of the line goes on as written, its
+    placeholders left as they are (a link target could have begun there).  Each piece
+    costs at most what is held and the piece: a reply of many pieces is read in linear
+    time."""
+
+    HELD = 256
+
+    def __init__(self, emit: Callable[[str], None], restore: Callable[[str], str]) -> None:
+        self._emit = emit
+        self._restore = restore
+        self._held = ""  # what has not gone out yet; it starts where nothing is open
+        self._as_written = False  # till the end of the line
+
+    def _out(self, text: str) -> None:
+        if text:
+            self._emit(text if self._as_written else self._restore(text))
+
+    def __call__(self, piece: str) -> None:
+        self._held += piece
+        while (newline := self._held.find("\n")) >= 0:
+            self._out(self._held[: newline + 1])
+            self._held, self._as_written = self._held[newline + 1 :], False
+        if self._as_written:
+            self._out(self._held)
+            self._held = ""
+            return
+        cut = LinkHold._cut(self._held)
+        opened = max(self._held.rfind(c, 0, cut) for c in _OPENERS)
+        if opened >= 0 and not any(c in self._held[opened:cut] for c in _CLOSERS):
+            cut = opened
+        self._out(self._held[:cut])
+        self._held = self._held[cut:]
+        if len(self._held) > self.HELD:
+            self._as_written = True
+            self._out(self._held)
+            self._held = ""
+
+    def flush(self) -> None:
+        self._out(self._held)
+        self._held, self._as_written = "", False

@@ -464,10 +464,8 @@ class Handler(BaseHTTPRequestHandler):
                 if not answered:
                     done(result)
             else:
-                reply = proxy.forward(self.server.session, call, client)
-                if stream is not None:
-                    for piece in proxy.pieces(reply.text):
-                        stream.text(piece)
+                on_text = stream.text if stream is not None else None
+                reply = proxy.forward(self.server.session, call, client, on_text)
                 finish(
                     reply.text, reply.finish_reason, (reply.prompt_tokens, reply.completion_tokens)
                 )
