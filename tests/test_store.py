@@ -476,6 +476,32 @@ def test_a_note_left_by_a_stopped_process_becomes_a_row_with_no_reply(store: Sto
     assert store.settle_uploads() == 0  # recorded once
 
 
+def test_a_copy_of_a_recorded_note_put_back_is_never_recorded_twice(store: Store) -> None:
+    """A note's MAC holds on a copy of it too: one put back into the journal after its
+    row was written (by its process, or by settling) is not a second upload."""
+    cursor = store.db.execute("SELECT * FROM upload_journal WHERE 0")
+    names = ", ".join(d[0] for d in cursor.description)
+    kept = []
+    for n, settled in ((1, False), (2, True)):
+        begun = gone_note(store, upload(n))
+        kept.append(store.db.execute(f"SELECT {names} FROM upload_journal WHERE id = ?", [begun]))
+        kept[-1] = kept[-1].fetchone()
+        if settled:
+            assert store.settle_uploads() == 1
+        else:
+            store.record_upload(upload(n), begun)
+    assert kept[0][0] == kept[1][0]  # the first note's id was given again
+    for row in kept:
+        marks = ", ".join("?" * len(row))
+        store.db.execute(f"INSERT INTO upload_journal ({names}) VALUES ({marks})", list(row))
+        assert store.settle_uploads() == 0
+        assert len(ledger.select(store.db)) == 2
+        verdict = store.verify_ledger()
+        assert not verdict.ok and "is a copy of one already recorded" in verdict.reason
+        store.db.execute("DELETE FROM upload_journal")
+    assert store.verify_ledger().ok
+
+
 def test_a_note_of_a_process_still_running_is_left_to_it(store: Store) -> None:
     store.begin_upload(upload(1))  # this process's: under way
     assert store.settle_uploads() == 0

@@ -152,6 +152,16 @@ class Store:
             return verdict
         if self.settle_uploads():
             verdict = ledger.verify(self.db, key, noted=noted)
+        copies = journal.replayed(self.db)
+        if verdict.ok and copies:
+            return ledger.Verdict(
+                False,
+                verdict.rows,
+                verdict.tombstones,
+                None,
+                f"the note of an upload under way (#{copies[0]}) is a copy of one already "
+                "recorded in the ledger: it was not recorded again",
+            )
         bad = journal.forged(self.db, key)
         if verdict.ok and bad:
             return ledger.Verdict(

@@ -252,6 +252,13 @@ def m008_upload_journal_mac(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE upload_journal ADD COLUMN mac TEXT")
 
 
+@migration
+def m009_spent_notes(db: sqlite_utils.Database) -> None:
+    """The MAC of each note of an upload under way that became a ledger row: a copy of
+    one put back into the journal is never recorded twice (assistant.store.journal)."""
+    db.execute("CREATE TABLE spent_notes (mac TEXT PRIMARY KEY) WITHOUT ROWID")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -9,8 +9,10 @@ cannot be written, nothing is sent (assistant.net.egress).
 
 :func:`settle` turns the notes of processes that are gone into ledger rows with no reply,
 at the time they were noted.  Each note carries a keyed MAC (the ledger's key), so a note
-written behind drag's back is never signed into the ledger; and nothing is settled onto a
-ledger whose head record does not hold (:func:`ledger.verify` names what is wrong).
+written behind drag's back is never signed into the ledger; a note that became a row
+leaves its MAC behind, so that a copy of it put back is never recorded twice; and nothing
+is settled onto a ledger whose head record does not hold (:func:`ledger.verify` names what
+is wrong).
 """
 
 from __future__ import annotations
@@ -125,6 +127,15 @@ def _upload(note: dict[str, Any]) -> Upload:
     )
 
 
+def replayed(db: sqlite_utils.Database) -> list[int]:
+    """The notes that are copies of notes already recorded as ledger rows (their MAC
+    holds, as the original's did): never recorded twice."""
+    cursor = db.execute(
+        "SELECT id FROM upload_journal WHERE mac IN (SELECT mac FROM spent_notes) ORDER BY id"
+    )
+    return [int(row[0]) for row in cursor]
+
+
 def forged(db: sqlite_utils.Database, key: bytes) -> list[int]:
     """The notes whose MAC does not hold: not written by drag with this store's key."""
     return [n["id"] for n in _notes(db) if not n["mac"] or n["mac"] != _mac(n, key)]
@@ -139,8 +150,11 @@ def settle(db: sqlite_utils.Database, key: bytes, running: Callable[[str], bool]
         if not ledger.head_holds(db, key):
             return 0
         settled = 0
+        copies = set(replayed(db))
         for note in _notes(db):
             if running(str(note["owner"])) or not note["mac"] or note["mac"] != _mac(note, key):
+                continue
+            if note["id"] in copies:  # left for verify to name
                 continue
             try:
                 upload = _upload(note)

@@ -128,7 +128,12 @@ def append(
     (the app always gives it; without it the row has a chain hash only).  ``begun``: the
     upload's note (assistant.store.journal), removed with this write."""
     with transaction(db):
-        if begun is not None:
+        if begun is not None:  # its MAC kept: a copy of it put back is not recorded again
+            db.execute(
+                "INSERT OR IGNORE INTO spent_notes (mac) SELECT mac FROM upload_journal "
+                "WHERE id = ? AND mac IS NOT NULL",
+                [begun],
+            )
             db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])
         last = head(db)
         # A head record that no longer names the newest row (rows removed) is left as it
