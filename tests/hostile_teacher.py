@@ -24,7 +24,9 @@ misbehaves on purpose, chosen by the first part of the path
   waits for ``release`` (up to a minute; whether it came is put on ``released``) before
   the rest;
 * in ``echo`` and ``hold``, a fault the test puts on ``faults`` is done to the next
-  request instead: ``drop`` closes the connection unanswered, ``cut`` half a reply.
+  request instead: ``drop`` closes the connection unanswered, ``cut`` half a reply (a
+  streamed one: its first words); ``unfinished``: a streamed reply's first words, then
+  its end with no finish reason.
 
 Every request is recorded (path, headers, body) for the tests to read.
 """
@@ -264,13 +266,21 @@ def start() -> HostileTeacher:
                 self._send(200, _completion('{"evidence": ["Glutamine is', model, "length"))
             elif mode == "echo" and not teacher.faults.empty():
                 fault = teacher.faults.get()
-                if fault == "cut" and body.get("stream"):  # its first words, then gone
+                if fault in ("cut", "unfinished") and body.get("stream"):
+                    # Its first words, then gone; or then its end with no finish reason.
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
                     self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
-                    for event in _events("You said: <PERSON_1> and then", model)[:5]:
+                    events = _events("You said: <PERSON_1> and then", model)[:5]
+                    if fault == "unfinished":
+                        events.append(b"data: [DONE]\n\n")
+                    for event in events:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    if fault == "unfinished":
+                        self.wfile.write(b"0\r\n\r\n")
+                        self.wfile.flush()
+                        return
                     self.wfile.flush()
                 elif fault == "cut":
                     whole = _completion("You said: nothing.", model)

@@ -472,11 +472,16 @@ def test_a_reply_restored_as_it_streams_is_the_reply_restored_whole() -> None:
             f"[ref]: https://evil.example/{ssn}",
             f"[y](<https://evil.example/a b?{person}>) and after it {person}",
             "then (<person 1>) " + ssn.replace("<", "&lt;").replace(">", "&gt;") + " end",
+            f"see http://evil.example/?q=a&{ssn[1:-1]} ok, http://evil.example/[{person} ok",
+            f"(www.mailto:< person 1 > x) and {person}.evil.example/x and {person}://e.x",
+            "Our R&D group (the one " + "that works " * 30 + f"late) hired {person} too",
         ]
     )
     whole = vault.restore(reply)
     assert "Amelia Thompson, see" in whole and "(Amelia Thompson) 536-22-8471 end" in whole
     assert f"after it {person}" in whole  # the rest of a line with a "](<" that opens none
+    assert "hired Amelia Thompson too" in whole
+    assert f"{person}.evil.example/x and {person}://e.x" in whole  # a value would make a link
     for seed in range(300):
         cuts = random.Random(seed)
         shown: list[str] = []
@@ -518,25 +523,30 @@ from assistant.privacy.placeholders import Vault
 vault = Vault()
 vault.placeholder("PERSON", "Amelia Thompson")
 """
-_STREAMED_SHAPES = {
-    "words": '"a " * (100_000 // K)',
-    "one-run": '"a" * (200_000 // K)',
-    "open-bracket": '"(a " * (66_000 // K)',
-    "links": '"https://e.x/<PERSON_1> " * (8_000 // K)',
+_STREAMED_SHAPES = {  # the text, and the size of a piece (0: the text in one piece)
+    "words": ('"a " * (100_000 // K)', 2),
+    "one-run": ('"a" * (200_000 // K)', 2),
+    "open-bracket": ('"(a " * (66_000 // K)', 2),
+    "links": ('"https://e.x/<PERSON_1> " * (8_000 // K)', 2),
+    "line-breaks": ('"\\n" * (2_000_000 // K)', 0),
+    "short-lines": ('"a b <PERSON_1>\\n" * (120_000 // K)', 0),
 }
 
 
 @pytest.mark.parametrize("shape", list(_STREAMED_SHAPES))
 def test_a_reply_restored_as_it_streams_is_read_in_linear_time(shape: str) -> None:
-    """RestoreHold, two characters a piece: 200 KB take no longer than the same bytes in
-    ten replies (a hold that reads its whole line again for each piece takes ten times
-    longer), in one child process stopped at 60 s."""
+    """RestoreHold, two characters a piece, or a whole reply of lines in one piece: the
+    text whole takes no longer than the same bytes in ten replies (a hold that reads
+    what it holds again for each piece or each line takes ten times longer), in one
+    child process stopped at 60 s."""
+    make, step = _STREAMED_SHAPES[shape]
+    size = step or "len(text) or 1"
     work = (
         "hold = RestoreHold(lambda _t: None, vault.restore)\n"
-        "    for at in range(0, len(text), 2): hold(text[at : at + 2])\n"
+        f"    for at in range(0, len(text), {size}): hold(text[at : at + {size}])\n"
         "    hold.flush()"
     )
-    whole, pieces = linear_growth(_STREAMED, work, _STREAMED_SHAPES[shape])
+    whole, pieces = linear_growth(_STREAMED, work, make)
     assert whole <= LINEAR_AT_MOST * pieces, (shape, whole, pieces)
 
 

@@ -196,6 +196,26 @@ def test_a_streamed_pass_through_tells_the_teachers_words_as_they_come(
     assert "<PERSON_1>" in row["reply"] and NAME not in row["reply"]
 
 
+def test_a_pass_through_never_takes_in_a_conversation_the_server_answered_before(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    """A "drag" answer leaves its conversation's placeholders in the store; the next
+    pass-through (another client's, with placeholders of its own) must not read them: the
+    curious teacher's "Dear <PERSON_1>" stays a placeholder, not that conversation's name."""
+    from assistant.privacy.placeholders import Vault
+
+    with Session(config.load()) as runtime:
+        talk = runtime.store.new_conversation(title="a drag answer")
+        kept = Vault()
+        kept.placeholder("PERSON", NAME)
+        runtime.store.save_vault(talk, kept.dump())
+        runtime.conversation_id = talk  # as the pipeline leaves it once it has answered
+        body = {"model": "hostile", "messages": [{"role": "user", "content": "Say hello."}]}
+        call = proxy.parse(body, 10_000, ["hostile"])
+        reply = proxy.forward(runtime, call, "another")
+    assert "Dear <PERSON_1>." in reply.text and NAME not in reply.text
+
+
 def test_two_clients_keep_their_own_placeholders_and_values(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
 ) -> None:
@@ -426,6 +446,28 @@ def test_a_ledger_that_cannot_record_stops_every_later_upload(
     assert len(curious.seen) == before + 1
 
 
+def test_a_stream_cut_off_that_the_ledger_cannot_record_stops_every_later_upload(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The teacher breaks off its streamed reply and the disk is full: the client is
+    told the ledger failed (after the words that came), and nothing more leaves."""
+    monkeypatch.setenv("DRAG_TEACHER_MAX_RETRIES", "0")
+    with serving_to(echo_env) as server:
+        monkeypatch.setattr(server.session.store, "record_upload", disk_full)
+        before = len(curious.seen)
+        client = client_of(server)
+        question: Any = [{"role": "user", "content": "What is 2+2?"}]
+        curious.faults.put("cut")
+        with pytest.raises(openai.APIError, match="ledger"):
+            for _chunk in client.chat.completions.create(
+                model="hostile", messages=question, stream=True
+            ):
+                pass
+        with pytest.raises(openai.InternalServerError, match="sends nothing more"):
+            client.chat.completions.create(model="hostile", messages=question)
+    assert len(curious.seen) == before + 1
+
+
 def test_an_upload_that_cannot_be_noted_before_it_leaves_is_not_sent(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -471,30 +513,39 @@ def test_a_teacher_that_goes_away_mid_reply_is_an_error_and_the_next_request_wor
     assert journal_notes() == 0 and drag("audit", "verify").returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [("cut", "broke off its streamed reply"), ("unfinished", "without saying it was complete")],
+)
 def test_a_streamed_reply_cut_off_is_told_as_far_as_it_came_then_an_error(
-    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
+    echo_env: SocketLog,
+    curious: hostile_teacher.HostileTeacher,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: str,
+    said: str,
 ) -> None:
-    """The teacher goes away mid-stream: the client has the words that came (restored)
-    and then an error; the ledger keeps them under an error; the next request works."""
+    """The teacher goes away mid-stream, or ends it with no finish reason: the client
+    has the words that came (restored) and then an error; the ledger keeps them under an
+    error; the next request works."""
     monkeypatch.setenv("DRAG_TEACHER_MAX_RETRIES", "0")
     question: Any = [{"role": "user", "content": note_for(NAME, MAIL)}]
     with serving_to(echo_env) as server:
         client = client_of(server)
         before = len(curious.seen)
-        curious.faults.put("cut")
+        curious.faults.put(fault)
         text = ""
         with pytest.raises(openai.APIError) as failed:
             for chunk in client.chat.completions.create(
                 model="hostile", messages=question, stream=True
             ):
                 text += (chunk.choices[0].delta.content or "") if chunk.choices else ""
-        assert "broke off its streamed reply" in str(failed.value)
+        assert said in str(failed.value)
         assert text == f"You said: {NAME} and "
         reply = client.chat.completions.create(model="hostile", messages=question)
     assert len(curious.seen) == before + 2 and NAME in (reply.choices[0].message.content or "")
     rows = ledger_rows()
     assert [r["status"] for r in rows] == ["error", "ok"]
-    assert rows[0]["reply"] == "You said: <PERSON_1> and " and "broke off" in rows[0]["error"]
+    assert rows[0]["reply"] == "You said: <PERSON_1> and " and said in rows[0]["error"]
     assert journal_notes() == 0 and drag("audit", "verify").returncode == 0
 
 

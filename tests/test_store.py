@@ -594,6 +594,43 @@ def test_a_lock_file_left_by_a_process_killed_with_no_note_goes_at_the_next_sett
             holder.wait(60)
 
 
+def test_the_sweep_reads_the_notes_once_the_lock_file_is_its_own(tmp_path: Path) -> None:
+    """A process may note an upload and be killed while the sweep looks: the notes are
+    read once the sweep holds the file (its process gone), and a file whose process
+    left a note then is kept for the settling."""
+    import fcntl
+
+    database, tag = tmp_path / "drag.db", "another-host|its-boot|pid:[4026531836]|77:1"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(database), tag],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    finally:
+        holder.kill()
+        holder.wait(60)
+    path = lifelock._path(database, tag)
+    locked_then: list[bool] = []
+
+    def noted() -> set[str]:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked_then.append(False)
+        except OSError:
+            locked_then.append(True)  # the sweep holds it
+        finally:
+            os.close(fd)
+        return {tag}
+
+    assert lifelock.sweep(database, noted) == 0
+    assert path.exists() and locked_then == [True]
+    assert lifelock.sweep(database, set) == 1 and not path.exists()
+
+
 def test_this_processs_lock_file_is_held_while_it_has_a_note_and_let_go_after(
     store: Store,
 ) -> None:

@@ -279,6 +279,7 @@ def forward(
     Raises NotSent (kept as a draft) when the privacy layer keeps it here, TeacherError
     when the teacher fails (the ledger has the row), InputError for a bad request."""
     with runtime.own_placeholders() as vault:
+        runtime.conversation_id = None  # a request is a conversation of its own
         try:
             sanitized = sanitize_all(runtime, call, client)
         except PrivacyError as exc:
@@ -363,3 +364,5 @@ def answer(
             )
         except PrivacyError as exc:
             raise _refused(call, exc, client, isinstance(exc, ReviewNeeded)) from None
+        finally:  # its conversation is its own: the next request must not join it
+            runtime.conversation_id = None

@@ -337,8 +337,10 @@ class Session:
     def catch_up(self) -> None:
         """Take in the placeholders another writer of this conversation stored since it
         was read (another window, ``drag serve``): a value it protects keeps its
-        placeholder here, and a new one gets a number no one has used."""
-        if self.conversation_id is not None:
+        placeholder here, and a new one gets a number no one has used.  Work with
+        placeholders of its own (:meth:`own_placeholders`: the server's requests) is
+        given its conversation's by its caller, or none: never caught up here."""
+        if self.conversation_id is not None and _own_vault.get() is None:
             with self.local:
                 self.vault.merge(self.store.load_vault(self.conversation_id))
 

@@ -177,14 +177,23 @@ class Teacher:
                 failed.append(f"{type(exc).__name__}: {exc}")
 
         with self._diagnosed():
-            reply = egress.send(
-                self.endpoint,
-                request,
-                self.guard,
-                record=record if self.ledger else None,
-                before=before if self.ledger and self.journal else None,
-                on_text=on_text,
-            )
+            try:
+                reply = egress.send(
+                    self.endpoint,
+                    request,
+                    self.guard,
+                    record=record if self.ledger else None,
+                    before=before if self.ledger and self.journal else None,
+                    on_text=on_text,
+                )
+            except TeacherError as exc:
+                if failed:  # fail closed: the ledger could not show this upload either
+                    raise StoreError(
+                        f"the teacher failed ({exc}), and the upload could not be written "
+                        f"to the ledger ({failed[0]}); nothing more is sent",
+                        reply=exc.reply,
+                    ) from None
+                raise
         if not isinstance(reply, egress.ChatReply):  # pragma: no cover - send's contract
             raise TeacherError("the teacher gave an unexpected reply type")
         if failed:  # fail closed: no further uploads that the ledger cannot show

@@ -500,8 +500,8 @@ def _streamed(
             if isinstance(piece, str) and piece:
                 text.append(piece)
                 if on_text is not None:
-                    on_text(piece)
-    except TeacherError as exc:  # the size cap or the deadline (_capped_stream)
+                    _tell(on_text, piece, text)
+    except TeacherError as exc:  # the size cap, the deadline (_capped_stream), or _tell
         raise TeacherError(str(exc), reply="".join(text)) from None
     except (openai.OpenAIError, http.HTTPError, ValueError) as exc:
         raise TeacherError(
@@ -512,6 +512,12 @@ def _streamed(
     finally:
         with contextlib.suppress(Exception):
             chunks.close()
+    if finish is None:  # the events stopped before the one that ends the reply
+        raise TeacherError(
+            f"the teacher at {endpoint.base_url} ended its streamed reply without saying "
+            "it was complete; what it had sent is kept",
+            reply="".join(text),
+        )
     return ChatReply(
         text="".join(text),
         finish_reason=finish,
@@ -521,6 +527,19 @@ def _streamed(
         seconds=time.perf_counter() - started,
         deadline=time.monotonic() + endpoint.timeout,
     )
+
+
+def _tell(on_text: Callable[[str], None], piece: str, text: list[str]) -> None:
+    """``on_text(piece)``; its failure ends the reply as a TeacherError that keeps what
+    had arrived (the ledger's row says so, with the text)."""
+    try:
+        on_text(piece)
+    except Exception as exc:
+        raise TeacherError(
+            f"the teacher's streamed reply could not be passed on ({type(exc).__name__}: "
+            f"{one_line(str(exc), 120)}); what it had sent is kept",
+            reply="".join(text),
+        ) from None
 
 
 def _count(value: object) -> int:

@@ -439,6 +439,36 @@ def withhold_links(
 _REFERENCE_START = re.compile(r"[ \t]*\[(?:[^\]\n]*$|[^\]\n]+\]:)")
 
 
+def _before_links(line: str, cut: int) -> int:
+    """``cut``, or the start of a link target that reaches it (or may still grow)."""
+    for start, end in _merged(link_spans(line)):
+        if start < cut and (cut < end or end == len(line)):
+            return start
+    return cut
+
+
+def _link_cut(line: str, line_start: bool = True) -> int:
+    """How much of ``line`` (the text so far; ``line_start``: it begins its line) can go
+    on: up to its last white space, less any link that is still open there (a Markdown
+    ``](`` until its ``)``, a reference definition until the end of its line)."""
+    if line_start and _REFERENCE_START.match(line):
+        return 0
+    cut = max(line.rfind(" "), line.rfind("\t")) + 1
+    opened = line.rfind("](")
+    if opened >= 0:
+        after = line[opened + 2 :].lstrip(" \t")
+        # Open until its ")"; a <…> destination (which may hold ")" and spaces) until
+        # its ">" and then a ")".
+        if after.startswith("<"):
+            closed = after.find(">")
+            still_open = closed < 0 or ")" not in after[closed:]
+        else:
+            still_open = ")" not in after
+        if still_open:
+            cut = min(cut, opened)
+    return _before_links(line, cut)
+
+
 class LinkHold:
     """:func:`withhold_links` for text that arrives in pieces (the student's stream).  A
     piece goes on once no link target that could still grow reaches into it: text up to
@@ -469,31 +499,15 @@ class LinkHold:
 
     @staticmethod
     def _cut(line: str) -> int:
-        if _REFERENCE_START.match(line):
-            return 0
-        cut = max(line.rfind(" "), line.rfind("\t")) + 1
-        opened = line.rfind("](")
-        if opened >= 0:
-            after = line[opened + 2 :].lstrip(" \t")
-            # Open until its ")"; a <…> destination (which may hold ")" and spaces) until
-            # its ">" and then a ")".
-            if after.startswith("<"):
-                closed = after.find(">")
-                still_open = closed < 0 or ")" not in after[closed:]
-            else:
-                still_open = ")" not in after
-            if still_open:
-                cut = min(cut, opened)
-        for start, end in _merged(link_spans(line)):
-            if start < cut and (cut < end or end == len(line)):
-                return start
-        return cut
+        return _link_cut(line)
 
     def __call__(self, piece: str) -> None:
         self._line += piece
-        while (newline := self._line.find("\n")) >= 0:
-            self._send(self._line, newline + 1)
-            self._line, self._shown = self._line[newline + 1 :], 0
+        if "\n" in piece:  # each line whole (one split: many line breaks stay linear)
+            *lines, self._line = self._line.split("\n")
+            for line in lines:
+                self._send(line + "\n", len(line) + 1)
+                self._shown = 0
         self._send(self._line, self._cut(self._line))
 
     def flush(self) -> None:
@@ -501,16 +515,18 @@ class LinkHold:
         self._line, self._shown = "", 0
 
 
-# Where a placeholder written with brackets may still be open at the end of a piece.
-_OPENERS, _CLOSERS = "<[{(&", ">]});"
+# A placeholder written with spaces ("< PERSON_1 >", "&lt; person 1 &gt;") that may be
+# cut open at white space; only the last few words are looked at (placeholders are short).
+_OPEN_PLACEHOLDER = re.compile(r"(?:<|&lt;|\[|\{|\()\s*(?:[A-Za-z_]+[ _-]?\d*\s*)?\Z")
+_PLACEHOLDER_REACH = 64
 
 
 class RestoreHold:
     """The teacher's reply with its placeholders put back (``restore``:
     :meth:`Vault.restore`) as it streams.  As :class:`LinkHold`, text goes on once no link
     target that could still grow reaches into it (no value is put back inside one), and
-    no placeholder that could either: a run of text is never split, and a bracket still
-    open ("< PERSON_1" before its ">") waits for its close.  What is held never grows past
+    no placeholder that could either: a run of text is never split, and one written with
+    spaces ("< PERSON_1 >") waits for its close.  What is held never grows past
     :attr:`HELD` characters: past it, the rest of the line goes on as written, its
     placeholders left as they are (a link target could have begun there).  Each piece
     costs at most what is held and the piece: a reply of many pieces is read in linear
@@ -522,32 +538,39 @@ class RestoreHold:
         self._emit = emit
         self._restore = restore
         self._held = ""  # what has not gone out yet; it starts where nothing is open
+        self._line_start = True  # whether it starts its line
         self._as_written = False  # till the end of the line
 
     def _out(self, text: str) -> None:
         if text:
             self._emit(text if self._as_written else self._restore(text))
 
+    def _cut(self) -> int:
+        held = self._held
+        cut = _link_cut(held, self._line_start)
+        opened = _OPEN_PLACEHOLDER.search(held, max(0, cut - _PLACEHOLDER_REACH), cut)
+        return cut if opened is None else _before_links(held, opened.start())
+
     def __call__(self, piece: str) -> None:
         self._held += piece
-        while (newline := self._held.find("\n")) >= 0:
-            self._out(self._held[: newline + 1])
-            self._held, self._as_written = self._held[newline + 1 :], False
+        if "\n" in piece:  # each line whole (one split: many line breaks stay linear)
+            *lines, self._held = self._held.split("\n")
+            for line in lines:
+                self._out(line + "\n")
+                self._as_written, self._line_start = False, True
         if self._as_written:
             self._out(self._held)
             self._held = ""
             return
-        cut = LinkHold._cut(self._held)
-        opened = max(self._held.rfind(c, 0, cut) for c in _OPENERS)
-        if opened >= 0 and not any(c in self._held[opened:cut] for c in _CLOSERS):
-            cut = opened
-        self._out(self._held[:cut])
-        self._held = self._held[cut:]
+        cut = self._cut()
+        if cut:
+            self._out(self._held[:cut])
+            self._held, self._line_start = self._held[cut:], False
         if len(self._held) > self.HELD:
             self._as_written = True
             self._out(self._held)
-            self._held = ""
+            self._held, self._line_start = "", False
 
     def flush(self) -> None:
         self._out(self._held)
-        self._held, self._as_written = "", False
+        self._held, self._line_start, self._as_written = "", True, False

@@ -10,6 +10,7 @@ teacher or the student, tolerating the ways models mangle placeholders:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -324,6 +325,22 @@ class Redacted:
         return out
 
 
+def _merged_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) meets one of ``spans`` (sorted, apart)."""
+    i = bisect.bisect_left(spans, (end,)) - 1  # the last that starts before ``end``
+    return i >= 0 and start < spans[i][1]
+
+
 @dataclass
 class Vault:
     """Placeholder <-> value, for one session; lives only in this process."""
@@ -448,15 +465,36 @@ class Vault:
             return text
 
         links = link_spans(text)
-
-        def put_back(m: re.Match[str]) -> str:
+        pieces: list[str] = []
+        put: list[tuple[int, int, str]] = []  # where a value went, and what it replaced
+        cursor = size = 0
+        for m in pattern.finditer(text):
             if any(s <= m.start() < e for s, e in links):
-                return m.group(0)  # never a value inside a link's target: it would leave
+                continue  # never a value inside a link's target: it would leave
             tag, number = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             found = self._values.get(f"<{tag.upper()}_{int(number)}>")
-            return found[1] if found else m.group(0)
-
-        return pattern.sub(put_back, text)
+            if found is None:
+                continue
+            pieces.append(text[cursor : m.start()])
+            size += m.start() - cursor
+            pieces.append(found[1])
+            put.append((size, size + len(found[1]), m.group(0)))
+            size += len(found[1])
+            cursor = m.end()
+        if not put:
+            return text
+        out = "".join(pieces) + text[cursor:]
+        # A value can make a link where there was none ("<PERSON_1>.evil.example/x",
+        # "<PERSON_1>://e.x"): the placeholder stays wherever one now is.
+        made = _merged_spans(link_spans(out))
+        if not any(_overlaps(made, start, end) for start, end, _ in put):
+            return out
+        again, at = [], 0
+        for start, end, written in put:
+            if _overlaps(made, start, end):
+                again += [out[at:start], written]
+                at = end
+        return "".join(again) + out[at:]
 
     def restore_all(self, texts: Iterable[str]) -> list[str]:
         return [self.restore(t) for t in texts]

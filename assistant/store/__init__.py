@@ -119,9 +119,9 @@ class Store:
         """Record the uploads that a stopped drag process left noted, not recorded
         (:func:`journal.settle`); the key and a write lock are taken only when some
         note's process is gone."""
-        owners = journal.owners(self.db)
-        lifelock.sweep(self.path, owners)  # those of processes killed with no note left
-        gone = {tag for tag in owners if not self._running(tag)}
+        # The lock files of processes killed with no note left go first.
+        lifelock.sweep(self.path, lambda: journal.owners(self.db))
+        gone = {tag for tag in journal.owners(self.db) if not self._running(tag)}
         if not gone:
             return 0
         # A process found gone stays gone; one that notes meanwhile runs.

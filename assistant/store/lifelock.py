@@ -21,7 +21,7 @@ import hashlib
 import os
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 FOLDER = ".drag-processes"
@@ -119,31 +119,35 @@ def let_go(database: Path, tag: str) -> None:
         os.close(held[0])
 
 
-def sweep(database: Path, noted: Iterable[str]) -> int:
+def sweep(database: Path, noted: Callable[[], Iterable[str]]) -> int:
     """Remove the lock files of ``database`` that no process holds and whose process
-    left no note (``noted``: the tags with notes): those of processes killed after their
-    last note was recorded, and a piece of one killed before it was put in place.  A
-    held file (its process runs), a stopped process's with notes (still to be settled)
-    and a file of another database or of an older drag are kept.  Returns how many went."""
-    keep = {_path(database, tag).name for tag in noted}
-    with _guard:
-        keep |= {path.name for path in _held}
+    left no note (``noted()``: the tags with notes, read again once a file is locked: a
+    process may note and die meanwhile): those of processes killed after their last
+    note was recorded, and a piece of one killed before it was put in place.  A held
+    file (its process runs), a stopped process's with notes (still to be settled) and a
+    file of another database or of an older drag are kept; a file is read before it is
+    locked, so that one being made (not yet locked, nothing in it) is never locked here.
+    Returns how many went."""
     try:
         found = [p for p in folder(database).iterdir() if p.suffix in (".lock", ".part")]
     except OSError:
         return 0
+    with _guard:
+        ours = {path.name for path in _held}
     gone = 0
     for path in found:
-        if path.name in keep:
+        if path.name in ours:
             continue
         try:
             fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if os.read(fd, 64) != _owner(database):
-                continue
+                continue  # another database's, an older drag's, or one being made
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if path.name in {_path(database, tag).name for tag in noted()}:
+                continue  # its notes are still to be settled (by its lock: released)
             if os.fstat(fd).st_ino != path.stat().st_ino:
                 continue  # removed and made again meanwhile
             path.unlink()
