@@ -515,6 +515,8 @@ def test_a_run_held_past_its_bound_goes_on_as_written() -> None:
     hold(f"{person} {person}\n{person}")
     hold.flush()
     assert "".join(shown).endswith(f"a{person} {person}\nAmelia Thompson")
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "privacy.md").read_text().split())
+    assert f"(at most {RestoreHold.HELD} characters are held;" in docs
 
 
 _STREAMED = """
