@@ -978,6 +978,27 @@ def test_the_gate_rule_search_is_recounted_from_the_stored_letters(table: Path) 
     assert all(re.match(r"\| \S+ \| (\d+)/(?!\1 )\d+ \|", line) for line in body)
 
 
+def test_the_gate_on_the_unseen_test_split_is_as_the_docs_say() -> None:
+    """Issue 49's test split: the chosen rule only (the search runs on dev splits), its
+    figures the docs' prose names, from rules.json (whose table the test above recounts
+    from the stored letters)."""
+    folder = RESULTS / "gate-misleading-mmlu-rest"
+    (only,) = json.loads((folder / "rules.json").read_text("utf-8"))
+    assert only["rule"] == "plausible:0.3" and (only["met"], only["of"]) == (7, 11)
+    rows = {(r["student"].split("-")[2], r["kind"]): r for r in only["rows"]}
+    assert {r["questions"] for r in only["rows"]} == {216}
+    misled = rows[("1.5b", "misleading")]
+    versus = misled["against_ungated"]
+    docs = " ".join(DOCS.read_text("utf-8").split())
+    assert (misled["alone"], misled["ungated"], misled["gated"]) == (107, 48, 64)
+    assert (versus["wrong_to_right"], versus["right_to_wrong"]) == (16, 0)
+    assert f"16 turned right, none wrong, exact McNemar p = {versus['mcnemar_p']:.5f})" in docs
+    assert f"keeps {round(100 * rows[('1.5b', 'helpful')]['lift_kept'])} % of its lift" in docs
+    teacher = (folder / "teacher-pass.md").read_text("utf-8")
+    assert "| qwen2.5-coder-1.5b-instruct | 242 | 26 |" in teacher
+    assert "the teacher's pass failed 26 of the 242" in docs
+
+
 @pytest.mark.parametrize("form", ["letter", "reason"])
 def test_the_gates_cost_table_is_recounted_from_each_answers_time(form: str) -> None:
     """docs/benchmarks.md, "What the gate costs": per student, the mean seconds of an
