@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
 from assistant.base.textform import invisible
 
@@ -148,6 +149,17 @@ def _targets(text: str) -> list[tuple[int, int]]:
         found.append((pos, end))
         pos = text.find("](", max(end, pos + 2))
     return found
+
+
+def merged_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, those that meet or touch joined into one."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def link_spans(text: str) -> list[tuple[int, int]]:

@@ -160,6 +160,7 @@ def ask_files(
     runtime.status("the student is answering…")
     s = runtime.settings.student
     read = f.read_tokens if read_tokens is None else read_tokens
+    weight = runtime.files_index().weight  # how much a word of the files weighs
     if read:
         # The messages that carry the question's words, within the budget: the student
         # reads less, and the part that answers (:mod:`filescut`).
@@ -167,7 +168,7 @@ def ask_files(
             cuts = filescut.cut(
                 question,
                 [p.text for p in result.passages],
-                runtime.files_index().weight,
+                weight,
                 runtime.student.count_tokens,
                 read,
             )
@@ -213,14 +214,14 @@ def ask_files(
     result.answer = withhold_links(gen.text.strip(), protected, source="your files")
     result.student = student_record(runtime.student, gen)
     if f.abstain:
-        _check(runtime, result)
+        _check(result, weight)
         if on_text is not None:
             on_text(result.answer)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result
 
 
-def _check(runtime: Session, result: AskResult) -> None:
+def _check(result: AskResult, weight: Callable[[str], float]) -> None:
     """Whether the passages read bear the answer out (:mod:`filessupport`); where they do
     not, the reply is "Your files do not say." and the student's answer is kept in the
     record, with what the check found."""
@@ -230,7 +231,7 @@ def _check(runtime: Session, result: AskResult) -> None:
             result.question,
             result.answer,
             [(p.text, p.time) for p in result.passages],
-            runtime.files_index().weight,
+            weight,
         )
     result.provenance["support"] = support.to_dict()
     if support.not_in_files and result.answer != answer.NOT_IN_FILES:

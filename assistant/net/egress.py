@@ -268,15 +268,19 @@ def _judge_reply(endpoint: Endpoint, http: Any) -> Callable[[Any], None]:
     return hook
 
 
+def _http() -> Any:
+    """The HTTP library the OpenAI client is built on (httpx, or httpx2 in openai 3)."""
+    import openai
+
+    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+
+
 def _client(endpoint: Endpoint) -> openai.OpenAI:
     client = _clients.get(endpoint)
     if client is None:
         import openai
 
-        # The HTTP library the client is built on (httpx, or httpx2 in openai 3).
-        http = importlib.import_module(
-            openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0]
-        )
+        http = _http()
         client = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or NO_KEY,
@@ -476,7 +480,7 @@ def _streamed(
     is a TeacherError that keeps what had arrived."""
     import openai
 
-    http = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+    http = _http()
     text: list[str] = []
     finish: str | None = None
     model, used = request.model, (0, 0)

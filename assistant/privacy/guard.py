@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from assistant.base.errors import GuardBlocked
-from assistant.base.safetext import link_spans
+from assistant.base.safetext import link_spans, merged_spans
 from assistant.base.textform import ascii_digits, bounded, dates_in, digit_runs, normalise
 from assistant.net import egress
 from assistant.privacy.findings import Finding, Scanner
@@ -381,16 +381,6 @@ class EgressGuard:
 WITHHELD = "[link withheld: it carried {what} from {source}]"
 
 
-def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
 def carried(
     target: str, protected: Sequence[tuple[str, str]], distinctive: Distinctive | None = None
 ) -> str | None:
@@ -427,7 +417,7 @@ def withhold_links(
     if not protected or not text:
         return text
     out, cursor = [], 0
-    for start, end in _merged(link_spans(text)):
+    for start, end in merged_spans(link_spans(text)):
         what = carried(text[start:end], protected, distinctive)
         if what is not None:
             out += [text[cursor:start], WITHHELD.format(what=_a(what), source=source)]
@@ -441,7 +431,7 @@ _REFERENCE_START = re.compile(r"[ \t]*\[(?:[^\]\n]*$|[^\]\n]+\]:)")
 
 def _before_links(line: str, cut: int) -> int:
     """``cut``, or the start of a link target that reaches it (or may still grow)."""
-    for start, end in _merged(link_spans(line)):
+    for start, end in merged_spans(link_spans(line)):
         if start < cut and (cut < end or end == len(line)):
             return start
     return cut

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assistant.base.safetext import link_spans
+from assistant.base.safetext import link_spans, merged_spans
 from assistant.base.textform import (
     bounded,
     date_spans,
@@ -325,16 +325,6 @@ class Redacted:
         return out
 
 
-def _merged_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
 def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
     """Whether [start, end) meets one of ``spans`` (sorted, apart)."""
     i = bisect.bisect_left(spans, (end,)) - 1  # the last that starts before ``end``
@@ -486,7 +476,7 @@ class Vault:
         out = "".join(pieces) + text[cursor:]
         # A value can make a link where there was none ("<PERSON_1>.evil.example/x",
         # "<PERSON_1>://e.x"): the placeholder stays wherever one now is.
-        made = _merged_spans(link_spans(out))
+        made = merged_spans(link_spans(out))
         if not any(_overlaps(made, start, end) for start, end, _ in put):
             return out
         again, at = [], 0

@@ -152,26 +152,17 @@ class Store:
             return verdict
         if self.settle_uploads():
             verdict = ledger.verify(self.db, key, noted=noted)
-        copies = journal.replayed(self.db)
-        if verdict.ok and copies:
-            return ledger.Verdict(
-                False,
-                verdict.rows,
-                verdict.tombstones,
-                None,
-                f"the note of an upload under way (#{copies[0]}) is a copy of one already "
-                "recorded in the ledger: it was not recorded again",
-            )
-        bad = journal.forged(self.db, key)
-        if verdict.ok and bad:
-            return ledger.Verdict(
-                False,
-                verdict.rows,
-                verdict.tombstones,
-                None,
-                f"the note of an upload under way (#{bad[0]}) was not written by drag: "
-                "its MAC does not match the store key",
-            )
+        wrong = (
+            (journal.replayed, "is a copy of one already recorded in the ledger: it was "
+             "not recorded again"),
+            (lambda db: journal.forged(db, key), "was not written by drag: its MAC does not "
+             "match the store key"),
+        )  # fmt: skip
+        for notes, why in wrong:
+            found = notes(self.db)
+            if verdict.ok and found:
+                reason = f"the note of an upload under way (#{found[0]}) {why}"
+                return ledger.Verdict(False, verdict.rows, verdict.tombstones, None, reason)
         return verdict
 
     def remove_payloads(self, cutoff: dt.datetime) -> int:

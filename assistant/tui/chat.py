@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from assistant.privacy.sanitize import Sanitized
 
 
+def _passages(result: AskResult) -> str:
+    read = len(result.passages)
+    return f"{read} passage{'s' * (read != 1)}"
+
+
 def badge(result: AskResult) -> str:
     """Where the answer's context came from, and whether the answer used it."""
     p = result.provenance
@@ -51,8 +56,7 @@ def badge(result: AskResult) -> str:
         return f"▲ teacher · {calls} calls · uploads {uploads}{used}"
     if result.source == "files":
         unread = ", the answer is not in them" if result.held_back else ""
-        read = len(result.passages)
-        return f"■ from your files · {read} passage{'s' * (read != 1)}{unread} · nothing sent"
+        return f"■ from your files · {_passages(result)}{unread} · nothing sent"
     return "● student only · nothing sent"
 
 
@@ -69,8 +73,7 @@ def context_text(result: AskResult) -> str:
             "",
         ]
     if result.passages:
-        read = len(result.passages)
-        lines.append(f"Sources (your files, {read} passage{'s' * (read != 1)}, best first):")
+        lines.append(f"Sources (your files, {_passages(result)}, best first):")
         for p in result.passages:
             lines += [f"{p.rank:>2}. {p.label}", *(f"    {t}" for t in p.text.splitlines()), ""]
     if result.gate:
