@@ -485,7 +485,8 @@ HARD_CASES = [
 @pytest.fixture(scope="module")
 def tiny_reader() -> R.SpanReader:
     path, _spec = modelfiles.resolve(TEST_MODEL)
-    return R.SpanReader(Student(path, n_ctx=2048), common=never_common, timeout=120)
+    model = Student(path, n_ctx=2048, lookup=True)  # decoded as drag's reader is
+    return R.SpanReader(model, common=never_common, timeout=120)
 
 
 @pytest.mark.integration
@@ -541,7 +542,8 @@ def test_the_prompts_head_is_read_once_and_loaded_from_disk_by_a_new_model(
 
 def _reader_of(model: str) -> R.SpanReader:
     path, _spec = modelfiles.resolve(model)
-    return R.SpanReader(Student(path, n_ctx=2048), common=Detector().common, timeout=300)
+    model = Student(path, n_ctx=2048, lookup=True)  # decoded as drag's reader is
+    return R.SpanReader(model, common=Detector().common, timeout=300)
 
 
 @pytest.fixture(scope="module")

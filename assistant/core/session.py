@@ -369,7 +369,9 @@ class Session:
         else:
             path = self.student_path
         self.status(f"loading the privacy reader {path.name}…")
-        model = Student(path, n_ctx=2048, gpu=s.gpu, threads=s.threads, status=self.status)
+        model = Student(
+            path, n_ctx=2048, gpu=s.gpu, threads=s.threads, status=self.status, lookup=True
+        )
         self._stack.callback(model.close)
         # Its rules and examples read once, their state kept in the cache folder: a new
         # process loads them instead of reading them again.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import os
@@ -130,6 +131,7 @@ class Student:
         threads: int = 0,
         seed: int = 0,
         status: Callable[[str], None] = lambda _message: None,
+        lookup: bool = False,
     ) -> None:
         try:
             from llama_cpp import Llama
@@ -172,6 +174,10 @@ class Student:
             quiet_llama_cpp()
         self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
+        # ``lookup``: greedy replies without a grammar are decoded by drafting from the
+        # prompt (:mod:`assistant.models.lookup`): the privacy reader's, whose values are
+        # copied from the question.
+        self.lookup = lookup
 
     def close(self) -> None:
         """Free the model now (llama-cpp-python's own finaliser fails at interpreter exit)."""
@@ -483,9 +489,59 @@ class Student:
         elif choices:
             grammar = self._grammar(tuple(choices))
         with self._lock:
+            if self.lookup and grammar is None and temperature == 0.0:
+                return self._chat_lookup(self._inert_messages(messages), max_tokens, on_text)
             return self._chat(
                 self._inert_messages(messages), max_tokens, temperature, on_text, grammar
             )
+
+    def _chat_lookup(
+        self,
+        messages: Sequence[dict[str, str]],
+        max_tokens: int,
+        on_text: Callable[[str], None] | None,
+    ) -> Generation:
+        """:meth:`_chat` at temperature 0, decoded by :func:`lookup.greedy`."""
+        from assistant.models import lookup
+
+        formatted = self._formatter()(messages=messages)
+        prompt = self._llm.tokenize(
+            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        if len(prompt) + 16 >= self.n_ctx:
+            raise ModelError(
+                f"the prompt needs about {len(prompt)} tokens but the model's context is "
+                f"{self.n_ctx}; raise student.n_ctx"
+            )
+        started = time.perf_counter()
+        # A character whose bytes are split over tokens waits for the rest.
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+
+        def tell(token: int) -> None:
+            if text := utf8.decode(self._llm.detokenize([token])):
+                pieces.append(text)
+                if on_text is not None:
+                    on_text(text)
+
+        decoded = lookup.greedy(
+            self._llm,
+            prompt,
+            max_tokens=min(max_tokens, self.n_ctx - len(prompt) - 16),
+            on_token=tell,
+            clock=time.perf_counter,
+        )
+        pieces.append(utf8.decode(b"", final=True))
+        ended = time.perf_counter()
+        first = started + decoded.prompt_seconds
+        return Generation(
+            text="".join(pieces).strip(),
+            prompt_tokens=len(prompt),
+            completion_tokens=len(decoded.tokens),
+            prompt_seconds=decoded.prompt_seconds,
+            decode_seconds=ended - first,
+            finished=decoded.finished,
+        )
 
     def _chat(
         self,

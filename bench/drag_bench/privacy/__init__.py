@@ -246,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         "for: what drag does) or always",
     )
     parser.add_argument(
+        "--reader-decoding",
+        default="lookup",
+        help="how the 'reader' method decodes its free reply, comma-separated, one method "
+        "each: lookup (drafting from the question: what drag does) or plain (a token at "
+        "a time)",
+    )
+    parser.add_argument(
         "--reader-cache",
         type=Path,
         metavar="FILE",
@@ -336,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         grammars = [g.strip() for g in args.reader_grammar.split(",") if g.strip()]
         if not grammars or set(grammars) - {"fallback", "always"}:
             raise ValueError("--reader-grammar: fallback, always or both")
+        decodings = [d.strip() for d in args.reader_decoding.split(",") if d.strip()]
+        if not decodings or set(decodings) - {"lookup", "plain"}:
+            raise ValueError("--reader-decoding: lookup, plain or both")
         label = "full" + "".join(f" {e}={m}" for e, m in modes.items())
         tail = "+rewrite" if args.rewrite else ""
         parts = [p.strip() for p in args.without.split(",") if p.strip()]
@@ -357,14 +367,17 @@ def main(argv: list[str] | None = None) -> int:
                         send,
                     )
             elif name == "reader":  # the reader as drag ask runs it: Session.read
-                for model, grammar in itertools.product(readers, grammars):
+                ways = itertools.product(readers, grammars, decodings)
+                for model, grammar, decoding in ways:
                     flags: dict[str, Any] = {"privacy.reader": "on", "store.offline": False}
                     if model:
                         flags["privacy.reader_model"] = model
                     runtime = stack.enter_context(Session(config.load().with_flags(flags)))
                     runtime.reader.free_first = grammar == "fallback"
+                    runtime.reader.model.lookup = decoding == "lookup"  # type: ignore[attr-defined]
                     about = [model] if model else []
                     about += [f"grammar {grammar}"] if len(grammars) > 1 else []
+                    about += [f"decoding {decoding}"] if len(decodings) > 1 else []
                     about_text = f" ({', '.join(about)})" if about else ""
                     read: Callable[[str], Reading | None] = runtime.read
                     if args.reader_cache is None and len(variants) > 1:
@@ -375,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                         # version and the grammar's use: another of them reads afresh.
                         name_of = s.privacy.reader_model or s.student.model
                         reader = f"{name_of} {READER_VERSION} grammar {grammar}"
+                        reader += " lookup" if decoding == "lookup" else ""
                         read = cached_reads(read, args.reader_cache, reader)
                     for suffix, policy in variants.items():  # the same reading each
                         methods[label + "+reader" + about_text + suffix + tail] = make_full(

@@ -1,0 +1,145 @@
+"""Greedy decoding that drafts from the prompt (assistant.models.lookup, issue 48): the
+drafts' index on its own, then the real llama.cpp with the tiny test model."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from assistant.models import lookup
+from assistant.models.student import Student
+from assistant.privacy import reader as R
+
+
+def test_a_guess_is_what_followed_the_last_tokens_where_they_stood_before() -> None:
+    drafts = lookup.Drafts([5, 6, 7, 8, 9, 1, 5, 6])
+    assert drafts.guess(2) == [7, 8]
+    drafts.add(3)  # 6, 3 never stood before; 3 neither: nothing to guess
+    assert drafts.guess() == []
+
+
+def test_the_longest_run_is_looked_up_first_and_its_latest_place_taken() -> None:
+    # "2" was followed by 9, later by 4; "1 2" only by 9: the run of two decides.
+    drafts = lookup.Drafts([1, 2, 9, 9, 7, 2, 4, 4, 1, 2])
+    assert drafts.guess(1) == [9]
+    drafts = lookup.Drafts([3, 2, 9, 9, 7, 2, 4, 4, 1, 2])  # no "1 2" before: "2"'s latest
+    assert drafts.guess(1) == [4]
+
+
+def test_the_index_grows_by_a_constant_for_each_token() -> None:
+    drafts = lookup.Drafts(range(1000))
+    assert len(drafts._ends) <= lookup.NGRAM * 1000
+
+
+@pytest.fixture(scope="module")
+def tiny(test_model_path: Path) -> Student:
+    return Student(test_model_path, n_ctx=2048)
+
+
+def _tokens(model: Student, messages: list[dict[str, str]]) -> list[int]:
+    formatted = model._formatter()(messages=messages)
+    return model._llm.tokenize(
+        formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+    )
+
+
+QUESTIONS = [
+    "hey its dana from brightloop, my boss tomas wants the q3 report by friday",
+    "Ich heiße Jürgen Müßig und wohne in Köln, Straße 5",
+]
+# The tiny model's reply copies "王小明" and "杭州": characters whose bytes span tokens.
+SPANNING = [{"role": "user", "content": "Please write the name 王小明 and the city 杭州 again."}]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("asked", [*(R.messages(q) for q in QUESTIONS), SPANNING])
+def test_the_reply_is_the_models_greedy_reply_in_fewer_batches(
+    tiny: Student, asked: list[dict[str, str]]
+) -> None:
+    """The same text as llama-cpp-python's own greedy decoding (characters whose bytes
+    span tokens included), written in fewer batches than tokens."""
+    tiny.lookup = False
+    plain = tiny.chat(asked, max_tokens=96, temperature=0.0)
+    tiny.forget()
+    decoded: list[lookup.Decoded] = []
+    real = lookup.greedy
+
+    def spy(*args: object, **kwargs: object) -> lookup.Decoded:
+        decoded.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return decoded[-1]
+
+    pieces: list[str] = []
+    tiny.lookup = True
+    try:
+        lookup.greedy = spy  # type: ignore[assignment]
+        drafted = tiny.chat(asked, max_tokens=96, temperature=0.0, on_text=pieces.append)
+    finally:
+        lookup.greedy = real  # type: ignore[assignment]
+        tiny.lookup = False
+    assert drafted.text == plain.text
+    assert "".join(pieces).strip() == drafted.text
+    assert drafted.completion_tokens == len(decoded[0].tokens) > 8
+    assert decoded[0].batches < len(decoded[0].tokens)
+
+
+class _Enough(Exception):
+    pass
+
+
+@pytest.mark.integration
+def test_a_reply_stopped_midway_leaves_a_context_that_the_next_reply_can_reuse(
+    tiny: Student,
+) -> None:
+    """The reader stops a reply as soon as its JSON closes (an exception from its
+    callback): what llama.cpp holds then is what the next call reuses, so it must be the
+    prompt and the tokens written, guesses that were not taken removed."""
+    asked = R.messages(QUESTIONS[0])
+    tiny.forget()
+    fresh = tiny.chat(asked, max_tokens=48, temperature=0.0).text
+    prompt = _tokens(tiny, tiny._inert_messages(asked))
+    written: list[int] = []
+
+    def stop_after_five(token: int) -> None:
+        written.append(token)
+        if len(written) == 5:
+            raise _Enough
+
+    with pytest.raises(_Enough):
+        lookup.greedy(
+            tiny._llm, prompt, max_tokens=48, on_token=stop_after_five, clock=time.perf_counter
+        )
+    assert tiny.chat(asked, max_tokens=48, temperature=0.0).text == fresh
+    other = R.messages("how do I sort a list in python?")
+    tiny.lookup = True
+    try:
+        drafted = tiny.chat(other, max_tokens=48, temperature=0.0).text
+        assert tiny.chat(asked, max_tokens=48, temperature=0.0).text == fresh
+    finally:
+        tiny.lookup = False
+    tiny.forget()
+    assert tiny.chat(other, max_tokens=48, temperature=0.0).text == drafted
+
+
+@pytest.mark.integration
+def test_drags_reader_decodes_by_drafting_from_the_question(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assistant.base import config
+    from assistant.core.session import Session
+
+    from .conftest import TEST_MODEL
+
+    flags = {"privacy.reader": "on", "store.offline": False, "privacy.reader_model": TEST_MODEL}
+    calls: list[str] = []
+    real = lookup.greedy
+
+    def spy(*args: object, **kwargs: object) -> lookup.Decoded:
+        calls.append("greedy")  # the reader stops the reply where its JSON closes: it raises
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lookup, "greedy", spy)
+    with Session(config.load().with_flags(flags)) as runtime:
+        assert runtime.read("hey its dana from brightloop, my boss is tomas") is not None
+    assert calls
