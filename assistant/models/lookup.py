@@ -17,6 +17,7 @@ seen, updated as tokens come): linear in the reply.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,21 +93,28 @@ def greedy(
     n_vocab = llm.n_vocab()
     llm._requires_eval = True  # what generate() must redo if this stops halfway
 
+    def drop_after(n: int) -> None:
+        """The context keeps its first ``n`` tokens only."""
+        llm.n_tokens = n
+        if not llm._ctx.kv_cache_seq_rm(-1, n, -1):  # a model that cannot take tokens back
+            raise RuntimeError("llama.cpp could not drop the tokens it had guessed")
+
     def evaluate(tokens: list[int], rows: bool) -> Any:
-        """Read ``tokens`` after what the context holds; the logits of each (``rows``)
-        or of the last only."""
-        llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+        """Read ``tokens`` after what the context holds; the logits of each (``rows``:
+        tokens of one batch) or of the last only."""
+        assert not rows or len(tokens) <= llm.n_batch
+        drop_after(llm.n_tokens)
         for i in range(0, len(tokens), llm.n_batch):
             batch = tokens[i : i + llm.n_batch]
             llm._batch.set_batch(batch=batch, n_past=llm.n_tokens, logits_all=rows)
             llm._ctx.decode(llm._batch)
             llm.input_ids[llm.n_tokens : llm.n_tokens + len(batch)] = batch
             llm.n_tokens += len(batch)
-        count = len(tokens[-llm.n_batch :]) if rows else 1
+        count = len(tokens) if rows else 1
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(count * n_vocab,))
         return logits.reshape(count, n_vocab).argmax(axis=1)
 
-    llm.n_tokens = held
+    drop_after(held)
     best = evaluate(prompt[held:], rows=False)
     prompt_seconds = clock() - started
     drafts = Drafts(prompt)
@@ -135,7 +143,35 @@ def greedy(
             drafts.add(token)
             on_token(token)
             taken += 1
-        # The context keeps what was taken; the guesses after it are dropped.
-        llm.n_tokens = start + 1 + taken
-        llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+        drop_after(start + 1 + taken)  # what was taken; the guesses after it go
         token = int(best[taken])
+
+
+def text_reply(
+    llm: Any,
+    prompt: Sequence[int],
+    *,
+    max_tokens: int,
+    on_text: Callable[[str], None] | None,
+    clock: Callable[[], float],
+) -> tuple[str, Decoded]:
+    """:func:`greedy`'s reply as text, passed to ``on_text`` piece by piece (a character
+    whose bytes are split over tokens waits for the rest)."""
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces: list[str] = []
+
+    def say(text: str) -> None:
+        if text:
+            pieces.append(text)
+            if on_text is not None:
+                on_text(text)
+
+    decoded = greedy(
+        llm,
+        prompt,
+        max_tokens=max_tokens,
+        on_token=lambda token: say(utf8.decode(llm.detokenize([token]))),
+        clock=clock,
+    )
+    say(utf8.decode(b"", final=True))  # bytes of no whole character: "\ufffd"
+    return "".join(pieces), decoded

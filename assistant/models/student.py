@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import io
 import json
 import os
@@ -178,6 +177,7 @@ class Student:
         # prompt (:mod:`assistant.models.lookup`): the privacy reader's, whose values are
         # copied from the question.
         self.lookup = lookup
+        self._lookup_ok: bool | None = None
 
     def close(self) -> None:
         """Free the model now (llama-cpp-python's own finaliser fails at interpreter exit)."""
@@ -245,12 +245,9 @@ class Student:
             if cut < 0:
                 return "none"
 
-            def tokens(text: str) -> list[int]:
-                data = text.encode("utf-8")
-                return self._llm.tokenize(data, add_bos=not formatted.added_special, special=True)
-
-            head = tokens(formatted.prompt[:cut])
-            if tokens(formatted.prompt)[: len(head)] != head or len(head) + 64 >= self.n_ctx:
+            head = self._template_tokens(formatted.prompt[:cut], formatted)
+            whole = self._template_tokens(formatted.prompt, formatted)
+            if whole[: len(head)] != head or len(head) + 64 >= self.n_ctx:
                 return "none"
             return prefixstate.keep(
                 self._llm,
@@ -260,6 +257,12 @@ class Student:
                 n_ctx=self.n_ctx,
                 folder=folder,
             )
+
+    def _template_tokens(self, text: str, formatted: Any) -> list[int]:
+        """The tokens of ``text``, a chat template's prompt (or its head) as the template
+        ``formatted`` it: its special tokens live, a BOS where the template wrote none."""
+        data = text.encode("utf-8")
+        return self._llm.tokenize(data, add_bos=not formatted.added_special, special=True)
 
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -342,9 +345,7 @@ class Student:
                 raise
             except Exception as exc:  # the model's own template (Jinja) refused the messages
                 raise ModelError(f"{self.path.name}'s chat template: {exc}") from None
-            tokens = self._llm.tokenize(
-                formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-            )
+            tokens = self._template_tokens(formatted.prompt, formatted)
             if len(tokens) + max_tokens + 1 >= self.n_ctx:
                 raise ModelError(
                     f"the prompt needs {len(tokens)} tokens but the student's context is "
@@ -411,9 +412,7 @@ class Student:
         whole characters (then the caller answers with :meth:`chat`)."""
         with self._lock:
             formatted = self._formatter()(messages=self._inert_messages(messages))
-            tokens = self._llm.tokenize(
-                formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-            )
+            tokens = self._template_tokens(formatted.prompt, formatted)
             try:
                 head = self._llm.detokenize(list(probe.tokens)).decode("utf-8")
             except UnicodeDecodeError:
@@ -489,11 +488,23 @@ class Student:
         elif choices:
             grammar = self._grammar(tuple(choices))
         with self._lock:
-            if self.lookup and grammar is None and temperature == 0.0:
+            if self.lookup and grammar is None and temperature == 0.0 and self._drafts():
                 return self._chat_lookup(self._inert_messages(messages), max_tokens, on_text)
             return self._chat(
                 self._inert_messages(messages), max_tokens, temperature, on_text, grammar
             )
+
+    def _drafts(self) -> bool:
+        """Whether this model's replies can be decoded by :mod:`lookup`: prompted by its
+        own chat template (read here as :meth:`_chat` reads it), and one whose context
+        can take guessed tokens back (not a recurrent or hybrid model)."""
+        if self._lookup_ok is None:
+            try:
+                self._formatter()
+                self._lookup_ok = not (self._llm._is_recurrent or self._llm._is_hybrid)
+            except Exception:  # another prompt format: decoded as before
+                self._lookup_ok = False
+        return self._lookup_ok
 
     def _chat_lookup(
         self,
@@ -501,42 +512,30 @@ class Student:
         max_tokens: int,
         on_text: Callable[[str], None] | None,
     ) -> Generation:
-        """:meth:`_chat` at temperature 0, decoded by :func:`lookup.greedy`."""
+        """:meth:`_chat` at temperature 0, decoded by :func:`lookup.greedy` (the reply
+        ends at the model's end-of-generation token, which is its template's stop)."""
         from assistant.models import lookup
 
         formatted = self._formatter()(messages=messages)
-        prompt = self._llm.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
+        prompt = self._template_tokens(formatted.prompt, formatted)
         if len(prompt) + 16 >= self.n_ctx:
             raise ModelError(
                 f"the prompt needs about {len(prompt)} tokens but the model's context is "
                 f"{self.n_ctx}; raise student.n_ctx"
             )
         started = time.perf_counter()
-        # A character whose bytes are split over tokens waits for the rest.
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pieces: list[str] = []
-
-        def tell(token: int) -> None:
-            if text := utf8.decode(self._llm.detokenize([token])):
-                pieces.append(text)
-                if on_text is not None:
-                    on_text(text)
-
-        decoded = lookup.greedy(
+        text, decoded = lookup.text_reply(
             self._llm,
             prompt,
             max_tokens=min(max_tokens, self.n_ctx - len(prompt) - 16),
-            on_token=tell,
+            on_text=on_text,
             clock=time.perf_counter,
         )
-        pieces.append(utf8.decode(b"", final=True))
         ended = time.perf_counter()
         first = started + decoded.prompt_seconds
         return Generation(
-            text="".join(pieces).strip(),
-            prompt_tokens=len(prompt),
+            text=text.strip(),
+            prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),  # as _chat
             completion_tokens=len(decoded.tokens),
             prompt_seconds=decoded.prompt_seconds,
             decode_seconds=ended - first,

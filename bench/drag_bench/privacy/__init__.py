@@ -377,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                     runtime.reader.model.lookup = decoding == "lookup"  # type: ignore[attr-defined]
                     about = [model] if model else []
                     about += [f"grammar {grammar}"] if len(grammars) > 1 else []
-                    about += [f"decoding {decoding}"] if len(decodings) > 1 else []
+                    named = len(decodings) > 1 or decoding != "lookup"
+                    about += [f"decoding {decoding}"] if named else []
                     about_text = f" ({', '.join(about)})" if about else ""
                     read: Callable[[str], Reading | None] = runtime.read
                     if args.reader_cache is None and len(variants) > 1:
