@@ -83,11 +83,7 @@ def greedy(
 
     started = clock()
     prompt = list(prompt)
-    held = 0
-    for a, b in zip(llm.input_ids[: llm.n_tokens], prompt, strict=False):
-        if a != b:
-            break
-        held += 1
+    held = llm.longest_token_prefix(llm.input_ids[: llm.n_tokens], prompt)
     held = min(held, len(prompt) - 1)  # the last prompt token is read for its logits
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     n_vocab = llm.n_vocab()
@@ -122,14 +118,18 @@ def greedy(
     batches = 0
     room = min(max_tokens, llm.n_ctx() - len(prompt) - 1)
     token = int(best[-1])
+
+    def take(token: int) -> None:
+        reply.append(token)
+        drafts.add(token)
+        on_token(token)
+
     while True:
         if llama_cpp.llama_vocab_is_eog(vocab, token):
             return Decoded(reply, True, prompt_seconds, batches)
         if len(reply) >= room:
             return Decoded(reply, False, prompt_seconds, batches)
-        reply.append(token)
-        drafts.add(token)
-        on_token(token)
+        take(token)
         guess = drafts.guess(min(DRAFT, room - len(reply)))
         start = llm.n_tokens
         best = evaluate([token, *guess], rows=True)
@@ -139,9 +139,7 @@ def greedy(
             token = guess[taken]
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 break
-            reply.append(token)
-            drafts.add(token)
-            on_token(token)
+            take(token)
             taken += 1
         drop_after(start + 1 + taken)  # what was taken; the guesses after it go
         token = int(best[taken])
