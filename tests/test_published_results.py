@@ -145,6 +145,14 @@ def _units(folder: Path, method: str) -> tuple[float, float, list[float]]:
     return 100 * leaked / present, 100 * whole / present, sorted(reads)
 
 
+def _p50_p95(reads: list[float]) -> tuple[float, float]:
+    """The median (the mean of the middle two of an even count) and the 95th
+    percentile (the nearest rank) of sorted seconds."""
+    n = len(reads)
+    p50 = (reads[n // 2 - 1] + reads[n // 2]) / 2 if n % 2 == 0 else reads[n // 2]
+    return p50, reads[math.ceil(0.95 * n) - 1]
+
+
 def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
     """Each figure of the README's headline table, counted again from the per-item
     records in docs/results (plain counting: no code of the benchmark)."""
@@ -161,12 +169,7 @@ def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> No
     )
     units, whole, _ = _units(unseen, "full")
     assert f"| {units:.2f} % ({whole:.2f} % whole) |" in _headline("the same, detector alone")
-    p50 = (
-        (reads[len(reads) // 2 - 1] + reads[len(reads) // 2]) / 2
-        if len(reads) % 2 == 0
-        else reads[len(reads) // 2]
-    )
-    p95 = reads[math.ceil(0.95 * len(reads)) - 1]
+    p50, p95 = _p50_p95(reads)
     assert f"| {p50:.1f} s / {p95:.1f} s |" in _headline("the reader's time")
     controls = [
         json.loads(line)
@@ -241,6 +244,11 @@ PRIVACY_TABLES = {
         "full + reader without public": "full+reader -public",
         "full + reader without value-parts": "full+reader -value-parts",
     },
+    "privacy-figures/pupa-unseen-95-lookup": {
+        "full (detector alone)": "full",
+        "full + reader, drafting from the question (drag's)": "full+reader (decoding lookup)",
+        "full + reader, a token at a time": "full+reader (decoding plain)",
+    },
     "privacy-figures/pupa-unseen-95-reader-v2": {
         "full (detector alone)": "full",
         "full + reader (Qwen2.5-Coder-0.5B), reader-v2": "full+reader",
@@ -285,6 +293,37 @@ def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> Non
         f"| – | – | {100 * s['reference_kept_words']:.1f} % |"
     )
     assert reference in table.splitlines(), folder
+
+
+def test_the_docs_reader_decoding_times_are_counted_from_the_records() -> None:
+    """Issue 48: the reader's seconds with each decoding, side by side in one run, as
+    docs/benchmarks.md gives them (readings, p50, p95, the sum, and how many readings
+    drafting made faster), counted again from the per-item records."""
+    folder = "privacy-figures/pupa-unseen-95-lookup"
+    text = DOCS.read_text("utf-8")
+    after = text[text.index(f"](results/{folder})") :]
+    table = after[after.index("| the reader's decoding |") :]
+    table = table[: table.index("\n\n")]
+    records = [
+        json.loads(line)
+        for line in (RESULTS / folder / "privacy-items.jsonl").read_text("utf-8").splitlines()
+    ]
+    seconds = {
+        (r["method"], r["id"]): r["seconds"]["read"] for r in records if "read" in r["seconds"]
+    }
+    lookup, plain = "full+reader (decoding lookup)", "full+reader (decoding plain)"
+    both = sorted({i for m, i in seconds if m == lookup} & {i for m, i in seconds if m == plain})
+    faster = sum(1 for i in both if seconds[lookup, i] < seconds[plain, i])
+    for label, method, than in (
+        ("drafting from the question (drag's)", lookup, f"{faster} of {len(both)}"),
+        ("a token at a time", plain, "–"),
+    ):
+        reads = sorted(s for (m, _), s in seconds.items() if m == method)
+        p50, p95 = _p50_p95(reads)
+        row = f"| {label} | {len(reads)} | {p50:.2f} s | {p95:.1f} s | {sum(reads):.0f} s |"
+        assert f"{row} {than} |" in table.splitlines(), label
+    ratio = sum(seconds[lookup, i] for i in both) / sum(seconds[plain, i] for i in both)
+    assert f"**{ratio:.3f}×**" in after[: after.index("\n#")]  # in the same section
 
 
 def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:
