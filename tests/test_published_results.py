@@ -156,7 +156,7 @@ def _p50_p95(reads: list[float]) -> tuple[float, float]:
 def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
     """Each figure of the README's headline table, counted again from the per-item
     records in docs/results (plain counting: no code of the benchmark)."""
-    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v3"
+    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v4"
     units, whole, reads = _units(unseen, "full+reader")
     records = [
         json.loads(line)
@@ -174,7 +174,7 @@ def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> No
     controls = [
         json.loads(line)
         for line in (
-            RESULTS / "privacy-reader" / "mmlu-controls-120-179-reader-v3" / "privacy-items.jsonl"
+            RESULTS / "privacy-reader" / "mmlu-controls-120-179-reader-v4" / "privacy-items.jsonl"
         )
         .read_text("utf-8")
         .splitlines()
@@ -244,6 +244,10 @@ PRIVACY_TABLES = {
         "full + reader without public": "full+reader -public",
         "full + reader without value-parts": "full+reader -value-parts",
     },
+    "privacy-figures/pupa-unseen-95-reader-v4": {
+        "full (detector alone)": "full",
+        "full + reader, reader-v4": "full+reader",
+    },
     "privacy-figures/pupa-unseen-95-lookup": {
         "full (detector alone)": "full",
         "full + reader, drafting from the question (drag's)": "full+reader (decoding lookup)",
@@ -295,6 +299,9 @@ def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> Non
     assert reference in table.splitlines(), folder
 
 
+_DRAFTING = "full+reader (decoding lookup)"
+
+
 def test_the_docs_reader_decoding_times_are_counted_from_the_records() -> None:
     """Issue 48: the reader's seconds with each decoding, side by side in one run, as
     docs/benchmarks.md gives them (readings, p50, p95, the sum, and how many readings
@@ -311,7 +318,7 @@ def test_the_docs_reader_decoding_times_are_counted_from_the_records() -> None:
     seconds = {
         (r["method"], r["id"]): r["seconds"]["read"] for r in records if "read" in r["seconds"]
     }
-    lookup, plain = "full+reader (decoding lookup)", "full+reader (decoding plain)"
+    lookup, plain = _DRAFTING, "full+reader (decoding plain)"
     both = sorted({i for m, i in seconds if m == lookup} & {i for m, i in seconds if m == plain})
     faster = sum(1 for i in both if seconds[lookup, i] < seconds[plain, i])
     for label, method, than in (
@@ -324,6 +331,20 @@ def test_the_docs_reader_decoding_times_are_counted_from_the_records() -> None:
         assert f"{row} {than} |" in table.splitlines(), label
     ratio = sum(seconds[lookup, i] for i in both) / sum(seconds[plain, i] for i in both)
     assert f"**{ratio:.3f}×**" in after[: after.index("\n#")]  # in the same section
+
+
+def test_the_docs_reader_v4_times_are_counted_from_the_records() -> None:
+    """Issue 48: reader-v4's readings against reader-v3's decoded the same way (the
+    decoding run's drafting rows), as docs/benchmarks.md gives them."""
+    _, _, before = _units(RESULTS / "privacy-figures" / "pupa-unseen-95-lookup", _DRAFTING)
+    _, _, after = _units(RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v4", "full+reader")
+    (p50, p95), (p50_before, p95_before) = _p50_p95(after), _p50_p95(before)
+    text = DOCS.read_text("utf-8")
+    assert (
+        f"Its readings took {sum(after):,.0f} s in all\nagainst {sum(before):,.0f} s "
+        f"({sum(after) / sum(before):.2f}×; p50 {p50:.2f} s against {p50_before:.2f} s, "
+        f"p95 {p95:.1f} s against {p95_before:.1f} s"
+    ) in text
 
 
 def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:
@@ -905,6 +926,8 @@ def test_the_store_figures_are_recounted_from_their_records() -> None:
     ("folder", "label"),
     [
         ("mmlu-controls-120-179-reader-v3", "120–179, seen by no rule"),
+        ("mmlu-controls-120-179-reader-v3-lookup", "120–179, reader-v3 drafting"),
+        ("mmlu-controls-120-179-reader-v4", "120–179, reader-v4"),
         ("mmlu-controls-60-119-reader-v3", "60–119, seen by the recheck rules"),
     ],
 )

@@ -61,6 +61,16 @@ def found(*pairs: tuple[str, str]) -> str:
     return json.dumps({"found": [list(p) for p in pairs]})
 
 
+def test_the_examples_replies_hold_their_values_as_written_in_any_script() -> None:
+    # A reply escaped as JSON's \uXXXX has nothing the model can copy from a question in
+    # that script (and the 0.5B wrote the escaped example as a value of other questions).
+    replies = [m["content"] for m in R.messages("x") if m["role"] == "assistant"]
+    listed = [value for reply in replies for _, value in json.loads(reply)["found"]]
+    assert "王小明" in listed
+    for value in listed:
+        assert value in "\n".join(replies)
+
+
 def test_a_span_that_is_not_in_the_question_is_dropped() -> None:
     text = "hey im priya from zenlytics, can u check my cover letter?"
     model = FakeModel(found(("person", "priya"), ("contact", "marek-dev.netlify.app")))
@@ -99,6 +109,11 @@ def test_a_short_word_in_capitals_is_a_term_not_a_name() -> None:
     text = "Is TCP or UDP better for WIPRO's video calls?"
     model = FakeModel(found(("organisation", "UDP"), ("person", "TCP"), ("organisation", "WIPRO")))
     assert [f.text for f in R.SpanReader(model, common=never_common).find(text)] == ["WIPRO"]
+    # ... whatever the model files it as: a user name or an ID has a digit or a sign.
+    model = FakeModel(found(("contact", "TCP"), ("id", "UDP"), ("contact", "WIPRO")))
+    assert [f.text for f in R.SpanReader(model, common=never_common).find(text)] == ["WIPRO"]
+    model = FakeModel(found(("contact", "JD42")))
+    assert [f.text for f in R.SpanReader(model, common=never_common).find("ask JD42")] == ["JD42"]
 
 
 def test_contact_values_get_the_entity_of_their_shape() -> None:

@@ -46,7 +46,7 @@ from assistant.privacy.values import (
 
 __all__ = ["CATEGORIES", "entity_of", "recheck", "shaped", "worth_hiding"]
 
-READER_VERSION = "reader-v3"
+READER_VERSION = "reader-v4"
 RECOGNIZER = "LocalModelReader"
 
 MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
@@ -154,7 +154,9 @@ def messages(text: str) -> list[dict[str, str]]:
     out = [{"role": "system", "content": SYSTEM}]
     for example, found in EXAMPLES:
         out.append({"role": "user", "content": fenced(example)})
-        out.append({"role": "assistant", "content": json.dumps({"found": found})})
+        # Values as written (王小明, not \u738b\u5c0f\u660e): what the model copies.
+        reply = json.dumps({"found": found}, ensure_ascii=False)
+        out.append({"role": "assistant", "content": reply})
     out.append({"role": "user", "content": fenced(text)})
     return out
 
@@ -224,10 +226,10 @@ def parse(reply: str, *, strict: bool = False) -> list[tuple[str, str]]:
     return [(c, v) for c, v in pairs if c in CATEGORIES]
 
 
-# One word of two to four capitals; of a person, an organisation or a place it is read
-# as a term of the subject (a firm in capitals is longer: "WIPRO").
+# One word of two to four capitals is read as a term of the subject, whatever the model
+# filed it as (a firm in capitals is longer: "WIPRO"; a user name or an ID has a digit or
+# a sign in it): reader-v4 filed "TCP" and "UDP" as user names.
 _ACRONYM = re.compile(r"^[A-Z]{2,4}$")
-_NAMED = ("person", "organisation", "place")
 
 
 def occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
@@ -288,7 +290,7 @@ class SpanReader:
             for category, value in pairs:
                 listed += 1
                 spots = self._spots(text, value)
-                if spots and category in _NAMED and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
+                if spots and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
                     spots = []  # "TCP", "UDP", "HR": a term, which small models call a name
                 entity = shaped(entity_of(category, value), value)
                 if not spots or entity is None:
