@@ -226,10 +226,12 @@ def parse(reply: str, *, strict: bool = False) -> list[tuple[str, str]]:
     return [(c, v) for c, v in pairs if c in CATEGORIES]
 
 
-# One word of two to four capitals is read as a term of the subject, whatever the model
-# filed it as (a firm in capitals is longer: "WIPRO"; a user name or an ID has a digit or
-# a sign in it): reader-v4 filed "TCP" and "UDP" as user names.
+# One word of two to four capitals; of a person, an organisation, a place or a user name
+# it is read as a term of the subject (a firm in capitals is longer: "WIPRO"; reader-v4
+# filed "TCP" and "UDP" as user names; a handle written with its "@" is no such word).
+# An ID or an address of capitals is kept: a password, a state's code.
 _ACRONYM = re.compile(r"^[A-Z]{2,4}$")
+_TERMS = ("person", "organisation", "place", "contact")
 
 
 def occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
@@ -290,7 +292,7 @@ class SpanReader:
             for category, value in pairs:
                 listed += 1
                 spots = self._spots(text, value)
-                if spots and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
+                if spots and category in _TERMS and _ACRONYM.match(text[spots[0][0] : spots[0][1]]):
                     spots = []  # "TCP", "UDP", "HR": a term, which small models call a name
                 entity = shaped(entity_of(category, value), value)
                 if not spots or entity is None:

@@ -47,8 +47,8 @@ def shaped(entity: str, value: str) -> str | None:
     "contact" or "id" with words and no digits is a name the model filed wrongly, and is
     judged as a person ("李娜" listed as a contact).  (Written from the bundled MMLU
     controls 0-59 and PUPA-TNB's seen half.)  A user name that is one capitalised word
-    ("Leo"; not one in capitals, which the person rule would drop) is a person's name; a
-    chemical formula is no name ("AlBr3").
+    ("Leo"; not one in capitals: two to four capitals the reader reads as a term) is a
+    person's name; a chemical formula is no name ("AlBr3").
     (Written from MMLU controls 60-119, issue 48.)"""
     value = value.strip()
     letters = sum(ch.isalpha() for ch in value)
