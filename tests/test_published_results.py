@@ -302,6 +302,18 @@ def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> Non
 _DRAFTING = "full+reader (decoding lookup)"
 
 
+def _read_seconds(folder: str, method: str) -> dict[str, float]:
+    """Each item's reader seconds for ``method`` in a privacy-figures folder (an item
+    whose reading failed has none)."""
+    lines = (RESULTS / "privacy-figures" / folder / "privacy-items.jsonl").read_text("utf-8")
+    rows = [json.loads(line) for line in lines.splitlines()]
+    return {
+        r["id"]: r["seconds"]["read"]
+        for r in rows
+        if r["method"] == method and "read" in r["seconds"]
+    }
+
+
 def test_the_docs_reader_decoding_times_are_counted_from_the_records() -> None:
     """Issue 48: the reader's seconds with each decoding, side by side in one run, as
     docs/benchmarks.md gives them (readings, p50, p95, the sum, and how many readings
@@ -311,25 +323,19 @@ def test_the_docs_reader_decoding_times_are_counted_from_the_records() -> None:
     after = text[text.index(f"](results/{folder})") :]
     table = after[after.index("| the reader's decoding |") :]
     table = table[: table.index("\n\n")]
-    records = [
-        json.loads(line)
-        for line in (RESULTS / folder / "privacy-items.jsonl").read_text("utf-8").splitlines()
-    ]
-    seconds = {
-        (r["method"], r["id"]): r["seconds"]["read"] for r in records if "read" in r["seconds"]
-    }
-    lookup, plain = _DRAFTING, "full+reader (decoding plain)"
-    both = sorted({i for m, i in seconds if m == lookup} & {i for m, i in seconds if m == plain})
-    faster = sum(1 for i in both if seconds[lookup, i] < seconds[plain, i])
-    for label, method, than in (
+    lookup = _read_seconds("pupa-unseen-95-lookup", _DRAFTING)
+    plain = _read_seconds("pupa-unseen-95-lookup", "full+reader (decoding plain)")
+    both = sorted(set(lookup) & set(plain))
+    faster = sum(1 for i in both if lookup[i] < plain[i])
+    for label, seconds, than in (
         ("drafting from the question (drag's)", lookup, f"{faster} of {len(both)}"),
         ("a token at a time", plain, "–"),
     ):
-        reads = sorted(s for (m, _), s in seconds.items() if m == method)
+        reads = sorted(seconds.values())
         p50, p95 = _p50_p95(reads)
         row = f"| {label} | {len(reads)} | {p50:.2f} s | {p95:.1f} s | {sum(reads):.0f} s |"
         assert f"{row} {than} |" in table.splitlines(), label
-    ratio = sum(seconds[lookup, i] for i in both) / sum(seconds[plain, i] for i in both)
+    ratio = sum(lookup[i] for i in both) / sum(plain[i] for i in both)
     assert f"**{ratio:.3f}×**" in after[: after.index("\n#")]  # in the same section
 
 
@@ -337,19 +343,8 @@ def test_the_docs_reader_v4_times_are_counted_from_the_records() -> None:
     """Issue 48: reader-v4's readings against reader-v3's decoded the same way (the
     decoding run's drafting rows), as docs/benchmarks.md gives them."""
 
-    def reads(folder: str, method: str) -> dict[str, float]:
-        lines = (RESULTS / "privacy-figures" / folder / "privacy-items.jsonl").read_text("utf-8")
-        rows = [json.loads(line) for line in lines.splitlines()]
-        return {
-            r["id"]: r["seconds"]["read"]
-            for r in rows
-            if r["method"] == method and "read" in r["seconds"]
-        }
-
-    v3, v4 = (
-        reads("pupa-unseen-95-lookup", _DRAFTING),
-        reads("pupa-unseen-95-reader-v4", "full+reader"),
-    )
+    v3 = _read_seconds("pupa-unseen-95-lookup", _DRAFTING)
+    v4 = _read_seconds("pupa-unseen-95-reader-v4", "full+reader")
     both = sorted(set(v3) & set(v4))
     before, after = sorted(v3[i] for i in both), sorted(v4[i] for i in both)
     (p50, p95), (p50_before, p95_before) = _p50_p95(after), _p50_p95(before)
