@@ -714,8 +714,24 @@ def serve_process(env: dict[str, str], *options: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**env, "PYTHONFAULTHANDLER": "1"},  # SIGABRT: where each thread was
     )
+
+
+def stopped(serve: subprocess.Popen[str]) -> int:
+    """SIGTERM, then its exit status.  One still running a minute later is made to
+    write where each of its threads was (faulthandler, on SIGABRT) and the test fails
+    with that: a stop that hangs is shown, not only timed out."""
+    serve.send_signal(signal.SIGTERM)
+    try:
+        return serve.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        serve.send_signal(signal.SIGABRT)
+        _out, err = serve.communicate(timeout=60)
+        pytest.fail(
+            f"drag serve did not stop within 60 s of SIGTERM; its threads:\n{err[-8000:]}",
+            pytrace=False,
+        )
 
 
 def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.HostileTeacher) -> None:
@@ -747,8 +763,7 @@ def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.Hostil
         assert "loaded: detector, teacher" in held, held  # kept for the next request
         again = drag("serve", "--port", "0", env=env)
         assert again.returncode == 2 and "stop it first" in one_line_error(again)
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(timeout=60) == 0
+        assert stopped(serve) == 0
     finally:
         if serve.poll() is None:
             serve.kill()
@@ -814,8 +829,7 @@ def test_allow_network_listens_on_another_address_and_keeps_every_check(
         assert status_of(address, port, {**here, **key}) == 200
         assert status_of(address, port, here) == 401
         assert status_of(address, port, {"Host": f"drag.example:{port}", **key}) == 403
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(timeout=60) == 0
+        assert stopped(serve) == 0
     finally:
         if serve.poll() is None:
             serve.kill()
