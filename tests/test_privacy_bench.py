@@ -365,3 +365,28 @@ def test_units_the_rule_calls_public_are_counted_apart_and_listed() -> None:
     assert summary["without_public"]["units"] == 1
     assert summary["without_public"]["unit_leaked_whole"] == 0
     assert "without the 2 public units" in leakage.render({"full": summary}, "t")
+
+
+def test_a_reading_that_fails_is_refused_and_its_time_is_counted() -> None:
+    """A question the reader could not read is refused, and the seconds it spent are in
+    its record, so that the reader's p50 and p95 count every question (issue 48: the two
+    slowest long pastes once had no time).  The reader is a fake that works 50 ms (by
+    the clock, no sleep) and then fails."""
+    import time
+
+    from drag_bench.privacy.datasets import Item
+    from drag_bench.privacy.methods import make_full
+
+    from assistant.base.errors import PrivacyError
+    from assistant.privacy.detector import Detector
+
+    def failing_read(question: str) -> None:
+        until = time.perf_counter() + 0.05
+        while time.perf_counter() < until:
+            pass
+        raise PrivacyError("the local reader stopped before the end of the question")
+
+    run = make_full(Detector(), None, read=failing_read)
+    outcome = run(Item("q1", "Ask Ada Lovelace about it", (("PERSON", "Ada Lovelace"),)))
+    assert outcome.sent is None and "stopped before the end" in outcome.note
+    assert outcome.seconds["read"] >= 0.05

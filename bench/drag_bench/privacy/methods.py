@@ -150,10 +150,11 @@ def make_full(
 
     def run(item: Item) -> Outcome:
         vault = Vault(tag_of=load_policy().tag)  # one fresh session per item
+        started = time.perf_counter()
         try:
             reading = read(item.text) if read is not None else None
-        except PrivacyError as exc:  # fails closed: nothing is sent
-            return Outcome(None, {}, True, str(exc))
+        except PrivacyError as exc:  # fails closed: nothing is sent; its time counts too
+            return Outcome(None, {"read": time.perf_counter() - started}, True, str(exc))
         san = sanitize(
             item.text,
             scanner=detector,
