@@ -274,31 +274,3 @@ def test_a_process_that_runs_one_variant_checks_the_next_model_with_it(
     monkeypatch.setitem(llamabuild._loaded, "cpu", other)  # as if an earlier model chose it
     verdict = llamacheck.prepare(test_model_path)
     assert verdict.variant == other and verdict.checked
-
-
-class FakeGgml:
-    """A fake libggml: records the backend libraries it is asked to load."""
-
-    def __init__(self) -> None:
-        self.loaded: list[bytes] = []
-
-    def ggml_backend_load(self, path: bytes) -> int:
-        self.loaded.append(path)
-        return 1
-
-
-@pytest.mark.parametrize("gpu_layers", [0, -1])
-def test_a_student_on_the_cpu_brings_no_gpu_library_into_the_process(
-    gpu_layers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`student.gpu = "off"` (no layer offloaded): the build's GPU backend library is not
-    loaded either, so the setting runs what a CPU build would; with layers offloaded it is."""
-    fake, cuda, cpu = FakeGgml(), tmp_path / "libggml-cuda.so", tmp_path / "libggml-cpu-x64.so"
-    monkeypatch.setattr(llamabuild, "other_backends", lambda folder=None: [cuda])
-    monkeypatch.setattr(llamabuild, "_libggml", lambda: fake)
-    monkeypatch.setattr(llamabuild, "_register", lambda variant: None)
-    monkeypatch.setattr(llamabuild, "_loaded", {})
-    monkeypatch.setattr(llamacheck, "ready", lambda *_a, **_k: llamacheck.Verdict(cpu, 0.0))
-    verdict = llamacheck.prepare(tmp_path / "model.gguf", gpu_layers=gpu_layers)
-    assert verdict.variant == cpu and llamabuild.loaded_cpu() == cpu
-    assert fake.loaded == ([str(cuda).encode()] if gpu_layers else [])

@@ -380,13 +380,13 @@ def test_a_reading_that_fails_is_refused_and_its_time_is_counted() -> None:
     from assistant.base.errors import PrivacyError
     from assistant.privacy.detector import Detector
 
-    def failing_read(question: str) -> None:
+    def fake_failing_read(question: str) -> None:
         until = time.perf_counter() + 0.05
         while time.perf_counter() < until:
             pass
         raise PrivacyError("the local reader stopped before the end of the question")
 
-    run = make_full(Detector(), None, read=failing_read)
+    run = make_full(Detector(), None, read=fake_failing_read)
     outcome = run(Item("q1", "Ask Ada Lovelace about it", (("PERSON", "Ada Lovelace"),)))
     assert outcome.sent is None and "stopped before the end" in outcome.note
     assert outcome.seconds["read"] >= 0.05

@@ -3,14 +3,17 @@ real 1.1 GB model cannot travel there (packaging/gpu-check.sh runs this on that 
 
     python tools/gpu_check.py skeleton MODEL.gguf DIR   # here: MODEL's header and layout
     python tools/gpu_check.py random DIR OUT.gguf       # there: that layout, random weights
-    python tools/gpu_check.py check OUT.gguf [RUNS] [MAX_TOKENS]
+    python tools/gpu_check.py check OUT.gguf auto|off [RUNS] [MAX_TOKENS] > FIGURES
+    python tools/gpu_check.py ratio GPU_FIGURES CPU_FIGURES
 
 ``random`` writes a file of the model's exact layout (header, tokenizer, tensor types and
 offsets copied) with random weights, so its speed is the model's; the rows of the
 end-of-turn tokens are zero (the output is tied to them), so a reply runs to MAX_TOKENS.
-``check`` loads it through drag's own Student with ``gpu = "auto"`` and ``"off"``, side by
-side in one process, and prints whether drag offloaded it and both timings (gguf-py is
-needed for ``skeleton`` only).
+``check`` loads it through drag's own Student with ``gpu = "auto"`` or ``"off"``, each in
+a process of its own (one that has asked for the GPU holds llama.cpp's GPU library, which
+may take a CPU run's large batches), and prints whether drag offloaded it and its
+timings, the last line a JSON of them; ``ratio`` sets two such runs side by side
+(gguf-py is needed for ``skeleton`` only).
 """
 
 from __future__ import annotations
@@ -94,15 +97,16 @@ def gpu_memory() -> str:
     return got.stdout.strip() or got.stderr.strip()
 
 
-def check(model: Path, runs: int = 3, max_tokens: int = 128) -> None:
+def check(model: Path, gpu: str, runs: int = 3, max_tokens: int = 128) -> None:
     import llama_cpp
 
     from assistant.models import llamabuild
     from assistant.models.student import Student, gpu_offload_supported
 
     print("llama_supports_gpu_offload:", llama_cpp.llama_supports_gpu_offload())
-    print("llamabuild.has_gpu:", llamabuild.has_gpu())
-    print("student.gpu_offload_supported:", gpu_offload_supported())
+    if gpu == "auto":  # asking loads the GPU library: the CPU run does not ask
+        print("llamabuild.has_gpu:", llamabuild.has_gpu())
+        print("student.gpu_offload_supported:", gpu_offload_supported())
     print("GPU memory before:", gpu_memory())
     evidence = " ".join(
         f"Evidence {i}: The Treaty of Westphalia in 1648 ended the Thirty Years' War and "
@@ -113,32 +117,43 @@ def check(model: Path, runs: int = 3, max_tokens: int = 128) -> None:
         {"role": "system", "content": "Answer with the evidence given."},
         {"role": "user", "content": f"{evidence}\n\nQuestion: what did the treaty end?"},
     ]
-    figures: dict[str, list[tuple[float, float]]] = {}
-    for gpu in ("auto", "off"):
-        started = time.monotonic()
-        student = Student(model, n_ctx=4096, gpu=gpu, status=lambda m: print("  status:", m))
-        print(
-            f"gpu={gpu}: loaded in {time.monotonic() - started:.1f} s, on_gpu={student.on_gpu},"
-            f" variant {student.build.name}; GPU memory {gpu_memory()}"
-        )
-        rows = figures.setdefault(gpu, [])
-        for i in range(runs + 1):  # the first warms up and is not counted
-            student.forget()
-            g: Any = student.chat(messages, max_tokens=max_tokens)
-            if i:
-                rows.append((g.prompt_seconds, g.tokens_per_second))
-            print(
-                f"  run {i}: {g.prompt_tokens} prompt tokens in {g.prompt_seconds:.3f} s,"
-                f" {g.completion_tokens} tokens at {g.tokens_per_second:.1f} tok/s"
-            )
-        student.close()
-    first = {gpu: statistics.median(r[0] for r in rows) for gpu, rows in figures.items()}
-    speed = {gpu: statistics.median(r[1] for r in rows) for gpu, rows in figures.items()}
-    for gpu in figures:
-        print(f"gpu={gpu}: first token p50 {first[gpu]:.3f} s, decode p50 {speed[gpu]:.1f} tok/s")
+    started = time.monotonic()
+    student = Student(model, n_ctx=4096, gpu=gpu, status=lambda m: print("  status:", m))
     print(
-        f"ratio: first token CPU/GPU {first['off'] / first['auto']:.2f},"
-        f" decode GPU/CPU {speed['auto'] / speed['off']:.2f}"
+        f"gpu={gpu}: loaded in {time.monotonic() - started:.1f} s, on_gpu={student.on_gpu},"
+        f" variant {student.build.name}; GPU memory {gpu_memory()}"
+    )
+    rows: list[tuple[float, float]] = []
+    for i in range(runs + 1):  # the first warms up and is not counted
+        student.forget()
+        g: Any = student.chat(messages, max_tokens=max_tokens)
+        if i:
+            rows.append((g.prompt_seconds, g.tokens_per_second))
+        print(
+            f"  run {i}: {g.prompt_tokens} prompt tokens in {g.prompt_seconds:.3f} s,"
+            f" {g.completion_tokens} tokens at {g.tokens_per_second:.1f} tok/s"
+        )
+    student.close()
+    figures = {
+        "gpu": gpu,
+        "on_gpu": student.on_gpu,
+        "runs": len(rows),
+        "first_token_p50": statistics.median(r[0] for r in rows),
+        "decode_p50": statistics.median(r[1] for r in rows),
+    }
+    print(json.dumps(figures))
+
+
+def ratio(on: Path, off: Path) -> None:
+    gpu, cpu = (json.loads(p.read_text().strip().splitlines()[-1]) for p in (on, off))
+    for f in (gpu, cpu):
+        print(
+            f"gpu={f['gpu']} (on_gpu {f['on_gpu']}): first token p50 {f['first_token_p50']:.3f} s,"
+            f" decode p50 {f['decode_p50']:.1f} tok/s over {f['runs']} runs"
+        )
+    print(
+        f"ratio: first token CPU/GPU {cpu['first_token_p50'] / gpu['first_token_p50']:.2f},"
+        f" decode GPU/CPU {gpu['decode_p50'] / cpu['decode_p50']:.2f}"
     )
 
 
@@ -147,8 +162,10 @@ def main(argv: list[str]) -> int:
         skeleton(Path(argv[1]), Path(argv[2]))
     elif len(argv) == 3 and argv[0] == "random":
         random_model(Path(argv[1]), Path(argv[2]))
-    elif 2 <= len(argv) <= 4 and argv[0] == "check":
-        check(Path(argv[1]), *(int(a) for a in argv[2:]))
+    elif 3 <= len(argv) <= 5 and argv[0] == "check" and argv[2] in ("auto", "off"):
+        check(Path(argv[1]), argv[2], *(int(a) for a in argv[3:]))
+    elif len(argv) == 3 and argv[0] == "ratio":
+        ratio(Path(argv[1]), Path(argv[2]))
     else:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2

@@ -193,12 +193,9 @@ def has_gpu() -> bool | None:
     return any(lib.ggml_backend_dev_by_type(kind) for kind in (1, 2))  # GPU, IGPU
 
 
-def load_cpu(variant: Path | None, *, gpu: bool = True) -> None:
-    """Load this CPU variant into this process (once; ``None``: a build for one CPU).
-    ``gpu`` False (no layer offloaded): no GPU library comes into the process either, so
-    that ``student.gpu = "off"`` runs what a CPU build would."""
-    if gpu:
-        load_other_backends()
+def load_cpu(variant: Path | None) -> None:
+    """Load this CPU variant into this process (once; ``None``: a build for one CPU)."""
+    load_other_backends()
     with _loading:
         if "cpu" in _loaded:
             if _loaded["cpu"] != variant:
@@ -256,7 +253,7 @@ def _probe_main(model: str, gpu_layers: int, cpu: str | None) -> int:
     try:
         import llama_cpp
 
-        load_cpu(Path(cpu) if cpu else None, gpu=gpu_layers != 0)
+        load_cpu(Path(cpu) if cpu else None)
         llm = llama_cpp.Llama(
             model_path=model, n_ctx=512, n_gpu_layers=gpu_layers, verbose=True, seed=0
         )

@@ -285,5 +285,5 @@ def prepare(
     loaded = llamabuild.loaded_cpu()
     if loaded is not None and loaded != verdict.variant:
         verdict = ready(model, gpu_layers=gpu_layers, status=status, only=loaded)
-    llamabuild.load_cpu(verdict.variant, gpu=gpu_layers != 0)
+    llamabuild.load_cpu(verdict.variant)
     return verdict
