@@ -46,7 +46,7 @@ for f in "$lib"/libllama.so "$lib"/libggml.so.0 "$lib"/libggml-cuda.so; do
     printf '%s needs: %s\n' "$(basename "$f")" "$(readelf -d "$f" | grep -o 'NEEDED.*' | grep -o '\[.*\]' | tr '\n' ' ')"
 done | tee "$OUT/libraries.txt"
 wait $random || exit 1
-export PYTHONPATH=/tmp/site:$PWD DRAG_HOME=/tmp/drag-home
+export PYTHONPATH=/tmp/site:$PWD:$PWD/bench DRAG_HOME=/tmp/drag-home
 for gpu in auto off; do  # each in a process of its own (tools/gpu_check.py)
     timeout "${GPU_CHECK_SECONDS:-150}" python3 tools/gpu_check.py check /tmp/student-layout.gguf \
         $gpu 3 128 2>&1 | tee "$OUT/check-$gpu.txt" || { echo "the $gpu check failed"; failed=1; }

@@ -9,7 +9,8 @@ real 1.1 GB model cannot travel there (packaging/gpu-check.sh runs this on that 
 ``random`` writes a file of the model's exact layout (header, tokenizer, tensor types and
 offsets copied) with random weights, so its speed is the model's; the rows of the
 end-of-turn tokens are zero (the output is tied to them), so a reply runs to MAX_TOKENS.
-``check`` loads it through drag's own Student with ``gpu = "auto"`` or ``"off"``, each in
+``check`` loads it through drag's own Student with ``gpu = "auto"`` or ``"off"`` and
+times ``drag bench speed``'s prompt (bench/ on the Python path), each in
 a process of its own (one that has asked for the GPU holds llama.cpp's GPU library, which
 may take a CPU run's large batches), and prints whether drag offloaded it and its
 timings, the last line a JSON of them; ``ratio`` sets two such runs side by side
@@ -99,6 +100,7 @@ def gpu_memory() -> str:
 
 def check(model: Path, gpu: str, runs: int = 3, max_tokens: int = 128) -> None:
     import llama_cpp
+    from drag_bench.speed import prompt  # the prompt of drag bench speed's CPU figures
 
     from assistant.models import llamabuild
     from assistant.models.student import Student, gpu_offload_supported
@@ -108,15 +110,6 @@ def check(model: Path, gpu: str, runs: int = 3, max_tokens: int = 128) -> None:
         print("llamabuild.has_gpu:", llamabuild.has_gpu())
         print("student.gpu_offload_supported:", gpu_offload_supported())
     print("GPU memory before:", gpu_memory())
-    evidence = " ".join(
-        f"Evidence {i}: The Treaty of Westphalia in 1648 ended the Thirty Years' War and "
-        "set out principles of state sovereignty that later writers took as a founding moment."
-        for i in range(15)
-    )
-    messages = [
-        {"role": "system", "content": "Answer with the evidence given."},
-        {"role": "user", "content": f"{evidence}\n\nQuestion: what did the treaty end?"},
-    ]
     started = time.monotonic()
     student = Student(model, n_ctx=4096, gpu=gpu, status=lambda m: print("  status:", m))
     print(
@@ -125,8 +118,7 @@ def check(model: Path, gpu: str, runs: int = 3, max_tokens: int = 128) -> None:
     )
     rows: list[tuple[float, float]] = []
     for i in range(runs + 1):  # the first warms up and is not counted
-        student.forget()
-        g: Any = student.chat(messages, max_tokens=max_tokens)
+        g: Any = student.chat(prompt(i), max_tokens=max_tokens)
         if i:
             rows.append((g.prompt_seconds, g.tokens_per_second))
         print(
