@@ -919,7 +919,7 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
         Finding("LOCATION", 50, 61, "42 oak lane", 0.9, R.RECOGNIZER),
         Finding("PERSON", 70, 83, "mark j. white", 0.9, R.RECOGNIZER),
     ]
-    assert [(f.entity, f.text) for f in R.recheck(read, common)] == [
+    assert [(f.entity, f.text) for f in R.recheck(read, common, text="")] == [
         ("PERSON", "Leo"),
         ("PERSON", "J. Smith"),
         ("LOCATION", "42 oak lane"),
@@ -927,10 +927,45 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
     ]
 
 
+def test_a_quiz_answer_option_the_reader_files_as_a_person_is_the_option() -> None:
+    """Written from MMLU controls 60-119 (issue 48): the 0.5B lists a quiz's answer
+    options as people.  On a line labelled as an option (the labels A, B, ... in
+    order) a person, organisation or place of the reader's is dropped; a contact or an
+    ID there stays, as does a name in the question's own line, and lines labelled
+    otherwise (not A, B, ...) are no options."""
+    quiz = (
+        "Ms Ortega asks which statement about the series holds?\n"
+        "A. They are not weakly stationary\n"
+        "B. They have no trend\n"
+        "C) Ask Ortega at ortega@example.org\n"
+    )
+
+    def found(entity: str, value: str, text: str) -> Finding:
+        start = text.index(value)
+        return Finding(entity, start, start + len(value), value, 0.9, R.RECOGNIZER)
+
+    read = [
+        found("PERSON", "Ortega", quiz),  # the question's line
+        found("PERSON", "A. They are not weakly stationary", quiz),
+        found("ORGANIZATION", "They have no trend", quiz),
+        found("LOCATION", "Ask Ortega", quiz),
+        found("EMAIL_ADDRESS", "ortega@example.org", quiz),
+    ]
+    kept = R.recheck(read, str.islower, text=quiz)
+    assert [f.text for f in kept] == ["Ortega", "ortega@example.org"]
+    # Labels out of order (B before A) or one alone: a list, not a quiz's options.
+    listed = "B. Lee called\nA. Lee wrote\n"
+    lee = [found("PERSON", "Lee", listed)]
+    assert R.recheck(lee, str.islower, text=listed) == lee
+    alone = "A. Lee called\nthen left\n"
+    lee = [found("PERSON", "Lee", alone)]
+    assert R.recheck(lee, str.islower, text=alone) == lee
+
+
 def test_a_reading_taken_before_a_rule_changed_is_judged_by_todays() -> None:
     """A contact kept as a link by an older rule ("0.19" once matched a domain) is judged
     again by its shape when the reading is used."""
     old = [Finding("URL", 0, 4, "0.19", 0.9, R.RECOGNIZER)]
-    assert R.recheck(old, str.islower) == []
+    assert R.recheck(old, str.islower, text="0.19") == []
     link = [Finding("URL", 0, 21, "marek-dev.netlify.app", 0.9, R.RECOGNIZER)]
-    assert R.recheck(link, str.islower) == link
+    assert R.recheck(link, str.islower, text="marek-dev.netlify.app") == link

@@ -98,12 +98,41 @@ def worth_hiding(value: str, common: Callable[[str], bool]) -> bool:
 _PHRASE = re.compile(r"^(?:a|an|the|A|An|The)\s[^\W\d_]+(?:[\s'’-]+[^\W\d_]+)+$")
 
 
-def recheck(findings: Sequence[Finding], common: Callable[[str], bool]) -> list[Finding]:
-    """The reader's findings judged again by the rules on values (:func:`shaped`, and
-    words after an article are worth hiding only for a word of two letters or more:
-    "A fifteen year-old boy" is ordinary words), whenever a reading is used: a
-    reading taken before a rule changed is judged by today's rules.  (Written from
-    MMLU controls 60-119, issue 48.)"""
+# An answer option of a quiz: a line that opens with a letter label ("A. ", "(B) ",
+# "C) "), in a text whose labelled lines run A, B, ... in order.  The 0.5B files a
+# quiz's options as people ("C. They are highly autocorrelated", "Some large houses
+# are bigger than some apartments"): a person, organisation or place that the reader
+# alone lists on such a line is not replaced (the detector's own findings there are).
+# (Written from MMLU controls 60-119, issue 48; no query of PUPA-TNB's seen half has
+# a line labelled A and one labelled B.)
+_OPTION = re.compile(r"^[ \t]*\(?([A-H])[.)][ \t]", re.MULTILINE)
+_ON_OPTIONS = ("PERSON", "ORGANIZATION", "LOCATION")
+
+
+def answer_options(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each answer-option line of ``text``: none unless its
+    letter-labelled lines are A, B, ... in order, two at least."""
+    found = [(m.group(1), m.start()) for m in _OPTION.finditer(text)]
+    labels = "".join(label for label, _ in found)
+    if len(labels) < 2 or labels != "ABCDEFGH"[: len(labels)]:
+        return []
+    spans = []
+    for _label, start in found:
+        end = text.find("\n", start)
+        spans.append((start, len(text) if end < 0 else end))
+    return spans
+
+
+def recheck(
+    findings: Sequence[Finding], common: Callable[[str], bool], *, text: str
+) -> list[Finding]:
+    """The reader's findings in ``text`` judged again by the rules on values
+    (:func:`shaped`; words after an article are worth hiding only for a word of two
+    letters or more: "A fifteen year-old boy" is ordinary words; a person,
+    organisation or place on a quiz's answer option is the option, see
+    :func:`answer_options`), whenever a reading is used: a reading taken before a rule
+    changed is judged by today's rules.  (Written from MMLU controls 60-119, issue 48.)"""
+    options = answer_options(text)
     out = []
     contacts = {entity_of("contact", v) for v in ("a@b.cd", "+1 555 0100", "b.cd", "ab")}
     for f in findings:
@@ -116,6 +145,8 @@ def recheck(findings: Sequence[Finding], common: Callable[[str], bool]) -> list[
             and len(words) > 1
         )
         if entity is None or (phrase and not worth_hiding(" ".join(words), common)):
+            continue
+        if entity in _ON_OPTIONS and any(a <= f.start < b for a, b in options):
             continue
         out.append(f if entity == f.entity else dataclasses.replace(f, entity=entity))
     return out
