@@ -899,7 +899,7 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
     capitalised word alone is a person's name however it was filed ("Leo" as a user
     name: in a quiz a person the model alone found may stay), a formula is no name
     ("AlBr3"), and ordinary words after an article are no value ("A fifteen year-old
-    boy").  Judged again whenever a reading is used (recheck)."""
+    boy", "The juvenile court judge").  Judged again whenever a reading is used (recheck)."""
     assert R.shaped(R.entity_of("contact", "0.19"), "0.19") is None
     assert R.entity_of("contact", "marek-dev.netlify.app") == "URL"
     assert R.shaped("USERNAME", "Leo") == "PERSON"
@@ -918,12 +918,16 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
         # Lower-case words that a number or an initial makes worth hiding stay.
         Finding("LOCATION", 50, 61, "42 oak lane", 0.9, R.RECOGNIZER),
         Finding("PERSON", 70, 83, "mark j. white", 0.9, R.RECOGNIZER),
+        # The article's own capital makes no name; the words after it can.
+        Finding("PERSON", 90, 114, "The juvenile court judge", 0.9, R.RECOGNIZER),
+        Finding("ORGANIZATION", 120, 136, "The Vintage Team", 0.9, R.RECOGNIZER),
     ]
     assert [(f.entity, f.text) for f in R.recheck(read, common, text="")] == [
         ("PERSON", "Leo"),
         ("PERSON", "J. Smith"),
         ("LOCATION", "42 oak lane"),
         ("PERSON", "mark j. white"),
+        ("ORGANIZATION", "The Vintage Team"),
     ]
 
 

@@ -127,8 +127,9 @@ def recheck(
     findings: Sequence[Finding], common: Callable[[str], bool], *, text: str
 ) -> list[Finding]:
     """The reader's findings in ``text`` judged again by the rules on values
-    (:func:`shaped`; words after an article are worth hiding only for a word of two
-    letters or more: "A fifteen year-old boy" is ordinary words; a person,
+    (:func:`shaped`; a value of words after an article is worth hiding only for a
+    word of two letters or more after it that is (see :func:`worth_hiding`): "A
+    fifteen year-old boy", "The juvenile court judge" are ordinary words; a person,
     organisation or place on a quiz's answer option is the option, see
     :func:`answer_options`), whenever a reading is used: a reading taken before a rule
     changed is judged by today's rules.  (Written from MMLU controls 60-119, issue 48.)"""
@@ -138,11 +139,13 @@ def recheck(
     for f in findings:
         kind = entity_of("contact", f.text) if f.entity in contacts else f.entity
         entity = shaped(kind, f.text)
-        words = [w for w in _LETTERS.findall(f.text) if len(w) > 1]
+        # The words after the article, as written ("The juvenile court judge" is
+        # ordinary words: its article's capital makes no name).
+        words = [w for w in _LETTERS.findall(f.text.split(None, 1)[-1]) if len(w) > 1]
         phrase = (
             entity in ("PERSON", "ORGANIZATION", "LOCATION")
             and _PHRASE.match(f.text) is not None
-            and len(words) > 1
+            and len(words) > 0
         )
         if entity is None or (phrase and not worth_hiding(" ".join(words), common)):
             continue
