@@ -174,7 +174,11 @@ def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> No
     controls = [
         json.loads(line)
         for line in (
-            RESULTS / "privacy-reader" / "mmlu-controls-120-179-reader-v4" / "privacy-items.jsonl"
+            RESULTS
+            / "privacy-reader"
+            / "options-article"
+            / "mmlu-controls-120-179-options-article"
+            / "privacy-items.jsonl"
         )
         .read_text("utf-8")
         .splitlines()
@@ -939,6 +943,12 @@ def test_the_store_figures_are_recounted_from_their_records() -> None:
         ("mmlu-controls-120-179-reader-v3-lookup", "120–179, reader-v3 drafting"),
         ("mmlu-controls-120-179-reader-v4", "120–179, reader-v4"),
         ("mmlu-controls-60-119-reader-v3", "60–119, seen by the recheck rules"),
+        ("options-article/mmlu-controls-60-119-reader-v4", "60–119, reader-v4's rules"),
+        ("options-article/mmlu-controls-60-119-options", "60–119, + options ("),
+        ("options-article/mmlu-controls-60-119-options-article", "60–119, + options + article"),
+        ("options-article/mmlu-controls-120-179-reader-v4", "120–179 (seen by no rule), reader"),
+        ("options-article/mmlu-controls-120-179-options", "120–179, + options ("),
+        ("options-article/mmlu-controls-120-179-options-article", "120–179, + options + article"),
     ],
 )
 def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label: str) -> None:
@@ -958,6 +968,36 @@ def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label:
     refused = sum(1 for r in records if r["method"] == "full+reader" and r["blocked"])
     row = next(ln for ln in DOCS.read_text("utf-8").splitlines() if ln.startswith(f"| {label}"))
     assert row.endswith(f"| {changed('full')} | {changed('full+reader')} | {refused} |"), row
+
+
+def test_the_two_reader_rules_change_no_query_they_should_not_as_the_docs_say() -> None:
+    """docs/benchmarks.md, "Answer options and articles": on the same readings, no control
+    sent as written under reader-v4's rules is changed by the two rules, and on PUPA-TNB's
+    unseen half the three rows agree on every query (what leaked, refusals, words sent)."""
+    folder = RESULTS / "privacy-reader" / "options-article"
+
+    def records(name: str) -> dict[tuple[str, str], dict[str, Any]]:
+        lines = (folder / name / "privacy-items.jsonl").read_text("utf-8").splitlines()
+        return {(r["method"], r["id"]): r for r in map(json.loads, lines)}
+
+    for split in ("mmlu-controls-60-119", "mmlu-controls-120-179"):
+        before = records(f"{split}-reader-v4")
+        for rules in ("options", "options-article"):
+            after = records(f"{split}-{rules}")
+            assert after.keys() == before.keys()
+            for key, r in after.items():
+                if r["changed"] or r["blocked"]:
+                    assert before[key]["changed"] or before[key]["blocked"], (rules, key)
+    rows = [
+        records(f"pupa-unseen-95-{rules}") for rules in ("reader-v4", "options", "options-article")
+    ]
+    assert rows[0].keys() == rows[1].keys() == rows[2].keys() and len(rows[0]) == 190
+
+    def outcome(r: dict[str, Any]) -> Any:
+        return (r["values"], r["blocked"], r.get("kept_words"))
+
+    for key in rows[0]:
+        assert outcome(rows[0][key]) == outcome(rows[1][key]) == outcome(rows[2][key]), key
 
 
 RULE_SEARCHES = sorted(RESULTS.glob("*/rules.md"))
