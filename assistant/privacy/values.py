@@ -27,6 +27,17 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.\w+$")
 _PHONE = re.compile(r"^\+?[\d\s().-]{6,}$")
 
 
+def category_of(name: str) -> str:
+    """The category of a pair the model listed: its own when it is one of
+    :data:`CATEGORIES`; for one not asked for ("diet", "name"), "contact", so that the
+    value is judged by its shape alone (:func:`entity_of`, :func:`shaped`): words are
+    a person's name, a token a user name, an address or number what it looks like.
+    (Written from MMLU controls 60-119, issue 48: such a reply was read again under
+    the grammar, which on a quiz listed the prompt's own words until it stopped, and
+    the question was refused.)"""
+    return name if name in CATEGORIES else "contact"
+
+
 def entity_of(category: str, value: str) -> str:
     """The policy entity of a (category, value): contact values by their shape."""
     if category != "contact":
