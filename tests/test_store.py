@@ -502,6 +502,39 @@ def test_a_copy_of_a_recorded_note_put_back_is_never_recorded_twice(store: Store
     assert store.verify_ledger().ok
 
 
+def test_the_row_of_a_note_keeps_its_mac_under_the_chain(store: Store) -> None:
+    """Issue 50: what tells a copy of a recorded note is the note's MAC in its ledger row,
+    under the row's hash and MAC: nothing outside the chain (an emptied table) lets the
+    copy be recorded again, and removing the MAC from the row is a changed row."""
+    cursor = store.db.execute("SELECT * FROM upload_journal WHERE 0")
+    names = ", ".join(d[0] for d in cursor.description)
+    begun = gone_note(store, upload(1))
+    note = store.db.execute(f"SELECT {names} FROM upload_journal WHERE id = ?", [begun]).fetchone()
+    assert store.settle_uploads() == 1
+    [row] = store.db.execute("SELECT note FROM uploads").fetchall()
+    assert row[0] == note[names.split(", ").index("mac")]
+    store.db.execute("DELETE FROM spent_notes")  # a table of old stores: not what holds it
+    marks = ", ".join("?" * len(note))
+    store.db.execute(f"INSERT INTO upload_journal ({names}) VALUES ({marks})", list(note))
+    assert store.settle_uploads() == 0
+    assert len(ledger.select(store.db)) == 1
+    store.db.execute("DELETE FROM upload_journal")
+    assert store.verify_ledger().ok
+    store.db.execute("UPDATE uploads SET note = NULL")
+    verdict = store.verify_ledger()
+    assert not verdict.ok and verdict.bad_id == 1 and "changed" in verdict.reason
+
+
+def test_a_note_recorded_before_rows_kept_their_notes_is_still_known(store: Store) -> None:
+    """A store of schema 9 kept the MACs of recorded notes in spent_notes: a copy of one
+    of those is still never recorded."""
+    begun = gone_note(store, upload(1))
+    mac = store.db.execute("SELECT mac FROM upload_journal WHERE id = ?", [begun]).fetchone()[0]
+    store.db.execute("INSERT INTO spent_notes (mac) VALUES (?)", [mac])
+    assert store.settle_uploads() == 0
+    assert journal.replayed(store.db) == [begun]
+
+
 def test_a_note_of_a_process_still_running_is_left_to_it(store: Store) -> None:
     store.begin_upload(upload(1))  # this process's: under way
     assert store.settle_uploads() == 0

@@ -259,6 +259,15 @@ def m009_spent_notes(db: sqlite_utils.Database) -> None:
     db.execute("CREATE TABLE spent_notes (mac TEXT PRIMARY KEY) WITHOUT ROWID")
 
 
+@migration
+def m010_upload_note(db: sqlite_utils.Database) -> None:
+    """A ledger row written in place of a note of an upload under way keeps that note's
+    MAC, under the row's hash and MAC (assistant.store.ledger): a copy of the note put
+    back is known by the chain itself, not by a table anyone could empty."""
+    db.execute("ALTER TABLE uploads ADD COLUMN note TEXT")
+    db.execute("CREATE INDEX uploads_note ON uploads (note) WHERE note IS NOT NULL")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -10,7 +10,8 @@ cannot be written, nothing is sent (assistant.net.egress).
 :func:`settle` turns the notes of processes that are gone into ledger rows with no reply,
 at the time they were noted.  Each note carries a keyed MAC (the ledger's key), so a note
 written behind drag's back is never signed into the ledger; a note that became a row
-leaves its MAC behind, so that a copy of it put back is never recorded twice; and nothing
+leaves its MAC in that row, under the row's hash and MAC, so that a copy of it put back is
+never recorded twice (removing that needs a row changed, which verify finds); and nothing
 is settled onto a ledger whose head record does not hold (:func:`ledger.verify` names what
 is wrong).
 """
@@ -129,9 +130,11 @@ def _upload(note: dict[str, Any]) -> Upload:
 
 def replayed(db: sqlite_utils.Database) -> list[int]:
     """The notes that are copies of notes already recorded as ledger rows (their MAC
-    holds, as the original's did): never recorded twice."""
+    holds, as the original's did): never recorded twice.  A row keeps its note's MAC
+    under its hash (schema 10); ``spent_notes`` holds those recorded before."""
     cursor = db.execute(
-        "SELECT id FROM upload_journal WHERE mac IN (SELECT mac FROM spent_notes) ORDER BY id"
+        "SELECT id FROM upload_journal WHERE mac IN (SELECT note FROM uploads) "
+        "OR mac IN (SELECT mac FROM spent_notes) ORDER BY id"
     )
     return [int(row[0]) for row in cursor]
 

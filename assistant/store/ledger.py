@@ -74,9 +74,17 @@ def content_hash(request: bytes, reply: str | None) -> str:
     return _digest(request) + ":" + _digest((reply or "").encode("utf-8"))
 
 
+def _noted(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The note's MAC of a row written in place of a note of an upload under way
+    (assistant.store.journal), under the row's hash and MAC; nothing for a row without
+    one (every row from before schema 10 hashes as it did)."""
+    note = row.get("note")
+    return {} if note is None else {"note": note}
+
+
 def row_hash(row: Mapping[str, Any]) -> str:
     canonical = json.dumps(
-        {name: row[name] for name in HASHED},
+        {**{name: row[name] for name in HASHED}, **_noted(row)},
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),
@@ -86,7 +94,7 @@ def row_hash(row: Mapping[str, Any]) -> str:
 
 def mac(row: Mapping[str, Any], key: bytes) -> str:
     """The row's keyed MAC over every column (the payload through its content hash)."""
-    fields = {name: row[name] for name in (*HASHED, "hash", "deleted")}
+    fields = {**{name: row[name] for name in (*HASHED, "hash", "deleted")}, **_noted(row)}
     canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.blake2b(canonical.encode("utf-8"), key=key, digest_size=32).hexdigest()
 
@@ -126,14 +134,13 @@ def append(
 ) -> int:
     """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
     (the app always gives it; without it the row has a chain hash only).  ``begun``: the
-    upload's note (assistant.store.journal), removed with this write."""
+    upload's note (assistant.store.journal), removed with this write; its MAC is kept in
+    the row, so that a copy of it put back is never recorded again."""
     with transaction(db):
-        if begun is not None:  # its MAC kept: a copy of it put back is not recorded again
-            db.execute(
-                "INSERT OR IGNORE INTO spent_notes (mac) SELECT mac FROM upload_journal "
-                "WHERE id = ? AND mac IS NOT NULL",
-                [begun],
-            )
+        note = None
+        if begun is not None:
+            kept = db.execute("SELECT mac FROM upload_journal WHERE id = ?", [begun]).fetchone()
+            note = kept[0] if kept else None
             db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])
         last = head(db)
         # A head record that no longer names the newest row (rows removed) is left as it
@@ -159,6 +166,8 @@ def append(
             "content_hash": content_hash(upload.request, upload.reply),
             "prev_hash": last["hash"],
         }
+        if note is not None:
+            row["note"] = note
         row["hash"] = row_hash(row)
         if key is not None:
             row["mac"] = mac({**row, "deleted": None}, key)
