@@ -156,7 +156,7 @@ def _p50_p95(reads: list[float]) -> tuple[float, float]:
 def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> None:
     """Each figure of the README's headline table, counted again from the per-item
     records in docs/results (plain counting: no code of the benchmark)."""
-    unseen = RESULTS / "privacy-figures" / "pupa-unseen-95-reader-v4"
+    unseen = RESULTS / "privacy-reader" / "reader-v5" / "pupa-unseen-95"
     units, whole, reads = _units(unseen, "full+reader")
     records = [
         json.loads(line)
@@ -176,8 +176,8 @@ def test_the_readme_headline_figures_are_counted_from_the_stored_results() -> No
         for line in (
             RESULTS
             / "privacy-reader"
-            / "options-article"
-            / "mmlu-controls-120-179-options-article"
+            / "reader-v5"
+            / "mmlu-controls-120-179"
             / "privacy-items.jsonl"
         )
         .read_text("utf-8")
@@ -998,6 +998,57 @@ def test_the_two_reader_rules_change_no_query_they_should_not_as_the_docs_say() 
 
     for key in rows[0]:
         assert outcome(rows[0][key]) == outcome(rows[1][key]) == outcome(rows[2][key]), key
+
+
+def test_the_reader_v5_table_is_counted_from_the_records() -> None:
+    """docs/benchmarks.md, "reader-v5": each cell counted from the per-item records of
+    its folders (changed controls with refusals, PUPA's leaks and refusals, the reader's
+    seconds as the README counts them)."""
+    reader = RESULTS / "privacy-reader"
+    rows = {
+        "| reader-v4, + options + article |": (
+            reader / "options-article",
+            "mmlu-controls-60-119-options-article",
+            "mmlu-controls-120-179-options-article",
+            "pupa-unseen-95-options-article",
+        ),
+        "| **reader-v5** (": (
+            reader / "reader-v5",
+            "mmlu-controls-60-119",
+            "mmlu-controls-120-179",
+            "pupa-unseen-95",
+        ),
+    }
+    lines = DOCS.read_text("utf-8").splitlines()
+    for label, (folder, c60, c120, pupa) in rows.items():
+        cells = []
+        for split in (c60, c120):
+            records = [
+                r
+                for r in map(
+                    json.loads, (folder / split / "privacy-items.jsonl").open(encoding="utf-8")
+                )
+                if r["method"] == "full+reader"
+            ]
+            changed = sum(1 for r in records if r["changed"] or r["blocked"])
+            refused = sum(1 for r in records if r["blocked"])
+            cells.append(f"{changed} / {len(records)} ({refused})")
+        units, whole, reads = _units(folder / pupa, "full+reader")
+        refused = sum(
+            1
+            for r in map(json.loads, (folder / pupa / "privacy-items.jsonl").open(encoding="utf-8"))
+            if r["method"] == "full+reader" and r["blocked"]
+        )
+        p50, p95 = _p50_p95(reads)
+        cells.append(f"{units:.2f} % ({whole:.2f} %), {refused}")
+        cells.append(f"{p50:.2f} / {p95:.1f} s, {sum(reads):,.0f} s")
+        [row] = [ln for ln in lines if ln.startswith(label)]
+        assert row.endswith("| " + " | ".join(cells) + " |"), (row, cells)
+    passes = (reader / "reader-v5" / "grammar-passes-60-119.txt").read_text("utf-8")
+    graded = [ln for ln in passes.splitlines() if "grammar tries 1" in ln]
+    odd = [ln for ln in graded if not ln.endswith("odd []")]
+    said = f"{len(graded)} readings went on to the grammar's pass, {len(odd)} of them because"
+    assert said in " ".join(DOCS.read_text("utf-8").split())
 
 
 RULE_SEARCHES = sorted(RESULTS.glob("*/rules.md"))
