@@ -388,15 +388,22 @@ def test_a_free_reply_that_is_not_the_json_is_read_again_under_the_grammar(free:
 
 def test_a_category_not_asked_for_is_judged_by_its_values_shape_not_read_again() -> None:
     """Written from MMLU controls 60-119 (issue 48): a free reply that names a category
-    of its own ("diet", "name") is the JSON asked for; its values are judged by their
-    shape, as a contact's are (words are a name, a token a user name, an address what it
-    looks like; ordinary words are nothing), and the grammar's pass, which looped on a
-    quiz until the question was refused, is not made."""
-    question = "Ask Priya Raman (priya@example.org) about a low GI diet"
+    of its own ("diet", "name", "pin") is the JSON asked for; each value takes the
+    category its shape asks for, so that none is dropped that the right category would
+    keep (ordinary words are nothing, as ever), and the grammar's pass, which looped on
+    a quiz until the question was refused, is not made."""
+    question = (
+        "Ask Priya Raman (priya@example.org, 12 Oak Lane, SW1A 1AA; PIN 4821, "
+        "password QWER) about a low GI diet"
+    )
     model = FakeModel(
         found(
             ("name", "Priya Raman"),
             ("email", "priya@example.org"),
+            ("home", "12 Oak Lane"),
+            ("postcode", "SW1A 1AA"),
+            ("pin", "4821"),
+            ("password", "QWER"),
             ("diet", "low GI diet"),
             ("diet", "diet"),
             ("place", "Pune"),  # not in the text: dropped as ever
@@ -406,10 +413,13 @@ def test_a_category_not_asked_for_is_judged_by_its_values_shape_not_read_again()
     assert [(f.entity, f.text) for f in reading.findings] == [
         ("PERSON", "Priya Raman"),
         ("EMAIL_ADDRESS", "priya@example.org"),
+        ("STREET_ADDRESS", "12 Oak Lane"),
+        ("STREET_ADDRESS", "SW1A 1AA"),
+        ("ID_NUMBER", "4821"),
+        ("PERSON", "QWER"),
         ("PERSON", "low GI diet"),
     ]
     assert model.schemas == [None]
-    assert R.parse(found(("diet", "x"))) == [("contact", "x")]
 
 
 def test_a_free_reply_is_stopped_when_its_json_is_complete() -> None:
@@ -962,7 +972,7 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
         Finding("PERSON", 90, 114, "The juvenile court judge", 0.9, R.RECOGNIZER),
         Finding("ORGANIZATION", 120, 136, "The Vintage Team", 0.9, R.RECOGNIZER),
     ]
-    assert [(f.entity, f.text) for f in R.recheck(read, common, text="")] == [
+    assert [(f.entity, f.text) for f in R.recheck(read, common)] == [
         ("PERSON", "Leo"),
         ("PERSON", "J. Smith"),
         ("LOCATION", "42 oak lane"),
@@ -971,45 +981,10 @@ def test_values_of_a_quiz_the_model_misfiles_are_judged_by_their_shape() -> None
     ]
 
 
-def test_a_quiz_answer_option_the_reader_files_as_a_person_is_the_option() -> None:
-    """Written from MMLU controls 60-119 (issue 48): the 0.5B lists a quiz's answer
-    options as people.  On a line labelled as an option (the labels A, B, ... in
-    order) a person, organisation or place of the reader's is dropped; a contact or an
-    ID there stays, as does a name in the question's own line, and lines labelled
-    otherwise (not A, B, ...) are no options."""
-    quiz = (
-        "Ms Ortega asks which statement about the series holds?\n"
-        "A. They are not weakly stationary\n"
-        "B. They have no trend\n"
-        "C) Ask Ortega at ortega@example.org\n"
-    )
-
-    def found(entity: str, value: str, text: str) -> Finding:
-        start = text.index(value)
-        return Finding(entity, start, start + len(value), value, 0.9, R.RECOGNIZER)
-
-    read = [
-        found("PERSON", "Ortega", quiz),  # the question's line
-        found("PERSON", "A. They are not weakly stationary", quiz),
-        found("ORGANIZATION", "They have no trend", quiz),
-        found("LOCATION", "Ask Ortega", quiz),
-        found("EMAIL_ADDRESS", "ortega@example.org", quiz),
-    ]
-    kept = R.recheck(read, str.islower, text=quiz)
-    assert [f.text for f in kept] == ["Ortega", "ortega@example.org"]
-    # Labels out of order (B before A) or one alone: a list, not a quiz's options.
-    listed = "B. Lee called\nA. Lee wrote\n"
-    lee = [found("PERSON", "Lee", listed)]
-    assert R.recheck(lee, str.islower, text=listed) == lee
-    alone = "A. Lee called\nthen left\n"
-    lee = [found("PERSON", "Lee", alone)]
-    assert R.recheck(lee, str.islower, text=alone) == lee
-
-
 def test_a_reading_taken_before_a_rule_changed_is_judged_by_todays() -> None:
     """A contact kept as a link by an older rule ("0.19" once matched a domain) is judged
     again by its shape when the reading is used."""
     old = [Finding("URL", 0, 4, "0.19", 0.9, R.RECOGNIZER)]
-    assert R.recheck(old, str.islower, text="0.19") == []
+    assert R.recheck(old, str.islower) == []
     link = [Finding("URL", 0, 21, "marek-dev.netlify.app", 0.9, R.RECOGNIZER)]
-    assert R.recheck(link, str.islower, text="marek-dev.netlify.app") == link
+    assert R.recheck(link, str.islower) == link

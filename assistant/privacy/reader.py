@@ -222,7 +222,7 @@ def parse(reply: str) -> list[tuple[str, str]]:
         raise PrivacyError(
             f"the local privacy reader's reply was not the JSON asked for ({exc}); nothing was sent"
         ) from None
-    return [(category_of(c), v) for c, v in pairs]
+    return [(category_of(c, v), v) for c, v in pairs]
 
 
 # One word of two to four capitals; of a person, an organisation, a place or a user name
@@ -477,7 +477,7 @@ class _Watch:
             what = self.kind(value) if key not in self.seen else "again"
             if what == "good":
                 self.seen.add(key)
-                self.pairs.append((category_of(m.group(1)), value))
+                self.pairs.append((category_of(m.group(1), value), value))
                 self.junk = 0
             elif what == "mentioned":
                 self.seen.add(key)

@@ -252,7 +252,7 @@ def sanitize(
     stages["detect"] = time.perf_counter() - started
     if read is not None:
         common = getattr(scanner, "common", None) or (lambda _word: False)
-        added = recheck(read.findings, common, text=question)
+        added = recheck(read.findings, common)
         judge = getattr(scanner, "in_context", None)
         if judge is not None:  # the policy's modes: an organisation in a plain question stays
             kept = judge(question, list(findings) + added)

@@ -27,15 +27,24 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.\w+$")
 _PHONE = re.compile(r"^\+?[\d\s().-]{6,}$")
 
 
-def category_of(name: str) -> str:
+def category_of(name: str, value: str) -> str:
     """The category of a pair the model listed: its own when it is one of
-    :data:`CATEGORIES`; for one not asked for ("diet", "name"), "contact", so that the
-    value is judged by its shape alone (:func:`entity_of`, :func:`shaped`): words are
-    a person's name, a token a user name, an address or number what it looks like.
-    (Written from MMLU controls 60-119, issue 48: such a reply was read again under
-    the grammar, which on a quiz listed the prompt's own words until it stopped, and
-    the question was refused.)"""
-    return name if name in CATEGORIES else "contact"
+    :data:`CATEGORIES`; for one not asked for ("diet", "name", "pin"), the one its value's
+    shape asks for, so that nothing is dropped that the right category would keep: an
+    e-mail address, a phone number or a link is a contact; a value with a digit is an
+    address when it has a space ("12 Oak Lane", "SW1A 1AA") and an ID when it has none
+    ("4821"); two to four capitals alone are an ID (a password, not a term); other words
+    are a person's name.  (Written from MMLU controls 60-119, issue 48: such a reply was
+    read again under the grammar, which on a quiz listed the prompt's own words until it
+    stopped, and the question was refused.)"""
+    if name in CATEGORIES:
+        return name
+    value = value.strip()
+    if entity_of("contact", value) != "USERNAME":
+        return "contact"
+    if any(ch.isdigit() for ch in value):
+        return "address" if any(ch.isspace() for ch in value) else "id"
+    return "id" if re.fullmatch(r"[A-Z]{2,4}", value) else "person"
 
 
 def entity_of(category: str, value: str) -> str:
@@ -109,42 +118,13 @@ def worth_hiding(value: str, common: Callable[[str], bool]) -> bool:
 _PHRASE = re.compile(r"^(?:a|an|the|A|An|The)\s[^\W\d_]+(?:[\s'’-]+[^\W\d_]+)+$")
 
 
-# An answer option of a quiz: a line that opens with a letter label ("A. ", "(B) ",
-# "C) "), in a text whose labelled lines run A, B, ... in order.  The 0.5B files a
-# quiz's options as people ("C. They are highly autocorrelated", "Some large houses
-# are bigger than some apartments"): a person, organisation or place that the reader
-# alone lists on such a line is not replaced (the detector's own findings there are).
-# (Written from MMLU controls 60-119, issue 48; no query of PUPA-TNB's seen half has
-# a line labelled A and one labelled B.)
-_OPTION = re.compile(r"^[ \t]*\(?([A-H])[.)][ \t]", re.MULTILINE)
-_ON_OPTIONS = ("PERSON", "ORGANIZATION", "LOCATION")
-
-
-def answer_options(text: str) -> list[tuple[int, int]]:
-    """The (start, end) of each answer-option line of ``text``: none unless its
-    letter-labelled lines are A, B, ... in order, two at least."""
-    found = [(m.group(1), m.start()) for m in _OPTION.finditer(text)]
-    labels = "".join(label for label, _ in found)
-    if len(labels) < 2 or labels != "ABCDEFGH"[: len(labels)]:
-        return []
-    spans = []
-    for _label, start in found:
-        end = text.find("\n", start)
-        spans.append((start, len(text) if end < 0 else end))
-    return spans
-
-
-def recheck(
-    findings: Sequence[Finding], common: Callable[[str], bool], *, text: str
-) -> list[Finding]:
-    """The reader's findings in ``text`` judged again by the rules on values
+def recheck(findings: Sequence[Finding], common: Callable[[str], bool]) -> list[Finding]:
+    """The reader's findings judged again by the rules on values
     (:func:`shaped`; a value of words after an article is worth hiding only for a
     word of two letters or more after it that is (see :func:`worth_hiding`): "A
-    fifteen year-old boy", "The juvenile court judge" are ordinary words; a person,
-    organisation or place on a quiz's answer option is the option, see
-    :func:`answer_options`), whenever a reading is used: a reading taken before a rule
-    changed is judged by today's rules.  (Written from MMLU controls 60-119, issue 48.)"""
-    options = answer_options(text)
+    fifteen year-old boy", "The juvenile court judge" are ordinary words), whenever a
+    reading is used: a reading taken before a rule changed is judged by today's rules.
+    (Written from MMLU controls 60-119, issue 48.)"""
     out = []
     contacts = {entity_of("contact", v) for v in ("a@b.cd", "+1 555 0100", "b.cd", "ab")}
     for f in findings:
@@ -159,8 +139,6 @@ def recheck(
             and len(words) > 0
         )
         if entity is None or (phrase and not worth_hiding(" ".join(words), common)):
-            continue
-        if entity in _ON_OPTIONS and any(a <= f.start < b for a, b in options):
             continue
         out.append(f if entity == f.entity else dataclasses.replace(f, entity=entity))
     return out
