@@ -944,10 +944,12 @@ def test_the_store_figures_are_recounted_from_their_records() -> None:
         ("mmlu-controls-120-179-reader-v4", "120–179, reader-v4"),
         ("mmlu-controls-60-119-reader-v3", "60–119, seen by the recheck rules"),
         ("options-article/mmlu-controls-60-119-reader-v4", "60–119, reader-v4's rules"),
-        ("options-article/mmlu-controls-60-119-options", "60–119, + options ("),
+        ("options-article/mmlu-controls-60-119-article", "60–119, + article ("),
+        ("options-article/mmlu-controls-60-119-options", "60–119, + options, not"),
         ("options-article/mmlu-controls-60-119-options-article", "60–119, + options + article"),
         ("options-article/mmlu-controls-120-179-reader-v4", "120–179 (seen by no rule), reader"),
-        ("options-article/mmlu-controls-120-179-options", "120–179, + options ("),
+        ("options-article/mmlu-controls-120-179-article", "120–179, + article ("),
+        ("options-article/mmlu-controls-120-179-options", "120–179, + options, not"),
         ("options-article/mmlu-controls-120-179-options-article", "120–179, + options + article"),
     ],
 )
@@ -982,22 +984,23 @@ def test_the_two_reader_rules_change_no_query_they_should_not_as_the_docs_say() 
 
     for split in ("mmlu-controls-60-119", "mmlu-controls-120-179"):
         before = records(f"{split}-reader-v4")
-        for rules in ("options", "options-article"):
+        for rules in ("article", "options", "options-article"):
             after = records(f"{split}-{rules}")
             assert after.keys() == before.keys()
             for key, r in after.items():
                 if r["changed"] or r["blocked"]:
                     assert before[key]["changed"] or before[key]["blocked"], (rules, key)
     rows = [
-        records(f"pupa-unseen-95-{rules}") for rules in ("reader-v4", "options", "options-article")
+        records(f"pupa-unseen-95-{rules}")
+        for rules in ("reader-v4", "article", "options", "options-article")
     ]
-    assert rows[0].keys() == rows[1].keys() == rows[2].keys() and len(rows[0]) == 190
+    assert all(r.keys() == rows[0].keys() for r in rows) and len(rows[0]) == 190
 
     def outcome(r: dict[str, Any]) -> Any:
         return (r["values"], r["blocked"], r.get("kept_words"))
 
     for key in rows[0]:
-        assert outcome(rows[0][key]) == outcome(rows[1][key]) == outcome(rows[2][key]), key
+        assert all(outcome(r[key]) == outcome(rows[0][key]) for r in rows), key
 
 
 def test_the_reader_v5_table_is_counted_from_the_records() -> None:
@@ -1006,11 +1009,11 @@ def test_the_reader_v5_table_is_counted_from_the_records() -> None:
     seconds as the README counts them)."""
     reader = RESULTS / "privacy-reader"
     rows = {
-        "| reader-v4, + options + article |": (
+        "| reader-v4, + article |": (
             reader / "options-article",
-            "mmlu-controls-60-119-options-article",
-            "mmlu-controls-120-179-options-article",
-            "pupa-unseen-95-options-article",
+            "mmlu-controls-60-119-article",
+            "mmlu-controls-120-179-article",
+            "pupa-unseen-95-article",
         ),
         "| **reader-v5** (": (
             reader / "reader-v5",
@@ -1047,7 +1050,7 @@ def test_the_reader_v5_table_is_counted_from_the_records() -> None:
     passes = (reader / "reader-v5" / "grammar-passes-60-119.txt").read_text("utf-8")
     graded = [ln for ln in passes.splitlines() if "grammar tries 1" in ln]
     odd = [ln for ln in graded if not ln.endswith("odd []")]
-    said = f"{len(graded)} readings went on to the grammar's pass, {len(odd)} of them because"
+    said = f"{len(graded)} readings went on to the grammar's pass; in {len(odd)} of them the"
     assert said in " ".join(DOCS.read_text("utf-8").split())
 
 
