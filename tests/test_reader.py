@@ -166,20 +166,6 @@ def test_a_model_that_repeats_itself_is_stopped_and_its_first_values_kept() -> N
     assert reading.complete  # it looped after the last of the text: nothing unread
 
 
-def test_a_value_under_a_category_not_asked_for_is_kept_when_the_model_loops() -> None:
-    """A reply stopped at a loop keeps the values listed before it, those under a
-    category of the model's own too (judged by their shape), and no more is read."""
-    pairs = [("name", "Priya"), ("organisation", "Zenlytics")] + [("place", "Pune")] * 50
-    model = FakeStreamingModel(found(*pairs))
-    reading = R.SpanReader(model, common=never_common).read("Priya at Zenlytics in Pune")
-    assert [(f.entity, f.text) for f in reading.findings] == [
-        ("PERSON", "Priya"),
-        ("ORGANIZATION", "Zenlytics"),
-        ("LOCATION", "Pune"),
-    ]
-    assert len(model.schemas) == 1
-
-
 class FakeScriptedModel(FakeModel):
     """Fake: streams the next of its replies to each chat, and records each text asked."""
 
@@ -374,52 +360,16 @@ def test_a_free_reply_that_is_the_json_asked_for_is_used_as_it_is() -> None:
     "free",
     [
         "Sure! The personal values are priya and pune.",
+        found(("name", "priya"), ("place", "pune")),  # a category not asked for
         '{"found": [["person", "priya"]',  # broken off
-        '{"values": [["person", "priya"]]}',  # another object
     ],
-    ids=["prose", "broken", "another-object"],
+    ids=["prose", "unknown-category", "broken"],
 )
 def test_a_free_reply_that_is_not_the_json_is_read_again_under_the_grammar(free: str) -> None:
     model = FakeTwoReplies(free, found(("person", "priya"), ("place", "pune")))
     reading = R.SpanReader(model, common=never_common).read("hey im priya from pune")
     assert [f.text for f in reading.findings] == ["priya", "pune"]
     assert model.schemas == [None, R.SCHEMA]
-
-
-def test_a_category_not_asked_for_is_judged_by_its_values_shape_not_read_again() -> None:
-    """Written from MMLU controls 60-119 (issue 48): a free reply that names a category
-    of its own ("diet", "name", "pin") is the JSON asked for; each value takes the
-    category its shape asks for, so that none is dropped that the right category would
-    keep (ordinary words are nothing, as ever), and the grammar's pass, which looped on
-    a quiz until the question was refused, is not made."""
-    question = (
-        "Ask Priya Raman (priya@example.org, 12 Oak Lane, SW1A 1AA; PIN 4821, "
-        "password QWER) about a low GI diet"
-    )
-    model = FakeModel(
-        found(
-            ("name", "Priya Raman"),
-            ("email", "priya@example.org"),
-            ("home", "12 Oak Lane"),
-            ("postcode", "SW1A 1AA"),
-            ("pin", "4821"),
-            ("password", "QWER"),
-            ("diet", "low GI diet"),
-            ("diet", "diet"),
-            ("place", "Pune"),  # not in the text: dropped as ever
-        )
-    )
-    reading = R.SpanReader(model, common=str.islower).read(question)
-    assert [(f.entity, f.text) for f in reading.findings] == [
-        ("PERSON", "Priya Raman"),
-        ("EMAIL_ADDRESS", "priya@example.org"),
-        ("STREET_ADDRESS", "12 Oak Lane"),
-        ("STREET_ADDRESS", "SW1A 1AA"),
-        ("ID_NUMBER", "4821"),
-        ("PERSON", "QWER"),
-        ("PERSON", "low GI diet"),
-    ]
-    assert model.schemas == [None]
 
 
 def test_a_free_reply_is_stopped_when_its_json_is_complete() -> None:

@@ -38,7 +38,6 @@ from assistant.base.textform import word_char
 from assistant.privacy.findings import Finding
 from assistant.privacy.values import (
     CATEGORIES,
-    category_of,
     entity_of,
     recheck,
     shaped,
@@ -47,7 +46,7 @@ from assistant.privacy.values import (
 
 __all__ = ["CATEGORIES", "entity_of", "recheck", "shaped", "worth_hiding"]
 
-READER_VERSION = "reader-v5"
+READER_VERSION = "reader-v4"
 RECOGNIZER = "LocalModelReader"
 
 MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
@@ -210,19 +209,21 @@ def chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[tuple[int, str]]:
             start += size - MAX_SPAN_CHARS
 
 
-def parse(reply: str) -> list[tuple[str, str]]:
-    """(category, value) pairs of a reply; anything else is a PrivacyError.  A category
-    not of :data:`CATEGORIES` (a reply written without the grammar) is judged by its
-    value's shape (:func:`category_of`)."""
+def parse(reply: str, *, strict: bool = False) -> list[tuple[str, str]]:
+    """(category, value) pairs of a reply; anything else is a PrivacyError.  ``strict``
+    (a reply written without the grammar): a category not of :data:`CATEGORIES` is an
+    error too, rather than a value dropped."""
     try:
         data = json.loads(reply)
         found = data["found"]
         pairs = [(str(c), str(v)) for c, v in found]
+        if strict and any(c not in CATEGORIES for c, _ in pairs):
+            raise ValueError("a category not asked for")
     except (ValueError, KeyError, TypeError) as exc:
         raise PrivacyError(
             f"the local privacy reader's reply was not the JSON asked for ({exc}); nothing was sent"
         ) from None
-    return [(category_of(c, v), v) for c, v in pairs]
+    return [(c, v) for c, v in pairs if c in CATEGORIES]
 
 
 # One word of two to four capitals; of a person, an organisation, a place or a user name
@@ -405,7 +406,7 @@ class SpanReader:
                     return watch.pairs, False, watch.mentioned
                 text = reply.text
             try:
-                return parse(text), True, []
+                return parse(text, strict=schema is None), True, []
             except PrivacyError:
                 if schema is SCHEMA:
                     raise
@@ -475,9 +476,9 @@ class _Watch:
                 continue
             key = value.strip().casefold()
             what = self.kind(value) if key not in self.seen else "again"
-            if what == "good":
+            if m.group(1) in CATEGORIES and what == "good":
                 self.seen.add(key)
-                self.pairs.append((category_of(m.group(1), value), value))
+                self.pairs.append((m.group(1), value))
                 self.junk = 0
             elif what == "mentioned":
                 self.seen.add(key)

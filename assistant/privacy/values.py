@@ -27,26 +27,6 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.\w+$")
 _PHONE = re.compile(r"^\+?[\d\s().-]{6,}$")
 
 
-def category_of(name: str, value: str) -> str:
-    """The category of a pair the model listed: its own when it is one of
-    :data:`CATEGORIES`; for one not asked for ("diet", "name", "pin"), the one its value's
-    shape asks for, so that nothing is dropped that the right category would keep: an
-    e-mail address, a phone number or a link is a contact; a value with a digit is an
-    address when it has a space ("12 Oak Lane", "SW1A 1AA") and an ID when it has none
-    ("4821"); two to four capitals alone are an ID (a password, not a term); other words
-    are a person's name.  (Written from MMLU controls 60-119, issue 48: such a reply was
-    read again under the grammar, which on a quiz listed the prompt's own words until it
-    stopped, and the question was refused.)"""
-    if name in CATEGORIES:
-        return name
-    value = value.strip()
-    if entity_of("contact", value) != "USERNAME":
-        return "contact"
-    if any(ch.isdigit() for ch in value):
-        return "address" if any(ch.isspace() for ch in value) else "id"
-    return "id" if re.fullmatch(r"[A-Z]{2,4}", value) else "person"
-
-
 def entity_of(category: str, value: str) -> str:
     """The policy entity of a (category, value): contact values by their shape."""
     if category != "contact":
