@@ -12,12 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from numpy.typing import NDArray
 
 from assistant.cli import cli
 from assistant.drag.ranking import RRF_C, fuse, rank_texts, ranks_descending
@@ -798,7 +800,10 @@ def test_a_second_teacher_serve_starts_nothing() -> None:
 
 
 def test_an_exact_repeat_asked_offline_loads_no_detector(
-    env: dict[str, str], teacher_server: str, socket_guard: SocketLog
+    env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Offline nothing is sent: a question the cache holds word for word is answered
     without the personal-data detector (3 s of a cold start); any other question is
@@ -808,13 +813,25 @@ def test_an_exact_repeat_asked_offline_loads_no_detector(
     from assistant.core.session import Session
 
     socket_guard.allowed.add(address(teacher_server))
-    assert run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)["source"] == "teacher"
+    online = run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)
+    assert online["source"] == "teacher"
     socket_guard.allowed.clear()
     runtime = Session(config.load(env={**os.environ, **env, "DRAG_STORE_OFFLINE": "true"}))
     try:
+        embed, embedded = runtime.embedder.embed, []
+
+        def counted(texts: Sequence[str]) -> NDArray[np.float32]:
+            embedded.append(list(texts))
+            return embed(texts)
+
+        monkeypatch.setattr(runtime.embedder, "embed", counted)
         repeat = pipeline.ask(runtime, QUESTION, mode="evidence", n=5)
         assert repeat.source == "cache" and repeat.provenance["how"] == "exact"
         assert repeat.answer.strip() and repeat.used_evidence
+        # Its statements ranked from the embeddings the cache keeps: the question alone
+        # is embedded, and the order is the one the online answer had.
+        assert embedded == [[QUESTION]]
+        assert [e.text for e in repeat.evidence] == [e["text"] for e in online["evidence"]]
         assert "detector" not in vars(runtime) and repeat.privacy == {}
         other = pipeline.ask(runtime, "What's the capital of France?", mode="evidence", n=5)
         assert other.source == "cache" and "detector" in vars(runtime)

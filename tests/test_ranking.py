@@ -61,6 +61,20 @@ def test_rank_texts_with_embeddings() -> None:
     assert rank_texts("q", [], fake) == []
 
 
+def test_stored_embeddings_rank_as_fresh_ones_and_only_the_question_is_embedded() -> None:
+    table = {"q": [1, 0], "near": [0.9, 0.1], "far": [0, 1], "mid": [0.5, 0.5]}
+    texts = ["far", "mid", "near"]
+    fresh = rank_texts("q", texts, FakeEmbedder(table))
+    stored = FakeEmbedder(table).embed(texts)
+    question_only = FakeEmbedder({"q": table["q"]})  # a text embedded again: KeyError
+    assert rank_texts("q", texts, question_only, stored=stored) == fresh
+    # Stored vectors of another size (another embedder's): the texts are embedded again.
+    other = np.ones((3, 5), dtype=np.float32)
+    assert rank_texts("q", texts, FakeEmbedder(table), stored=other) == fresh
+    with pytest.raises(KeyError):
+        rank_texts("q", texts, question_only, stored=other)
+
+
 def test_cosine() -> None:
     got = cosine(
         np.array([1.0, 0.0], dtype=np.float32), np.array([[2, 0], [0, 3], [0, 0]], dtype=np.float32)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from assistant.base.config import FilesMethod
 from assistant.base.errors import ConfigError, InputError
-from assistant.core.pipeline import remember_answer, timed, validate_question
-from assistant.core.results import AskResult, ScoredPassage, student_record
+from assistant.core.pipeline import remember_answer, validate_question
+from assistant.core.results import AskResult, ScoredPassage, student_record, timed
 from assistant.core.session import Session
 from assistant.drag import answer, filescut, filesindex, filessupport
 from assistant.files import readers

@@ -18,16 +18,16 @@ the benchmarks call its two halves, :func:`gather` and :func:`respond`.
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from assistant.base.config import Gate, Mode
 from assistant.base.errors import DragError, GuardBlocked, InputError, ModelError, NotCovered
-from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple, student_record
+from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple, student_record, timed
 from assistant.core.session import TEACHER_PROMPTS, Session
 from assistant.drag import answer, evidence, gate, graph, recall
 from assistant.drag.ranking import rank_texts
@@ -59,16 +59,6 @@ def validate_question(text: str, max_chars: int) -> str:
             "(pipeline.max_question_chars)"
         )
     return question
-
-
-@contextlib.contextmanager
-def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    """``timings[stage]``: the seconds the block took."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[stage] = round(time.perf_counter() - started, 4)
 
 
 def _recall(runtime: Session, result: AskResult, sent: str) -> recall.Recalled:
@@ -106,19 +96,22 @@ def _answer_from_cache(
 
 def _from_cache(runtime: Session, result: AskResult, sent: str, found: recall.Recalled) -> None:
     """Fill the result's context from what the cache recalled."""
+    db = runtime.store.db
+    # Ranked from the embeddings the cache keeps with them: only the question is embedded.
+    chosen = found.evidence
     if found.entry is not None:  # exact or near-duplicate: the entry's own items
-        items = sorted(((e.text, e.teacher_rank) for e in found.evidence), key=lambda x: x[1])
-        _set_evidence(runtime, result, sent, items[: result.n])
-    else:
-        _set_evidence(
-            runtime,
-            result,
-            sent,
-            [(e.text, e.teacher_rank) for e in found.evidence],
-            teacher_order=False,
-        )
+        chosen = sorted(found.evidence, key=lambda e: e.teacher_rank)[: result.n]
+    _set_evidence(
+        runtime,
+        result,
+        sent,
+        [(e.text, e.teacher_rank) for e in chosen],
+        teacher_order=found.entry is not None,
+        stored=cache.stored_vectors(db, "cache_evidence", [e.id for e in chosen]),
+    )
     triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
-    _set_triples(runtime, result, sent, triples)
+    stored = cache.stored_vectors(db, "cache_triples", [t.id for t in found.triples])
+    _set_triples(runtime, result, sent, triples, stored)
     if answer.uses_graph(result.mode) and found.entry is not None and not found.entry.has_graph:
         result.warnings.append(
             "the cached answer has no knowledge graph (it was asked in evidence mode)"
@@ -153,8 +146,10 @@ def _set_evidence(
     items: list[tuple[str, int]],
     *,
     teacher_order: bool = True,
+    stored: NDArray[np.float32] | None = None,
 ) -> None:
-    """Rank (text, teacher_rank) items against the question as sent; restore placeholders."""
+    """Rank (text, teacher_rank) items against the question as sent (``stored``: the
+    items' own embeddings, from the cache); restore placeholders."""
     with timed(result.timings, "rank_evidence"):
         ranked = rank_texts(
             sent,
@@ -162,6 +157,7 @@ def _set_evidence(
             runtime.embedder,
             [r for _, r in items] if teacher_order else None,
             repeat_threshold=runtime.settings.pipeline.repeat_threshold,
+            stored=stored,
         )
     restore = runtime.vault.restore
     result.evidence = [
@@ -190,7 +186,11 @@ def _graph_stage(
 
 
 def _set_triples(
-    runtime: Session, result: AskResult, sent: str, triples: list[graph.Triple]
+    runtime: Session,
+    result: AskResult,
+    sent: str,
+    triples: list[graph.Triple],
+    stored: NDArray[np.float32] | None = None,
 ) -> None:
     with timed(result.timings, "rank_triples"):
         ranked = rank_texts(
@@ -198,6 +198,7 @@ def _set_triples(
             [tr.text for tr in triples],
             runtime.embedder,
             repeat_threshold=runtime.settings.pipeline.repeat_threshold,
+            stored=stored,
         )
     restore = runtime.vault.restore
     result.triples = []

@@ -6,6 +6,9 @@ benchmarks) and into the history as ``AskResult.to_dict()``.
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,16 @@ from assistant.drag import answer
 
 if TYPE_CHECKING:
     from assistant.models.student import Generation, Student
+
+
+@contextlib.contextmanager
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """``timings[stage]``: the seconds the block took."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = round(time.perf_counter() - started, 4)
 
 
 @dataclass(frozen=True)

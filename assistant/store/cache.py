@@ -44,6 +44,25 @@ def unpack_many(blobs: Sequence[bytes], dim: int) -> Vector:
     return joined.reshape(len(blobs), -1).astype(np.float32)
 
 
+_WITH_VECTORS = ("cache_evidence", "cache_triples")
+
+
+def stored_vectors(db: sqlite_utils.Database, table: str, ids: Sequence[int]) -> Vector | None:
+    """The embeddings ``table`` keeps for its rows ``ids``, row i for ``ids[i]`` (computed
+    from each row's text when it was cached); None when a row is gone or they differ in
+    size."""
+    if table not in _WITH_VECTORS:
+        raise ValueError(f"{table} keeps no embeddings")
+    if not ids:
+        return None
+    marks = ",".join("?" for _ in ids)
+    rows = dict(db.execute(f"SELECT id, embedding FROM {table} WHERE id IN ({marks})", list(ids)))
+    blobs = [rows.get(i) for i in ids]
+    if any(b is None for b in blobs) or len({len(b) for b in blobs if b is not None}) != 1:
+        return None
+    return unpack_many([b for b in blobs if b is not None], 0)
+
+
 def space_of(teacher_model: str, prompt_versions: dict[str, str]) -> str:
     canonical = json.dumps([teacher_model, dict(sorted(prompt_versions.items()))])
     return hashlib.blake2b(canonical.encode("utf-8"), digest_size=12).hexdigest()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -339,9 +340,11 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _first_text(question: str, n: int, graph: bool) -> float:
+def _first_text(question: str, n: int, graph: bool) -> tuple[float, float, int]:
     """Seconds until the running server's first answer text, asked by drag's own client
-    code in this process (the flags `drag ask --offline --mode … --n …` sends)."""
+    code in this process (the flags `drag ask --offline --mode … --n …` sends); and the
+    seconds and tokens of the prompt its student read before its first token (the
+    answer's own record)."""
     from assistant.base import config
     from assistant.serve import client
 
@@ -354,11 +357,12 @@ def _first_text(question: str, n: int, graph: bool) -> float:
         if not first and piece.strip():
             first.append(time.perf_counter() - started)
 
-    if client.ask(config.load(), question, flags, yes=False, on_text=on_text) is None:
+    result = client.ask(config.load(), question, flags, yes=False, on_text=on_text)
+    if result is None:
         raise RuntimeError("drag serve did not answer a question through the client")
     if not first:
         raise RuntimeError("drag serve answered with no text")
-    return first[0]
+    return first[0], float(result.student["prompt_seconds"]), int(result.student["prompt_tokens"])
 
 
 def first_byte(runs: int, command: str) -> dict[str, Any]:
@@ -397,14 +401,18 @@ def first_byte(runs: int, command: str) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(60)
-    c, w, v = spread(cold), spread(warm), spread(served)
+    seconds = [s for _first, s, _tokens in served]
+    c, w, v, r = spread(cold), spread(warm), spread([f for f, _s, _t in served]), spread(seconds)
     return {
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
         "cpus": os.cpu_count(),
         "runs": len(commands),
         "cold": {**c, "all": cold},
         "through_serve": {**w, "all": warm},
-        "server_alone": {**v, "all": served},
+        "server_alone": {**v, "all": [f for f, _s, _t in served]},
+        # Of the server's part, its student reading the prompt (the question, and the
+        # context where one is read) before its first token: llama.cpp's prefill.
+        "student_prompt": {**r, "all": seconds, "tokens": [t for _f, _s, t in served]},
         "ratio_p50": c["p50"] / w["p50"],
         "target_p50_s": 1.0,
         "command": command,
@@ -418,6 +426,7 @@ def first_byte_main(args: argparse.Namespace) -> int:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
     c, w, v = summary["cold"], summary["through_serve"], summary["server_alone"]
+    r = summary["student_prompt"]
     text = "\n".join(
         [
             f"# drag ask --offline, {summary['runs']} cached questions "
@@ -429,6 +438,9 @@ def first_byte_main(args: argparse.Namespace) -> int:
             f"| through drag serve | {w['p50']:.2f} s | {w['p95']:.2f} s |",
             f"| of which the server (its client in-process) | {v['p50']:.2f} s "
             f"| {v['p95']:.2f} s |",
+            f"| of which its student reading the prompt | {r['p50']:.2f} s | {r['p95']:.2f} s |",
+            "",
+            f"its student's prompt: {statistics.median(r['tokens']):g} tokens at the median",
             "",
             f"cold / through drag serve at p50: {summary['ratio_p50']:.1f}×; target through "
             f"drag serve <= 1 s: {'met' if w['p50'] <= 1.0 else 'NOT met'}",
