@@ -61,18 +61,17 @@ def test_rank_texts_with_embeddings() -> None:
     assert rank_texts("q", [], fake) == []
 
 
-def test_stored_embeddings_rank_as_fresh_ones_and_only_the_question_is_embedded() -> None:
+def test_known_embeddings_are_used_and_nothing_is_embedded_again() -> None:
     table = {"q": [1, 0], "near": [0.9, 0.1], "far": [0, 1], "mid": [0.5, 0.5]}
     texts = ["far", "mid", "near"]
     fresh = rank_texts("q", texts, FakeEmbedder(table))
-    stored = FakeEmbedder(table).embed(texts)
-    question_only = FakeEmbedder({"q": table["q"]})  # a text embedded again: KeyError
-    assert rank_texts("q", texts, question_only, stored=stored) == fresh
-    # Stored vectors of another size (another embedder's): the texts are embedded again.
-    other = np.ones((3, 5), dtype=np.float32)
-    assert rank_texts("q", texts, FakeEmbedder(table), stored=other) == fresh
+    known = FakeEmbedder(table).embed(["q", *texts])
+    nothing = FakeEmbedder({})  # a text embedded here: KeyError
+    assert rank_texts("q", texts, nothing, vectors=known) == fresh
+    # Rows that are not the question's and each text's: all embedded here.
+    assert rank_texts("q", texts, FakeEmbedder(table), vectors=known[1:]) == fresh
     with pytest.raises(KeyError):
-        rank_texts("q", texts, question_only, stored=other)
+        rank_texts("q", texts, nothing, vectors=known[1:])
 
 
 def test_cosine() -> None:

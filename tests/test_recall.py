@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from drag_bench.recall_before import recall_before
 
 from assistant.base.textform import entity_key
-from assistant.drag import querywords, recall
+from assistant.drag import graph, querywords, recall
 from assistant.drag.graphsearch import GraphIndex
 from assistant.models.embedder import OnnxEmbedder
 from assistant.store import Store, cache, cachecorpus
@@ -316,3 +317,63 @@ def test_the_cache_corpus_grows_by_what_was_added_and_is_read_again_after_a_remo
     assert cache.purge(store.db, "m") > 0
     after = recall.graph_of(store.db, index)
     assert after is not graphs[2] and after.empty
+
+
+def test_a_recalled_entry_is_ranked_from_the_embeddings_the_cache_keeps(
+    filled: tuple[Store, str], embedder: OnnxEmbedder
+) -> None:
+    """Only the question is embedded: each statement's and triple's vector is the one
+    stored with it (float16), and ranks them as the texts embedded again would."""
+    from assistant.drag.ranking import rank_texts
+
+    store, space = filled
+    question = "Which of these animals is a mammal?"
+    found = run(store, space, embedder, question)
+    assert found.how == "exact" and found.entry is not None
+    asked = embedder.embed([question])[0]
+    evidence = list(found.evidence)
+    triple_texts = [t.text for t in found.triples]  # as cached
+    ev, tr = recall.stored_vectors(store.db, found, asked, evidence, triple_texts)
+    assert ev is not None and tr is not None
+    for kept, texts in ((ev, [e.text for e in evidence]), (tr, triple_texts)):
+        assert kept.shape == (len(texts) + 1, DIM)
+        again = cache.unpack_many([cache.pack(v) for v in embedder.embed(texts)], DIM)
+        assert np.array_equal(kept[1:], again) and np.array_equal(kept[0], asked)
+        fresh = rank_texts(question, texts, embedder)
+        assert [r.index for r in rank_texts(question, texts, embedder, vectors=kept)] == [
+            r.index for r in fresh
+        ]
+    # A triple ranked under another text than the one cached (graph.Triple.text writes
+    # "whales are mammals" where the cache keeps "whales — mammals: …"): embedded again.
+    shown = [graph.Triple(t.entity1, t.entity2, t.relation).text for t in found.triples]
+    assert shown != triple_texts
+    assert recall.stored_vectors(store.db, found, asked, evidence, shown)[1] is None
+
+
+def test_rows_replaced_since_they_were_read_or_another_embedder_are_embedded_again(
+    filled: tuple[Store, str], embedder: OnnxEmbedder
+) -> None:
+    store, space = filled
+    question = "Which gas do plants absorb during photosynthesis?"  # the newest entry
+    found = run(store, space, embedder, question)
+    assert found.how == "exact" and found.entry is not None
+    asked = embedder.embed([question])[0]
+    evidence, texts = list(found.evidence), [t.text for t in found.triples]
+    assert recall.stored_vectors(store.db, found, asked, evidence, texts)[0] is not None
+    # Another embedder wrote the cache (a vector of the same size, another space).
+    other = np.roll(asked, 7)
+    assert [v is None for v in recall.stored_vectors(store.db, found, other, evidence, texts)] == [
+        True,
+        True,
+    ]
+    # The entry is replaced (another process asked it again): its rows' ids come back
+    # with other texts, and what was read before is embedded again.
+    remember(store, space, embedder, question, ["Leaves hold stomata.", "Light drives it."], [])
+    ids = [e.id for e in evidence]
+    assert [e.id for e in cache.find(store.db, found.entry.key).evidence] == ids  # reused
+    assert [v is None for v in recall.stored_vectors(store.db, found, asked, evidence, texts)] == [
+        True,
+        True,
+    ]
+    with pytest.raises(ValueError, match="keeps no embeddings"):
+        cache.stored_vectors(store.db, "cache_entries", ids, ["x", "y"])

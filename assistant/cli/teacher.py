@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from assistant.base import errors
+from assistant.base import errors, signals
 from assistant.base.config import Settings
 from assistant.cli.common import echo, status_printer
 from assistant.cli.root import cli
@@ -34,8 +34,7 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     server = localserver.LocalServer(path, n_ctx=settings.teacher.n_ctx, port=port)
     # Ctrl+C, `kill` and a background job's SIGINT (started with SIGINT ignored, as a
     # shell without job control does) all stop the llama.cpp child and the record.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signals.stop_on(signal.default_int_handler)
     if not port and _serve_running(path, settings.teacher.n_ctx):
         return
     echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)

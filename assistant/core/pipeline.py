@@ -96,22 +96,17 @@ def _answer_from_cache(
 
 def _from_cache(runtime: Session, result: AskResult, sent: str, found: recall.Recalled) -> None:
     """Fill the result's context from what the cache recalled."""
-    db = runtime.store.db
-    # Ranked from the embeddings the cache keeps with them: only the question is embedded.
     chosen = found.evidence
     if found.entry is not None:  # exact or near-duplicate: the entry's own items
         chosen = sorted(found.evidence, key=lambda e: e.teacher_rank)[: result.n]
-    _set_evidence(
-        runtime,
-        result,
-        sent,
-        [(e.text, e.teacher_rank) for e in chosen],
-        teacher_order=found.entry is not None,
-        stored=cache.stored_vectors(db, "cache_evidence", [e.id for e in chosen]),
-    )
     triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
-    stored = cache.stored_vectors(db, "cache_triples", [t.id for t in found.triples])
-    _set_triples(runtime, result, sent, triples, stored)
+    # Ranked from the embeddings the cache keeps with them: only the question is embedded.
+    asked = runtime.embedder.embed([sent])[0]
+    kept = recall.stored_vectors(runtime.store.db, found, asked, chosen, [t.text for t in triples])
+    items = [(e.text, e.teacher_rank) for e in chosen]
+    own_order = found.entry is not None
+    _set_evidence(runtime, result, sent, items, teacher_order=own_order, vectors=kept[0])
+    _set_triples(runtime, result, sent, triples, kept[1])
     if answer.uses_graph(result.mode) and found.entry is not None and not found.entry.has_graph:
         result.warnings.append(
             "the cached answer has no knowledge graph (it was asked in evidence mode)"
@@ -146,10 +141,10 @@ def _set_evidence(
     items: list[tuple[str, int]],
     *,
     teacher_order: bool = True,
-    stored: NDArray[np.float32] | None = None,
+    vectors: NDArray[np.float32] | None = None,
 ) -> None:
-    """Rank (text, teacher_rank) items against the question as sent (``stored``: the
-    items' own embeddings, from the cache); restore placeholders."""
+    """Rank (text, teacher_rank) items against the question as sent (``vectors``: the
+    question's and the items' embeddings, where known: rank_texts); restore placeholders."""
     with timed(result.timings, "rank_evidence"):
         ranked = rank_texts(
             sent,
@@ -157,7 +152,7 @@ def _set_evidence(
             runtime.embedder,
             [r for _, r in items] if teacher_order else None,
             repeat_threshold=runtime.settings.pipeline.repeat_threshold,
-            stored=stored,
+            vectors=vectors,
         )
     restore = runtime.vault.restore
     result.evidence = [
@@ -190,7 +185,7 @@ def _set_triples(
     result: AskResult,
     sent: str,
     triples: list[graph.Triple],
-    stored: NDArray[np.float32] | None = None,
+    vectors: NDArray[np.float32] | None = None,
 ) -> None:
     with timed(result.timings, "rank_triples"):
         ranked = rank_texts(
@@ -198,7 +193,7 @@ def _set_triples(
             [tr.text for tr in triples],
             runtime.embedder,
             repeat_threshold=runtime.settings.pipeline.repeat_threshold,
-            stored=stored,
+            vectors=vectors,
         )
     restore = runtime.vault.restore
     result.triples = []

@@ -116,20 +116,15 @@ def rank_texts(
     teacher_ranks: Sequence[int] | None = None,
     *,
     repeat_threshold: float = 1.0,
-    stored: NDArray[np.float32] | None = None,
+    vectors: NDArray[np.float32] | None = None,
 ) -> list[Ranked]:
     """Best first: similarity to the question fused with the teacher's order, then
-    near-repeats moved behind the rest (:func:`demote_repeats`).  ``stored``: the
-    embeddings of ``texts`` kept with them (a cache's statements), row i for text i;
-    then only the question is embedded (where they are of the embedder's size)."""
+    near-repeats moved behind the rest (:func:`demote_repeats`).  ``vectors``: the
+    question's embedding and then each text's, where they are known already (a cache's
+    statements: :func:`assistant.drag.recall.stored_vectors`); else they are embedded."""
     if not texts:
         return []
-    vectors = None
-    if stored is not None and len(stored) == len(texts):
-        asked = embedder.embed([question])
-        if asked.shape[1:] == stored.shape[1:]:
-            vectors = np.vstack([asked, stored])
-    if vectors is None:
+    if vectors is None or len(vectors) != len(texts) + 1:
         vectors = embedder.embed([question, *texts])
     sims = cosine(vectors[0], vectors[1:])
     ranks = list(teacher_ranks) if teacher_ranks is not None else list(range(1, len(texts) + 1))

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from assistant.drag.graphsearch import GraphIndex
 from assistant.drag.querywords import CONTRASTS, NEGATIONS, words
-from assistant.drag.ranking import Embedder
+from assistant.drag.ranking import Embedder, cosine
 from assistant.privacy.placeholders import ANY_PLACEHOLDER, PLACEHOLDER
 from assistant.store import cache, cachecorpus
 from assistant.store.index import DIM, SpaceIndex
@@ -129,6 +129,41 @@ def evidence_by_id(db: sqlite_utils.Database, ids: Sequence[int]) -> list[cache.
     ).fetchall()
     by_id = {r[0]: cache.CachedEvidence(*r) for r in rows}
     return [by_id[i] for i in ids if i in by_id]
+
+
+# The cosine between a question's embedding now and the one its cache entry keeps at or
+# above which the same embedder wrote both (float16 storage moves it by about 1e-5;
+# another model of the same size is far below).
+SAME_EMBEDDER = 0.99
+
+
+def stored_vectors(
+    db: sqlite_utils.Database,
+    found: Recalled,
+    asked: Vector,
+    evidence: Sequence[cache.CachedEvidence],
+    triple_texts: Sequence[str],
+) -> tuple[Vector | None, Vector | None]:
+    """What to rank the recalled ``evidence`` and ``found.triples`` (as ranked:
+    ``triple_texts``) with: ``asked`` (the question embedded now), then each text's
+    embedding as the cache keeps it (:func:`cache.stored_vectors`).  None for either
+    where a text is not kept as it is ranked, where the sizes differ, or for an exact
+    repeat whose entry keeps another embedding of the same question (another embedder
+    wrote the cache): those texts are embedded again."""
+    q = np.asarray(asked, dtype=np.float32).ravel()
+    if found.how == "exact" and found.entry is not None:
+        kept = cache.question_vector(db, found.entry.id)
+        if kept is None or kept.shape != q.shape or float(cosine(q, kept)[0]) < SAME_EMBEDDER:
+            return None, None
+    ids = [t.id for t in found.triples]
+    pairs = [
+        cache.stored_vectors(
+            db, "cache_evidence", [e.id for e in evidence], [e.text for e in evidence]
+        ),
+        cache.stored_vectors(db, "cache_triples", ids, triple_texts),
+    ]
+    ev, tr = (None if m is None or m.shape[1:] != q.shape else np.vstack([q, m]) for m in pairs)
+    return ev, tr
 
 
 def exact(db: sqlite_utils.Database, space: str, question: str, n: int) -> Recalled | None:

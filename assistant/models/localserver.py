@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from assistant.base import paths
+from assistant.base import paths, signals
 from assistant.base.errors import DragError, TeacherError
 from assistant.models import llamabuild, llamacheck
 from assistant.models.student import default_threads
@@ -446,8 +446,7 @@ def _start_shared(model_path: Path, n_ctx: int, keep_alive: float, timeout: floa
 def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
     """The keeper: run the shared server until no lease has been held for ``keep_alive``
     seconds (or the server ends, or this process is told to stop)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signals.stop_on(signal.default_int_handler)
     record, lease, log = shared_files(model_path, n_ctx)
     server = LocalServer(model_path, n_ctx=n_ctx, log=log.with_suffix(".server.log"))
     try:

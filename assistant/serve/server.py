@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
+from assistant.base import signals
 from assistant.base.config import Settings
 from assistant.base.errors import (
     DragError,
@@ -492,7 +493,7 @@ def _stopped_by_signals() -> Iterator[None]:
     def stop(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    before = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    before = signals.stop_on(stop)
     try:
         yield
     finally:
@@ -548,18 +549,18 @@ def run(
                 server.unload_if_idle()
 
     with server, _stopped_by_signals():
-        tokens.tokens()  # the default client's key, made before any request asks
-        tokens.record_state(server.url, [], server.settings_key)
-        server.recorded = True
-        if allow_network and not is_loopback(host):
-            announce(
-                "drag serve: warning: plain HTTP on the network: keys, questions and "
-                "answers with your values travel unencrypted"
-            )
-        announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
-        if keep_alive:
-            threading.Thread(target=watch, name="drag-serve-idle", daemon=True).start()
-        try:
+        try:  # a signal from here on (even as it says it listens) stops it cleanly
+            tokens.tokens()  # the default client's key, made before any request asks
+            tokens.record_state(server.url, [], server.settings_key)
+            server.recorded = True
+            if allow_network and not is_loopback(host):
+                announce(
+                    "drag serve: warning: plain HTTP on the network: keys, questions and "
+                    "answers with your values travel unencrypted"
+                )
+            announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
+            if keep_alive:
+                threading.Thread(target=watch, name="drag-serve-idle", daemon=True).start()
             server.serve_forever()
         except KeyboardInterrupt:
             pass

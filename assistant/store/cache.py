@@ -47,20 +47,30 @@ def unpack_many(blobs: Sequence[bytes], dim: int) -> Vector:
 _WITH_VECTORS = ("cache_evidence", "cache_triples")
 
 
-def stored_vectors(db: sqlite_utils.Database, table: str, ids: Sequence[int]) -> Vector | None:
-    """The embeddings ``table`` keeps for its rows ``ids``, row i for ``ids[i]`` (computed
-    from each row's text when it was cached); None when a row is gone or they differ in
-    size."""
+def stored_vectors(
+    db: sqlite_utils.Database, table: str, ids: Sequence[int], texts: Sequence[str]
+) -> Vector | None:
+    """The embeddings ``table`` keeps for its rows ``ids``, row i for ``ids[i]``, each
+    computed from its row's text when it was cached: None unless every row is there
+    and holds ``texts[i]`` as it is (a row replaced since it was read holds another)."""
     if table not in _WITH_VECTORS:
         raise ValueError(f"{table} keeps no embeddings")
-    if not ids:
+    if not ids or len(ids) != len(texts):
         return None
     marks = ",".join("?" for _ in ids)
-    rows = dict(db.execute(f"SELECT id, embedding FROM {table} WHERE id IN ({marks})", list(ids)))
-    blobs = [rows.get(i) for i in ids]
-    if any(b is None for b in blobs) or len({len(b) for b in blobs if b is not None}) != 1:
+    sql = f"SELECT id, text, embedding FROM {table} WHERE id IN ({marks})"
+    rows = {r[0]: (r[1], r[2]) for r in db.execute(sql, list(ids))}
+    kept = [rows.get(i) for i in ids]
+    blobs = [row[1] for row, text in zip(kept, texts, strict=True) if row and row[0] == text]
+    if len(blobs) != len(ids) or len({len(b) for b in blobs}) != 1:
         return None
-    return unpack_many([b for b in blobs if b is not None], 0)
+    return unpack_many(blobs, 0)
+
+
+def question_vector(db: sqlite_utils.Database, entry_id: int) -> Vector | None:
+    """The embedding the cache keeps of entry ``entry_id``'s question."""
+    row = db.execute("SELECT embedding FROM cache_entries WHERE id = ?", [entry_id]).fetchone()
+    return None if row is None else unpack(row[0])
 
 
 def space_of(teacher_model: str, prompt_versions: dict[str, str]) -> str:
