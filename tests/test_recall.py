@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from drag_bench.recall_before import recall_before
+from numpy.typing import NDArray
 
 from assistant.base.textform import entity_key
 from assistant.drag import graph, querywords, recall
@@ -319,6 +320,17 @@ def test_the_cache_corpus_grows_by_what_was_added_and_is_read_again_after_a_remo
     assert after is not graphs[2] and after.empty
 
 
+class Counted:
+    """The real embedder, with each call's texts noted."""
+
+    def __init__(self, embedder: OnnxEmbedder) -> None:
+        self.embedder, self.calls = embedder, []  # type: list[list[str]]
+
+    def __call__(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls.append(list(texts))
+        return self.embedder.embed(texts)
+
+
 def test_a_recalled_entry_is_ranked_from_the_embeddings_the_cache_keeps(
     filled: tuple[Store, str], embedder: OnnxEmbedder
 ) -> None:
@@ -332,10 +344,11 @@ def test_a_recalled_entry_is_ranked_from_the_embeddings_the_cache_keeps(
     assert found.how == "exact" and found.entry is not None
     asked = embedder.embed([question])[0]
     evidence = list(found.evidence)
-    triple_texts = [t.text for t in found.triples]  # as cached
-    ev, tr = recall.stored_vectors(store.db, found, asked, evidence, triple_texts)
-    assert ev is not None and tr is not None
-    for kept, texts in ((ev, [e.text for e in evidence]), (tr, triple_texts)):
+    cached = [t.text for t in found.triples]  # the triples' texts as they were cached
+    embed = Counted(embedder)
+    ev, tr = recall.stored_vectors(store.db, found, asked, evidence, cached, embed)
+    assert ev is not None and tr is not None and embed.calls == []
+    for kept, texts in ((ev, [e.text for e in evidence]), (tr, cached)):
         assert kept.shape == (len(texts) + 1, DIM)
         again = cache.unpack_many([cache.pack(v) for v in embedder.embed(texts)], DIM)
         assert np.array_equal(kept[1:], again) and np.array_equal(kept[0], asked)
@@ -344,10 +357,15 @@ def test_a_recalled_entry_is_ranked_from_the_embeddings_the_cache_keeps(
             r.index for r in fresh
         ]
     # A triple ranked under another text than the one cached (graph.Triple.text writes
-    # "whales are mammals" where the cache keeps "whales — mammals: …"): embedded again.
+    # "whales are mammals" where this cache keeps "whales — mammals: …"; another
+    # spelling of an entity does the same): that one alone is embedded here.
     shown = [graph.Triple(t.entity1, t.entity2, t.relation).text for t in found.triples]
-    assert shown != triple_texts
-    assert recall.stored_vectors(store.db, found, asked, evidence, shown)[1] is None
+    assert shown[1] != cached[1]
+    mixed = [cached[0], shown[1]]
+    tr = recall.stored_vectors(store.db, found, asked, evidence, mixed, embed)[1]
+    assert embed.calls == [[shown[1]]] and tr is not None
+    assert np.array_equal(tr[2], embedder.embed([shown[1]])[0])
+    assert np.array_equal(tr[1], cache.unpack(cache.pack(embedder.embed(cached)[0])))
 
 
 def test_rows_replaced_since_they_were_read_or_another_embedder_are_embedded_again(
@@ -359,21 +377,21 @@ def test_rows_replaced_since_they_were_read_or_another_embedder_are_embedded_aga
     assert found.how == "exact" and found.entry is not None
     asked = embedder.embed([question])[0]
     evidence, texts = list(found.evidence), [t.text for t in found.triples]
-    assert recall.stored_vectors(store.db, found, asked, evidence, texts)[0] is not None
+    embed = Counted(embedder)
+    assert recall.stored_vectors(store.db, found, asked, evidence, texts, embed)[0] is not None
+    assert embed.calls == []
     # Another embedder wrote the cache (a vector of the same size, another space).
     other = np.roll(asked, 7)
-    assert [v is None for v in recall.stored_vectors(store.db, found, other, evidence, texts)] == [
-        True,
-        True,
-    ]
+    refused = recall.stored_vectors(store.db, found, other, evidence, texts, embed)
+    assert [v is None for v in refused] == [True, True]
     # The entry is replaced (another process asked it again): its rows' ids come back
     # with other texts, and what was read before is embedded again.
     remember(store, space, embedder, question, ["Leaves hold stomata.", "Light drives it."], [])
-    ids = [e.id for e in evidence]
-    assert [e.id for e in cache.find(store.db, found.entry.key).evidence] == ids  # reused
-    assert [v is None for v in recall.stored_vectors(store.db, found, asked, evidence, texts)] == [
-        True,
-        True,
-    ]
+    now = cache.find(store.db, found.entry.key)
+    assert now is not None and now.id == found.entry.id  # the same ids, reused
+    assert [e.id for e in now.evidence] == [e.id for e in evidence]
+    ev, _triples = recall.stored_vectors(store.db, found, asked, evidence, texts, embed)
+    assert embed.calls == [[e.text for e in evidence], texts] and ev is not None
+    assert np.array_equal(ev[1:], embedder.embed([e.text for e in evidence]))
     with pytest.raises(ValueError, match="keeps no embeddings"):
-        cache.stored_vectors(store.db, "cache_entries", ids, ["x", "y"])
+        cache.stored_vectors(store.db, "cache_entries", [now.id], ["x"])

@@ -102,7 +102,8 @@ def _from_cache(runtime: Session, result: AskResult, sent: str, found: recall.Re
     triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
     # Ranked from the embeddings the cache keeps with them: only the question is embedded.
     asked = runtime.embedder.embed([sent])[0]
-    kept = recall.stored_vectors(runtime.store.db, found, asked, chosen, [t.text for t in triples])
+    shown, embed = [t.text for t in triples], runtime.embedder.embed
+    kept = recall.stored_vectors(runtime.store.db, found, asked, chosen, shown, embed)
     items = [(e.text, e.teacher_rank) for e in chosen]
     own_order = found.entry is not None
     _set_evidence(runtime, result, sent, items, teacher_order=own_order, vectors=kept[0])

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -143,27 +143,33 @@ def stored_vectors(
     asked: Vector,
     evidence: Sequence[cache.CachedEvidence],
     triple_texts: Sequence[str],
+    embed: Callable[[Sequence[str]], Vector],
 ) -> tuple[Vector | None, Vector | None]:
     """What to rank the recalled ``evidence`` and ``found.triples`` (as ranked:
     ``triple_texts``) with: ``asked`` (the question embedded now), then each text's
-    embedding as the cache keeps it (:func:`cache.stored_vectors`).  None for either
-    where a text is not kept as it is ranked, where the sizes differ, or for an exact
-    repeat whose entry keeps another embedding of the same question (another embedder
-    wrote the cache): those texts are embedded again."""
+    embedding as the cache keeps it (:func:`cache.stored_vectors`); a text the cache
+    does not keep as it is ranked is embedded here (``embed``), alone.  (None, None) for
+    an exact repeat whose entry keeps another embedding of the same question (another
+    embedder wrote the cache: everything is embedded again)."""
     q = np.asarray(asked, dtype=np.float32).ravel()
     if found.how == "exact" and found.entry is not None:
         kept = cache.question_vector(db, found.entry.id)
         if kept is None or kept.shape != q.shape or float(cosine(q, kept)[0]) < SAME_EMBEDDER:
             return None, None
-    ids = [t.id for t in found.triples]
-    pairs = [
-        cache.stored_vectors(
-            db, "cache_evidence", [e.id for e in evidence], [e.text for e in evidence]
-        ),
-        cache.stored_vectors(db, "cache_triples", ids, triple_texts),
-    ]
-    ev, tr = (None if m is None or m.shape[1:] != q.shape else np.vstack([q, m]) for m in pairs)
-    return ev, tr
+
+    def rows(table: str, ids: list[int], texts: Sequence[str]) -> Vector | None:
+        if not texts:
+            return None
+        kept = cache.stored_vectors(db, table, ids, texts)
+        missing = [i for i, v in enumerate(kept) if v is None or v.shape != q.shape]
+        vectors = [q, *(np.zeros_like(q) if v is None else v for v in kept)]
+        if missing:
+            for i, v in zip(missing, embed([texts[i] for i in missing]), strict=True):
+                vectors[i + 1] = np.asarray(v, dtype=np.float32)
+        return np.vstack(vectors)
+
+    ev = rows("cache_evidence", [e.id for e in evidence], [e.text for e in evidence])
+    return ev, rows("cache_triples", [t.id for t in found.triples], triple_texts)
 
 
 def exact(db: sqlite_utils.Database, space: str, question: str, n: int) -> Recalled | None:

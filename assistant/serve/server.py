@@ -566,7 +566,8 @@ def run(
             pass
         finally:
             stop.set()
-            tokens.forget_state()
+            with contextlib.suppress(DragError):  # a state file that cannot be read: left
+                tokens.forget_state()
             # The request under way ends before the models close (its ledger row and
             # history are written whole); a stuck one is given a minute.
             if server.work.acquire(timeout=60):

@@ -49,22 +49,25 @@ _WITH_VECTORS = ("cache_evidence", "cache_triples")
 
 def stored_vectors(
     db: sqlite_utils.Database, table: str, ids: Sequence[int], texts: Sequence[str]
-) -> Vector | None:
-    """The embeddings ``table`` keeps for its rows ``ids``, row i for ``ids[i]``, each
-    computed from its row's text when it was cached: None unless every row is there
-    and holds ``texts[i]`` as it is (a row replaced since it was read holds another)."""
+) -> list[Vector | None]:
+    """The embedding ``table`` keeps for each of its rows ``ids`` (item i for ``ids[i]``),
+    computed from the row's text when it was cached; None for a row that is gone or
+    holds another text than ``texts[i]`` (replaced since it was read, or ranked under
+    another spelling)."""
     if table not in _WITH_VECTORS:
         raise ValueError(f"{table} keeps no embeddings")
-    if not ids or len(ids) != len(texts):
-        return None
+    if len(ids) != len(texts):
+        raise ValueError("one text for each row")
+    if not ids:
+        return []
     marks = ",".join("?" for _ in ids)
     sql = f"SELECT id, text, embedding FROM {table} WHERE id IN ({marks})"
     rows = {r[0]: (r[1], r[2]) for r in db.execute(sql, list(ids))}
     kept = [rows.get(i) for i in ids]
-    blobs = [row[1] for row, text in zip(kept, texts, strict=True) if row and row[0] == text]
-    if len(blobs) != len(ids) or len({len(b) for b in blobs}) != 1:
-        return None
-    return unpack_many(blobs, 0)
+    return [
+        unpack(row[1]) if row is not None and row[0] == text else None
+        for row, text in zip(kept, texts, strict=True)
+    ]
 
 
 def question_vector(db: sqlite_utils.Database, entry_id: int) -> Vector | None:
