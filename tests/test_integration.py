@@ -833,9 +833,12 @@ def test_an_exact_repeat_asked_offline_loads_no_detector(
         assert embedded == [[QUESTION]]
         assert [e.text for e in repeat.evidence] == [e["text"] for e in online["evidence"]]
         assert "detector" not in vars(runtime) and repeat.privacy == {}
+        embedded.clear()
         other = pipeline.ask(runtime, "What's the capital of France?", mode="evidence", n=5)
         assert other.source == "cache" and "detector" in vars(runtime)
         assert other.privacy["sent_question"] == "What's the capital of France?"
+        # Found through recall: the embedding it was recalled by ranks it too.
+        assert embedded == [["What's the capital of France?"]]
     finally:
         runtime.close()
     assert socket_guard.refused == []

@@ -100,8 +100,9 @@ def _from_cache(runtime: Session, result: AskResult, sent: str, found: recall.Re
     if found.entry is not None:  # exact or near-duplicate: the entry's own items
         chosen = sorted(found.evidence, key=lambda e: e.teacher_rank)[: result.n]
     triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
-    # Ranked from the embeddings the cache keeps with them: only the question is embedded.
-    asked = runtime.embedder.embed([sent])[0]
+    # Ranked from the embeddings the cache keeps with them: only the question is embedded
+    # (recall has, but for an offline exact repeat, found by its text alone).
+    asked = found.asked if found.asked is not None else runtime.embedder.embed([sent])[0]
     shown, embed = [t.text for t in triples], runtime.embedder.embed
     kept = recall.stored_vectors(runtime.store.db, found, asked, chosen, shown, embed)
     items = [(e.text, e.teacher_rank) for e in chosen]

@@ -79,6 +79,8 @@ class Recalled:
     triples: list[cache.CachedTriple] = field(default_factory=list)
     entities: list[str] = field(default_factory=list)
     matched_question: str = ""
+    # The question's embedding it was recalled by (recall()).
+    asked: Vector | None = field(default=None, compare=False, repr=False)
 
     @property
     def uploads(self) -> tuple[int, ...]:
@@ -194,11 +196,12 @@ def recall(
     """What the cache holds for ``question`` (sanitized) in ``index``'s space."""
     q = np.asarray(q_vec, dtype=np.float32).ravel()
     found = same_question(db, index, question, q, n=n, near_duplicate=near_duplicate)
-    if found is not None:
-        return found
-    if index.empty:
-        return Recalled("none", 0.0)
-    return _graph_recall(db, index, question, q, embedder, k)
+    if found is None and index.empty:
+        found = Recalled("none", 0.0)
+    elif found is None:
+        found = _graph_recall(db, index, question, q, embedder, k)
+    found.asked = q
+    return found
 
 
 def same_question(
