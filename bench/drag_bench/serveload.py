@@ -401,18 +401,18 @@ def first_byte(runs: int, command: str) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(60)
-    seconds = [s for _first, s, _tokens in served]
-    c, w, v, r = spread(cold), spread(warm), spread([f for f, _s, _t in served]), spread(seconds)
+    firsts, seconds, counts = ([row[i] for row in served] for i in range(3))
+    c, w, v, r = spread(cold), spread(warm), spread(firsts), spread(seconds)
     return {
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
         "cpus": os.cpu_count(),
         "runs": len(commands),
         "cold": {**c, "all": cold},
         "through_serve": {**w, "all": warm},
-        "server_alone": {**v, "all": [f for f, _s, _t in served]},
+        "server_alone": {**v, "all": firsts},
         # Of the server's part, its student reading the prompt (the question, and the
         # context where one is read) before its first token: llama.cpp's prefill.
-        "student_prompt": {**r, "all": seconds, "tokens": [t for _f, _s, t in served]},
+        "student_prompt": {**r, "all": seconds, "tokens": counts},
         "ratio_p50": c["p50"] / w["p50"],
         "target_p50_s": 1.0,
         "command": command,
