@@ -608,10 +608,12 @@ def test_doctor_passes_with_real_parts(env: dict[str, str]) -> None:
         "privacy reader model",
         "context gate",
         "local store",
+        "stored embeddings",
         "teacher reachable",
         "drag serve",
     }
     assert checks["drag serve"]["detail"].startswith("no drag serve is running")
+    assert checks["stored embeddings"]["detail"].startswith("made by all-MiniLM-L6-v2")
     assert "sha256 verified" in checks["student model file"]["detail"]
     # The portable build, the CPU code it runs here, and a token computed, not only a load.
     from assistant.models import llamacheck, modelfiles

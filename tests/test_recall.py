@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -139,6 +140,28 @@ def test_exact_and_near_duplicate(filled: tuple[Store, str], embedder: OnnxEmbed
     assert para.how == "near-duplicate" and para.score >= NEAR
     assert para.matched_question == "Which of these animals is a mammal?"
     assert para.uploads == (1, 2)
+
+
+def test_without_recall_by_meaning_only_the_very_question_is_found(
+    filled: tuple[Store, str], embedder: OnnxEmbedder
+) -> None:
+    """Another embedder made the cache's embeddings (assistant.store.space): nothing is
+    found by comparing them with a question's, only its own entry by its text."""
+    store, space = filled
+
+    def blind(*args: Any, **kw: Any) -> recall.Recalled:
+        return recall.recall(*args, **kw, by_meaning=False)
+
+    assert run(store, space, embedder, "Which of these animals is a mammal?", blind).how == (
+        "exact"
+    )
+    for question in (
+        "Which one of these animals is a mammal?",  # a near-duplicate with recall by meaning
+        "What does photosynthesis release into the air?",  # the graph's
+    ):
+        assert run(store, space, embedder, question).how != "none"
+        found = run(store, space, embedder, question, blind)
+        assert found.how == "none" and not found.evidence and not found.triples
 
 
 def test_a_negated_question_is_not_served_as_a_duplicate(

@@ -1,4 +1,4 @@
-"""`drag config`, `drag doctor`, `drag drafts`, `drag cache` and `drag models`."""
+"""`drag config`, `drag doctor`, `drag drafts`, `drag cache`, `drag reembed` and `drag models`."""
 
 from __future__ import annotations
 
@@ -229,6 +229,25 @@ def cache_purge(ctx: click.Context, model: str | None, yes: bool) -> None:
     with open_store(ctx) as store:
         removed = cache.purge(store.db, model)
     echo(f"removed {removed} cached questions")
+
+
+@cli.command("reembed")
+@click.pass_context
+def reembed_cmd(ctx: click.Context) -> None:
+    """Make every embedding the store keeps (the cache's, your files' index's) again with
+    the embedder the settings name: after embedder.model changed, recall by meaning and
+    the files' search work again."""
+    from assistant.core.session import Session
+
+    settings: Settings = ctx.obj["settings"]
+
+    def told(table: str, done: int, total: int) -> None:
+        if interactive_stderr():
+            click.echo(f"\r{table}: {done} of {total}", err=True, nl=done == total)
+
+    with Session(settings, status=status_printer(interactive_stderr())) as rt:
+        done = rt.reembed(told)
+    echo(f"{done} embeddings made with {settings.embedder.model}")
 
 
 @cli.command("models")

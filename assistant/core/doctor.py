@@ -60,6 +60,21 @@ def reader_check(runtime: Session) -> Check:
     )
 
 
+def embeddings_check(runtime: Session) -> Check:
+    """Whether the embedder in use made the embeddings the store keeps."""
+
+    def embeddings() -> str:
+        model = runtime.settings.embedder.model
+        writer = runtime.embeddings_writer(keep=False)
+        if writer is not None:
+            raise DragError(f"made by {writer}, not by embedder.model {model!r}")
+        return f"made by {model}, the embedder in use (or none kept yet)"
+
+    return _run(
+        "stored embeddings", embeddings, "`drag reembed` makes them again with this embedder"
+    )
+
+
 def checks(runtime: Session) -> Iterator[Check]:
     settings = runtime.settings
 
@@ -181,6 +196,8 @@ def checks(runtime: Session) -> Iterator[Check]:
         store,
         "`drag audit verify` names the bad row; move the database away to start a new one",
     )
+
+    yield embeddings_check(runtime)
 
     if runtime.offline:
         yield Check("teacher reachable", True, "not checked: store.offline is on")

@@ -36,6 +36,7 @@ def index(
     one is not read twice).  The work runs on a connection of its own to the store, so
     that a question asked meanwhile (the app) is answered: SQLite lets one write at a
     time, and each file is one short write."""
+    runtime.check_files_embeddings()
     s = runtime.settings.store
     with Store.configured(s.database, s.key) as own:
         report = filesindex.index(
@@ -109,6 +110,7 @@ def search(
     found = runtime.files_index()
     if found.empty:
         return []
+    runtime.check_files_embeddings()
     embedder = runtime.embedder
     q_vec = embedder.embed([question])[0]
     how = method or f.method

@@ -66,6 +66,8 @@ def _recall(runtime: Session, result: AskResult, sent: str) -> recall.Recalled:
         return recall.Recalled("none", 0.0)
     runtime.status("looking in the local cache…")
     with timed(result.timings, "recall"):
+        if off := runtime.cache_by_meaning_off():
+            result.warnings.append(off)
         q_vec = runtime.embedder.embed([sent])[0]
         found = recall.recall(
             runtime.store.db,
@@ -76,6 +78,7 @@ def _recall(runtime: Session, result: AskResult, sent: str) -> recall.Recalled:
             n=result.n,
             k=result.k,
             near_duplicate=runtime.settings.store.near_duplicate,
+            by_meaning=off is None,
         )
     return found
 
@@ -350,7 +353,7 @@ def _gather(
         if found is None:
             return result, None
     if runtime.offline:
-        why = (
+        why = runtime.cache_by_meaning_off() or (
             f"the nearest cached items score {found.score:.2f}, below store.coverage "
             f"{runtime.settings.store.coverage:.2f}"
             if found.how == "graph"

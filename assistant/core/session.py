@@ -24,6 +24,7 @@ from assistant.drag import answer, evidence, graph
 from assistant.drag.graphsearch import GraphIndex
 from assistant.drag.ranking import Embedder
 from assistant.models import localserver, modelfiles
+from assistant.models.embedder import is_bundled as embedder_is_bundled
 from assistant.models.embedder import load as load_embedder
 from assistant.models.student import Student
 from assistant.models.teacher import Teacher
@@ -38,7 +39,7 @@ from assistant.privacy.policy import category_modes, load_policy
 from assistant.privacy.reader import HEAD_MARK, Reading, SpanReader
 from assistant.privacy.reader import head as reader_head
 from assistant.privacy.sanitize import Sanitized, sanitize
-from assistant.store import Store, cache
+from assistant.store import Store, cache, space
 from assistant.store import files as stored_files
 from assistant.store.index import DIM
 
@@ -204,7 +205,64 @@ class Session:
     def embedder(self) -> Embedder:
         self.status("loading the embedding model…")
         e = self.settings.embedder
-        return load_embedder(e.model, backend=e.backend, device=e.device)
+        loaded = load_embedder(e.model, backend=e.backend, device=e.device)
+        here = space.Space.of(e.model, loaded.embed)
+        if here.probes.shape[1] != DIM:
+            raise ConfigError(
+                f"embedder.model {e.model!r} makes embeddings of {here.probes.shape[1]} "
+                f"numbers; drag's store keeps {DIM}: choose a model of that size"
+            )
+        self.__dict__["_embedder_space"] = here
+        return loaded
+
+    def embeddings_writer(self, *, keep: bool = True) -> str | None:
+        """None when this embedder made the embeddings the store keeps (or the store keeps
+        none yet); else the embedder that did (:mod:`assistant.store.space`): a question
+        embedded now means nothing beside them until ``drag reembed``.  What this process
+        holds in memory of the cache is read again after a ``drag reembed`` elsewhere
+        (the files' index is, by its own generation).  ``keep`` False: a store that
+        records no embedder is not given this one's record (``drag doctor`` changes
+        nothing)."""
+        embed = self.embedder.embed
+        here = self.__dict__.get("_embedder_space")
+        if here is None:  # an embedder given to the session, not loaded by it
+            here = space.Space.of(self.settings.embedder.model, embed)
+            self.__dict__["_embedder_space"] = here
+        with self.local:
+            store = self.store
+            bundled = embedder_is_bundled(self.settings.embedder.model)
+            writer = space.writer(store.db, here, embed, bundled=bundled, keep=keep)
+            now = space.generation(store.db)
+            if now != self.__dict__.setdefault("_space_seen", now):
+                store.forget_indexes()
+                self.__dict__["_space_seen"] = now
+        return writer
+
+    def check_files_embeddings(self) -> None:
+        """A ConfigError when another embedder made the store's embeddings: the files'
+        index is neither searched nor added to (a search would rank nonsense, an
+        addition would mix two embedders)."""
+        writer = self.embeddings_writer()
+        if writer is not None:
+            raise ConfigError(space.advice(writer, self.settings.embedder.model, files=True))
+
+    def reembed(self, progress: space.Progress | None = None) -> int:
+        """Every embedding the store keeps made again with this embedder (after
+        embedder.model changed), and it recorded as the store's; returns how many."""
+        embed = self.embedder.embed
+        self.embeddings_writer()  # this embedder's probes, and what is held seen
+        here: space.Space = self.__dict__["_embedder_space"]
+        with self.local:
+            done = space.reembed(self.store.db, self.store.sealer, here, embed, progress)
+            self.store.forget_indexes()
+            self.__dict__["_space_seen"] = space.generation(self.store.db)
+        return done
+
+    def cache_by_meaning_off(self) -> str | None:
+        """Why the cache recalls only a question asked again word for word (another
+        embedder made its embeddings), or None when it recalls by meaning too."""
+        writer = self.embeddings_writer()
+        return None if writer is None else space.advice(writer, self.settings.embedder.model)
 
     @property
     def teacher_is_local(self) -> bool:

@@ -39,7 +39,7 @@ from assistant.drag.graphsearch import GraphIndex
 from assistant.drag.querywords import CONTRASTS, NEGATIONS, words
 from assistant.drag.ranking import Embedder, cosine
 from assistant.privacy.placeholders import ANY_PLACEHOLDER, PLACEHOLDER
-from assistant.store import cache, cachecorpus
+from assistant.store import cache, cachecorpus, space
 from assistant.store.index import DIM, SpaceIndex
 
 Vector = NDArray[np.float32]
@@ -133,12 +133,6 @@ def evidence_by_id(db: sqlite_utils.Database, ids: Sequence[int]) -> list[cache.
     return [by_id[i] for i in ids if i in by_id]
 
 
-# The cosine between a question's embedding now and the one its cache entry keeps at or
-# above which the same embedder wrote both (float16 storage moves it by about 1e-5;
-# another model of the same size is far below).
-SAME_EMBEDDER = 0.99
-
-
 def stored_vectors(
     db: sqlite_utils.Database,
     found: Recalled,
@@ -156,7 +150,7 @@ def stored_vectors(
     q = np.asarray(asked, dtype=np.float32).ravel()
     if found.how == "exact" and found.entry is not None:
         kept = cache.question_vector(db, found.entry.id)
-        if kept is None or kept.shape != q.shape or float(cosine(q, kept)[0]) < SAME_EMBEDDER:
+        if kept is None or kept.shape != q.shape or float(cosine(q, kept)[0]) < space.SAME:
             return None, None
 
     def rows(table: str, ids: list[int], texts: Sequence[str]) -> Vector | None:
@@ -192,11 +186,17 @@ def recall(
     n: int,
     k: int,
     near_duplicate: float,
+    by_meaning: bool = True,
 ) -> Recalled:
-    """What the cache holds for ``question`` (sanitized) in ``index``'s space."""
+    """What the cache holds for ``question`` (sanitized) in ``index``'s space; with
+    ``by_meaning`` False (another embedder made the cache's embeddings) only the entry
+    of this very question, found by its text."""
     q = np.asarray(q_vec, dtype=np.float32).ravel()
-    found = same_question(db, index, question, q, n=n, near_duplicate=near_duplicate)
-    if found is None and index.empty:
+    if by_meaning:
+        found = same_question(db, index, question, q, n=n, near_duplicate=near_duplicate)
+    else:
+        found = exact(db, index.space, question, n)
+    if found is None and (not by_meaning or index.empty):
         found = Recalled("none", 0.0)
     elif found is None:
         found = _graph_recall(db, index, question, q, embedder, k)

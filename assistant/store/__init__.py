@@ -183,6 +183,10 @@ class Store:
             self._indexes[space] = SpaceIndex(space)
         return self._indexes[space]
 
+    def forget_indexes(self) -> None:
+        """Drop what is held in memory of the cache: its embeddings were made again."""
+        self._indexes.clear()
+
     def put_cache(self, entry: cache.NewEntry) -> int:
         return cache.put(self.db, entry)
 

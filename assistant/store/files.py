@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -389,3 +389,31 @@ def size_on_disk(db: sqlite_utils.Database) -> int:
     except Exception:  # dbstat is a compile-time option
         return 0
     return int(row[0] or 0)
+
+
+def reembed(
+    db: sqlite_utils.Database,
+    sealer: Sealer,
+    embed: Callable[[Sequence[str]], Vector],
+    batch: int,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> int:
+    """Every chunk's and name's embedding made again by ``embed`` (another embedder:
+    :func:`assistant.store.space.reembed`), ``batch`` rows a transaction; an index
+    held in memory loads again.  Returns how many."""
+    done = 0
+    for table, field_name in (("file_chunks", "text"), ("file_entities", "name")):
+        rows = db.execute(f"SELECT id, body FROM {table} ORDER BY id").fetchall()
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            texts = [str(_opened(sealer, b, f"{table}.body").get(field_name, "")) for _, b in part]
+            vectors = embed(texts)
+            with transaction(db):
+                for (row_id, _body), vector in zip(part, vectors, strict=True):
+                    sealed = sealer.seal_bytes(pack(vector), f"{table}.embedding")
+                    db.execute(f"UPDATE {table} SET embedding = ? WHERE id = ?", [sealed, row_id])
+                _bump(db)
+            if progress is not None:
+                progress(table, start + len(part), len(rows))
+        done += len(rows)
+    return done

@@ -1,0 +1,140 @@
+"""Another embedder than the one that made the store's embeddings, end to end: the real
+all-MiniLM-L6-v2 on ONNX Runtime, and a real second embedder made from its folder (its
+last layer norm's scales changed by about a fifth: a model of the same size that agrees
+with the first at a cosine of about 0.98, close enough that a recall across the two
+would seem to work).  With the second, the cache recalls only a question asked again
+word for word and says why, the files' index is neither searched nor added to, `drag
+doctor` names the embedder that made them; `drag reembed` makes them all again."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from assistant.base import config
+from assistant.base.errors import ConfigError, NotCovered
+from assistant.cli import cli
+from assistant.core import doctor
+from assistant.core.session import Session
+from assistant.models import embedder
+from assistant.models.embedder import OnnxEmbedder
+from assistant.store import space
+from tests.conftest import TEST_MODEL, SocketLog, loopback_address
+from tests.test_cli_errors import drag, one_line_error
+from tests.test_files_integration import write_notes
+from tests.test_integration import QUESTION, run_ask
+
+pytestmark = pytest.mark.integration
+
+REWORDED = "What's the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def other_embedder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("embedder") / "rescaled-minilm"
+    shutil.copytree(embedder.bundled_path(), folder)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + size])
+    scale = (1 + 0.2 * np.random.default_rng(0).standard_normal(384)).astype(np.float32)
+    for part in ("weight", "bias"):  # the last layer norm's
+        offsets = header[f"encoder.layer.5.output.LayerNorm.{part}"]["data_offsets"]
+        begin, end = (8 + size + o for o in offsets)
+        data[begin:end] = (
+            np.frombuffer(bytes(data[begin:end]), dtype=np.float32) * scale
+        ).tobytes()
+    weights.write_bytes(bytes(data))
+    return str(folder)
+
+
+def test_the_second_embedder_is_close_but_not_the_same(other_embedder: str) -> None:
+    """What the tests below stand on: recall across the two would seem to work (the
+    rewording's vector by one is a near-duplicate of the question's by the other),
+    yet they are two embedders (below :data:`space.SAME`)."""
+    first, second = OnnxEmbedder(), OnnxEmbedder(other_embedder)
+    a, b = first.embed([QUESTION, *space.PROBES]), second.embed([REWORDED, *space.PROBES])
+    assert float(a[0] @ b[0]) >= 0.92  # store.near_duplicate's default
+    assert np.all(np.sum(a[1:] * b[1:], axis=1) < space.SAME)
+
+
+def invoke(env: dict[str, str], *args: str) -> Any:
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_another_embedder_recalls_only_exact_repeats_until_reembed(
+    teacher_env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    other_embedder: str,
+) -> None:
+    env = {**teacher_env, "DRAG_TEACHER_MAX_TOKENS": "1024"}
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    online = run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)
+    assert online["source"] == "teacher"
+    uploads = online["provenance"]["uploads"]
+    assert run_ask(env, "--offline", "--mode", "evidence", "--n", "5", REWORDED)["source"] == (
+        "cache"
+    )
+    other = {**env, "DRAG_EMBEDDER_MODEL": other_embedder}
+
+    # The same question: answered from the cache, nothing sent, and told why recall by
+    # meaning is off.
+    repeat = run_ask(other, "--mode", "evidence", "--n", "5", QUESTION)
+    assert repeat["source"] == "cache" and repeat["provenance"]["how"] == "exact"
+    assert repeat["provenance"]["uploads"] == uploads
+    told = [w for w in repeat["warnings"] if "drag reembed" in w]
+    assert told and f"not embedder.model {other_embedder!r}" in told[0]
+    # A rewording: not recalled by vectors another embedder made, and the reason given.
+    socket_guard.allowed.clear()
+    missed = invoke(other, "ask", "--offline", "--mode", "evidence", "--n", "5", REWORDED)
+    assert isinstance(missed.exception, NotCovered)
+    assert "drag reembed" in str(missed.exception)
+
+    made = invoke(other, "reembed")
+    assert made.exit_code == 0, made.output
+    assert made.stdout.strip().endswith(f"embeddings made with {other_embedder}")
+    again = run_ask(other, "--offline", "--mode", "evidence", "--n", "5", REWORDED)
+    assert again["source"] == "cache" and again["provenance"]["how"] != "exact"
+    assert not [w for w in again["warnings"] if "drag reembed" in w]
+    # Now the bundled model is the stranger.
+    back = invoke(env, "ask", "--offline", "--mode", "evidence", "--n", "5", REWORDED)
+    assert isinstance(back.exception, NotCovered)
+    assert other_embedder in str(back.exception)
+    assert socket_guard.refused == []
+
+
+def test_files_indexed_by_another_embedder_are_refused_until_reembed(
+    tmp_path: Path, socket_guard: SocketLog, other_embedder: str
+) -> None:
+    notes = write_notes(tmp_path / "notes")
+    env = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_FILES_ABSTAIN": "false"}
+    indexed = invoke(env, "index", str(notes / "chats"))
+    assert indexed.exit_code == 0, indexed.output
+    other = {**env, "DRAG_EMBEDDER_MODEL": other_embedder}
+
+    line = one_line_error(drag("ask", "--files", "Where is the noodle bar?", env=other))
+    assert "your files' index cannot be searched or added to" in line
+    assert "drag reembed" in line
+    more = invoke(other, "index", str(notes / "garden.md"))
+    assert isinstance(more.exception, ConfigError) and "drag reembed" in str(more.exception)
+    with Session(config.load(env={**os.environ, **other})) as rt:
+        check = doctor.embeddings_check(rt)
+    assert not check.ok and check.fix.startswith("`drag reembed`")
+    assert check.detail == f"made by all-MiniLM-L6-v2, not by embedder.model {other_embedder!r}"
+
+    assert invoke(other, "reembed").exit_code == 0
+    asked = invoke(other, "ask", "--files", "--json", "--k", "1", "Where is the noodle bar?")
+    assert asked.exit_code == 0, asked.output
+    record = json.loads(asked.stdout)
+    assert record["source"] == "files" and "noodle bar" in record["passages"][0]["text"]
+    with Session(config.load(env={**os.environ, **other})) as rt:
+        assert doctor.embeddings_check(rt).ok

@@ -1,0 +1,240 @@
+"""Which embedder made the store's embeddings (assistant.store.space): the record, an
+earlier store's sample, and making everything again.  Pure logic on a real SQLite store;
+FakeEmbedder stands in for a model (its vectors come from a hash of the text and a
+seed: two seeds are two embedders)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from assistant.store import Store, cache, space
+from assistant.store import files as stored_files
+
+
+class FakeEmbedder:
+    def __init__(self, seed: str, dim: int = 384) -> None:
+        self.seed, self.dim = seed, dim
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls.append(list(texts))
+        rows = []
+        for text in texts:
+            digest = hashlib.sha256(f"{self.seed}:{text}".encode()).digest()
+            rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+            v = rng.standard_normal(self.dim).astype(np.float32)
+            rows.append(v / np.linalg.norm(v))
+        return np.vstack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "drag.db", key="file")
+
+
+def cache_one(store: Store, fake: FakeEmbedder, question: str = "Why is the sky blue?") -> int:
+    evidence = ["Air scatters blue light more.", "Sunlight holds every colour."]
+    texts, names = ["Air scatters blue light"], ["air", "blue light"]
+    return store.put_cache(
+        cache.NewEntry(
+            space="s",
+            question=question,
+            teacher_model="m",
+            prompt_versions={},
+            n=len(evidence),
+            embedding=fake.embed([question])[0],
+            evidence=[(e, i) for i, e in enumerate(evidence, start=1)],
+            evidence_embeddings=fake.embed(evidence),
+            evidence_upload=None,
+            triples=[cache.NewTriple("air", "blue light", "scatters", texts[0], (1,))],
+            triple_embeddings=fake.embed(texts),
+            entity_embeddings=dict(zip(names, fake.embed(names), strict=True)),
+            graph_upload=None,
+            extract_upload=None,
+            has_graph=True,
+        )
+    )
+
+
+def index_one(store: Store, fake: FakeEmbedder, tmp_path: Path) -> None:
+    text = "Hailey: the bread is ready on Friday."
+    stored_files.replace(
+        store.db,
+        store.sealer,
+        path=tmp_path / "chat.txt",
+        content="c1",
+        kind="text",
+        size=len(text),
+        mtime=0.0,
+        chunks=[
+            stored_files.NewChunk(
+                text,
+                "2026-01-01 10:00",
+                0,
+                fake.embed([text])[0],
+                [stored_files.NewEntity("hailey", "Hailey", "PERSON", True)],
+            )
+        ],
+        entity_vectors={"hailey": fake.embed(["Hailey"])[0]},
+    )
+
+
+def check(store: Store, fake: FakeEmbedder, *, bundled: bool = False) -> str | None:
+    return space.writer(
+        store.db, space.Space.of(fake.seed, fake.embed), fake.embed, bundled=bundled
+    )
+
+
+def test_the_first_embedder_of_an_empty_store_is_recorded_and_another_is_named(
+    store: Store,
+) -> None:
+    a, b = FakeEmbedder("model-a"), FakeEmbedder("model-b")
+    assert space.recorded(store.db) is None
+    assert check(store, a) is None
+    kept = space.recorded(store.db)
+    assert isinstance(kept, space.Space) and kept.model == "model-a"
+    assert check(store, a) is None
+    assert check(store, b) == "model-a"
+    assert isinstance(space.recorded(store.db), space.Space)  # b is not recorded
+    assert check(store, FakeEmbedder("model-a", dim=8)) == "model-a"  # another size
+
+
+def test_a_check_that_keeps_nothing_records_nothing(store: Store) -> None:
+    """drag doctor's: opening the store for it changes nothing."""
+    a = FakeEmbedder("model-a")
+    cache_one(store, a)
+    assert (
+        space.writer(store.db, space.Space.of("a", a.embed), a.embed, bundled=False, keep=False)
+        is None
+    )
+    assert space.recorded(store.db) is None
+    b = FakeEmbedder("model-b")
+    assert space.writer(
+        store.db, space.Space.of("b", b.embed), b.embed, bundled=True, keep=False
+    ) == (space.UNKNOWN)
+
+
+def test_the_same_embedder_under_another_name_is_the_same(store: Store) -> None:
+    a = FakeEmbedder("model-a")
+    assert check(store, a) is None
+    moved = space.Space.of("/elsewhere/model-a", a.embed)
+    assert space.writer(store.db, moved, a.embed, bundled=False) is None
+
+
+def test_an_earlier_store_is_judged_by_its_cached_statements(store: Store, tmp_path: Path) -> None:
+    """No record: the embedder that embeds the cache's statements as they are kept is
+    recorded; another one is not, whatever its name."""
+    a, b = FakeEmbedder("model-a"), FakeEmbedder("model-b")
+    cache_one(store, a)
+    assert check(store, b, bundled=True) == space.UNKNOWN
+    assert space.recorded(store.db) is None
+    assert check(store, a) is None
+    kept = space.recorded(store.db)
+    assert isinstance(kept, space.Space) and kept.model == "model-a"
+
+
+def test_an_earlier_store_of_files_alone_is_the_bundled_model_s(
+    store: Store, tmp_path: Path
+) -> None:
+    index_one(store, FakeEmbedder("model-a"), tmp_path)
+    assert check(store, FakeEmbedder("model-b"), bundled=False) == space.UNKNOWN
+    assert space.recorded(store.db) is None
+    assert check(store, FakeEmbedder("bundled"), bundled=True) is None
+    assert isinstance(space.recorded(store.db), space.Space)
+
+
+def test_an_unreadable_record_is_no_embedder_s(store: Store) -> None:
+    with store.db.conn:
+        store.db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [space.KEY, "{oops"])
+    assert check(store, FakeEmbedder("model-a")) == space.UNKNOWN
+
+
+def test_reembed_makes_every_embedding_again_and_records_the_new_embedder(
+    store: Store, tmp_path: Path
+) -> None:
+    a, b = FakeEmbedder("model-a"), FakeEmbedder("model-b")
+    cache_one(store, a)
+    index_one(store, a, tmp_path)
+    assert check(store, a) is None
+    generation = stored_files.generation(store.db)
+    seen: list[object] = []
+
+    def progress(table: str, done: int, total: int) -> None:
+        seen.append(space.recorded(store.db))  # while it runs: no embedder's
+
+    done = space.reembed(
+        store.db, store.sealer, space.Space.of("model-b", b.embed), b.embed, progress
+    )
+    # 1 question, 2 statements, 1 triple, 2 names; 1 chunk, 1 name of the files.
+    assert done == 8
+    assert seen and all(s == space.UNKNOWN for s in seen)
+    assert check(store, b) is None and check(store, a) == "model-b"
+    assert stored_files.generation(store.db) > generation  # an index in memory reloads
+    db = store.db
+    for table, column in (
+        ("cache_entries", "question"),
+        ("cache_evidence", "text"),
+        ("cache_triples", "text"),
+        ("cache_entities", "name"),
+    ):
+        for text, blob in db.execute(f"SELECT {column}, embedding FROM {table}").fetchall():
+            assert np.allclose(cache.unpack(blob), b.embed([text])[0], atol=2e-3), table
+    loaded = stored_files.load(db, store.sealer, 384)
+    assert np.allclose(loaded.chunk_vectors[0], b.embed([loaded.chunk_texts[0]])[0], atol=2e-3)
+    assert np.allclose(loaded.entity_vectors[0], b.embed(["Hailey"])[0], atol=2e-3)
+
+
+def test_a_reembed_cut_short_leaves_no_embedder_s_record(store: Store) -> None:
+    a, b = FakeEmbedder("model-a"), FakeEmbedder("model-b")
+    cache_one(store, a)
+    assert check(store, a) is None
+
+    def stop(table: str, done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        space.reembed(store.db, store.sealer, space.Space.of("model-b", b.embed), b.embed, stop)
+    assert check(store, a) == space.UNKNOWN and check(store, b) == space.UNKNOWN
+
+
+def test_an_embedder_of_another_size_is_refused_where_it_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assistant.base.config import load
+    from assistant.base.errors import ConfigError
+    from assistant.core import session
+
+    def fake_load(name: str, **_kw: Any) -> FakeEmbedder:
+        return FakeEmbedder(name, dim=768)
+
+    monkeypatch.setattr(session, "load_embedder", fake_load)
+    with session.Session(load()) as rt, pytest.raises(ConfigError) as refused:
+        _ = rt.embedder
+    assert "makes embeddings of 768 numbers; drag's store keeps 384" in str(refused.value)
+
+
+def test_a_session_reads_the_cache_again_after_a_reembed_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from assistant.base.config import load
+    from assistant.core import session
+
+    def fake_load(name: str, **_kw: Any) -> FakeEmbedder:
+        return FakeEmbedder(name)
+
+    monkeypatch.setattr(session, "load_embedder", fake_load)
+    with session.Session(load()) as first, session.Session(load()) as second:
+        cache_one(first.store, first.embedder)
+        assert first.embeddings_writer() is None
+        held = first.store.index("s")
+        assert first.embeddings_writer() is None and first.store.index("s") is held
+        assert second.reembed() == 6
+        assert first.embeddings_writer() is None  # the same embedder made them again
+        assert first.store.index("s") is not held
