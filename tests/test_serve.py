@@ -874,28 +874,37 @@ def start_serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     return serve, line.split("listening on ")[1].split()[0]
 
 
-def test_a_server_killed_during_a_request_leaves_that_upload_in_the_ledger(
-    holding: hostile_teacher.HostileTeacher,
-) -> None:
-    curious = holding
-    env = {
+def held_env(curious: hostile_teacher.HostileTeacher) -> dict[str, str]:
+    """Settings for a `drag serve` whose teacher holds each request (mode "hold")."""
+    return {
         **os.environ,
         "DRAG_TEACHER_ENDPOINT": curious.url("hold"),
         "DRAG_TEACHER_MODEL": "hostile",
         "DRAG_PRIVACY_REVIEW": "never",
     }
+
+
+def ask_through(url: str, content: str, asked: list[BaseException]) -> None:
+    """One request to the teacher through the `drag serve` at ``url``; an error the
+    client raised is put on ``asked``."""
+    client = openai.OpenAI(base_url=url, api_key=tokens.token_for(tokens.DEFAULT), max_retries=0)
+    try:
+        client.chat.completions.create(
+            model="hostile", messages=[{"role": "user", "content": content}]
+        )
+    except openai.OpenAIError as exc:
+        asked.append(exc)
+
+
+def test_a_server_killed_during_a_request_leaves_that_upload_in_the_ledger(
+    holding: hostile_teacher.HostileTeacher,
+) -> None:
+    curious = holding
+    env = held_env(curious)
     asked: list[BaseException] = []
 
     def ask(url: str) -> None:
-        client = openai.OpenAI(
-            base_url=url, api_key=tokens.token_for(tokens.DEFAULT), max_retries=0
-        )
-        try:
-            client.chat.completions.create(
-                model="hostile", messages=[{"role": "user", "content": note_for(NAME, MAIL)}]
-            )
-        except openai.OpenAIError as exc:
-            asked.append(exc)
+        ask_through(url, note_for(NAME, MAIL), asked)
 
     serve, url = start_serve(env)
     try:
@@ -928,6 +937,38 @@ def test_a_server_killed_during_a_request_leaves_that_upload_in_the_ledger(
         if serve.poll() is None:
             serve.kill()
             serve.wait()
+
+
+def test_a_second_signal_stops_the_wait_for_the_request_under_way(
+    holding: hostile_teacher.HostileTeacher,
+) -> None:
+    """A stop waits up to a minute for the request under way (its ledger row is written
+    whole) and says so; a second signal (Ctrl+C again) ends the wait, and the server
+    still stops as it should: exit 0, its state file gone, no traceback."""
+    curious = holding
+    env = held_env(curious)
+    asked: list[BaseException] = []
+    serve, url = start_serve(env)
+    asking = threading.Thread(target=ask_through, args=(url, "What is 2+2?", asked))
+    try:
+        asking.start()
+        curious.held.get(timeout=120)  # the request has reached the teacher
+        serve.send_signal(signal.SIGTERM)
+        assert serve.stdout is not None
+        said = serve.stdout.readline()
+        assert "stopping when the request under way ends" in said, said
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0
+        assert not curious.release.is_set()  # the teacher still holds the request
+        assert serve.stderr is not None and "Traceback" not in serve.stderr.read()
+        assert "no drag serve is running" in drag("serve", "--status", env=env).stdout.decode()
+    finally:
+        curious.release.set()
+        asking.join(timeout=60)
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    assert asked and isinstance(asked[0], openai.APIConnectionError)
 
 
 @pytest.mark.integration

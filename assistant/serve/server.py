@@ -501,6 +501,21 @@ def _stopped_by_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def _wait_for_the_request(
+    server: Server, hurry: threading.Event, announce: Callable[[str], None]
+) -> None:
+    """Until the request under way ends, a minute passes or ``hurry`` is set."""
+    announce(
+        "drag serve: stopping when the request under way ends (a minute at most; "
+        "stop it again to stop now)"
+    )
+    deadline = time.monotonic() + 60
+    while not hurry.is_set() and time.monotonic() < deadline:
+        if server.work.acquire(timeout=0.2):
+            server.work.release()
+            return
+
+
 def run(
     settings: Settings,
     *,
@@ -565,11 +580,16 @@ def run(
         except KeyboardInterrupt:
             pass
         finally:
+            hurry = threading.Event()  # another signal from here on: wait no longer
+            signals.stop_on(lambda _signum, _frame: hurry.set())
             stop.set()
             with contextlib.suppress(DragError):  # a state file that cannot be read: left
                 tokens.forget_state()
             # The request under way ends before the models close (its ledger row and
-            # history are written whole); a stuck one is given a minute.
-            if server.work.acquire(timeout=60):
+            # history are written whole); a stuck one is given a minute, and another
+            # signal stops the wait (the models still close).
+            if server.work.acquire(blocking=False):
                 server.work.release()
+            else:
+                _wait_for_the_request(server, hurry, announce)
             server.session.close()
