@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from assistant.base import config
 from assistant.base.errors import ConfigError, NotCovered
 from assistant.cli import cli
-from assistant.core import doctor
+from assistant.core import doctor, pipeline
 from assistant.core.session import Session
 from assistant.models import embedder
 from assistant.models.embedder import OnnxEmbedder
@@ -30,7 +30,7 @@ from assistant.store import space
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address
 from tests.test_cli_errors import drag, one_line_error
 from tests.test_files_integration import write_notes
-from tests.test_integration import QUESTION, run_ask
+from tests.test_integration import QUESTION, counting_embeddings, run_ask
 
 pytestmark = pytest.mark.integration
 
@@ -93,8 +93,16 @@ def test_another_embedder_recalls_only_exact_repeats_until_reembed(
     assert repeat["provenance"]["uploads"] == uploads
     told = [w for w in repeat["warnings"] if "drag reembed" in w]
     assert told and f"not embedder.model {other_embedder!r}" in told[0]
+    # A new question goes to the teacher, and what it says is not cached beside the
+    # other embedder's (cache stats: still one question).
+    new = run_ask(other, "--mode", "evidence", "--n", "5", "Which river flows through Paris?")
+    assert new["source"] == "teacher" and told[0] in new["warnings"]
+    stats = json.loads(invoke(other, "cache", "stats", "--json").stdout)
+    assert stats["questions"] == 1
     # A rewording: not recalled by vectors another embedder made, and the reason given.
     socket_guard.allowed.clear()
+    offline = run_ask(other, "--offline", "--mode", "evidence", "--n", "5", QUESTION)
+    assert offline["source"] == "cache" and told[0] in offline["warnings"]
     missed = invoke(other, "ask", "--offline", "--mode", "evidence", "--n", "5", REWORDED)
     assert isinstance(missed.exception, NotCovered)
     assert "drag reembed" in str(missed.exception)
@@ -138,3 +146,66 @@ def test_files_indexed_by_another_embedder_are_refused_until_reembed(
     assert record["source"] == "files" and "noodle bar" in record["passages"][0]["text"]
     with Session(config.load(env={**os.environ, **other})) as rt:
         assert doctor.embeddings_check(rt).ok
+
+
+def test_a_reembed_cut_short_leaves_no_stored_embedding_in_use(
+    teacher_env: dict[str, str],
+    teacher_server: str,
+    socket_guard: SocketLog,
+    monkeypatch: pytest.MonkeyPatch,
+    other_embedder: str,
+) -> None:
+    """Cut short after the cache's questions, a reembed leaves each entry's question
+    embedded by the new embedder and its statements by the old: an exact repeat asked
+    with the new one would pass the entry's own check and rank by the old vectors.  The
+    store records no embedder until a reembed ends, so the statements are embedded
+    again (and the answer says why)."""
+    env = {**teacher_env, "DRAG_TEACHER_MAX_TOKENS": "1024"}
+    socket_guard.allowed.add(loopback_address(teacher_server))
+    assert run_ask(env, "--mode", "evidence", "--n", "5", QUESTION)["source"] == "teacher"
+    socket_guard.allowed.clear()
+    other = {**os.environ, **env, "DRAG_EMBEDDER_MODEL": other_embedder}
+
+    def cut(table: str, done: int, total: int) -> None:
+        if table == "cache_entries" and done == total:
+            raise KeyboardInterrupt
+
+    with Session(config.load(env=other)) as rt, pytest.raises(KeyboardInterrupt):
+        rt.reembed(cut)
+    runtime = Session(config.load(env={**other, "DRAG_STORE_OFFLINE": "true"}))
+    try:
+        embedded = counting_embeddings(runtime, monkeypatch)
+        repeat = pipeline.ask(runtime, QUESTION, mode="evidence", n=5)
+    finally:
+        runtime.close()
+    assert repeat.source == "cache" and repeat.provenance["how"] == "exact"
+    assert any("being made again" in w and "run it again" in w for w in repeat.warnings)
+    statements = {e.text for e in repeat.evidence}  # embedded again, not taken as kept
+    assert statements and any(statements <= set(texts) for texts in embedded), embedded
+
+
+def test_indexing_checks_the_embedder_before_each_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `drag reembed` or another embedder can come while files are indexed: the check
+    runs before each batch is stored, and a failed one stops the run there."""
+    from assistant.core import localfiles
+    from assistant.drag import filesindex
+    from assistant.store import files as stored
+
+    notes = write_notes(tmp_path / "notes")
+    monkeypatch.setattr(filesindex, "BATCH_CHUNKS", 1)  # a file a batch
+    calls: list[int] = []
+    with Session(config.load(env={**os.environ, "DRAG_STUDENT_MODEL": TEST_MODEL})) as rt:
+        real = rt.check_files_embeddings
+
+        def counted() -> None:
+            calls.append(1)
+            if len(calls) == 3:  # before the second batch
+                raise ConfigError("`drag reembed` needed: stop here")
+            real()
+
+        monkeypatch.setattr(rt, "check_files_embeddings", counted)
+        with pytest.raises(ConfigError):
+            localfiles.index(rt, [notes])
+        assert stored.count(rt.store.db) == 1

@@ -801,6 +801,18 @@ def test_a_second_teacher_serve_starts_nothing() -> None:
         serve.wait(timeout=60)
 
 
+def counting_embeddings(runtime: Any, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The texts ``runtime``'s embedder is given from now on, a list a call."""
+    embed, embedded = runtime.embedder.embed, []
+
+    def counted(texts: Sequence[str]) -> NDArray[np.float32]:
+        embedded.append(list(texts))
+        return embed(texts)
+
+    monkeypatch.setattr(runtime.embedder, "embed", counted)
+    return embedded
+
+
 def test_an_exact_repeat_asked_offline_loads_no_detector(
     env: dict[str, str],
     teacher_server: str,
@@ -820,13 +832,7 @@ def test_an_exact_repeat_asked_offline_loads_no_detector(
     socket_guard.allowed.clear()
     runtime = Session(config.load(env={**os.environ, **env, "DRAG_STORE_OFFLINE": "true"}))
     try:
-        embed, embedded = runtime.embedder.embed, []
-
-        def counted(texts: Sequence[str]) -> NDArray[np.float32]:
-            embedded.append(list(texts))
-            return embed(texts)
-
-        monkeypatch.setattr(runtime.embedder, "embed", counted)
+        embedded = counting_embeddings(runtime, monkeypatch)
         repeat = pipeline.ask(runtime, QUESTION, mode="evidence", n=5)
         assert repeat.source == "cache" and repeat.provenance["how"] == "exact"
         assert repeat.answer.strip() and repeat.used_evidence

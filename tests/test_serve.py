@@ -764,6 +764,26 @@ def test_serve_stops_on_sigterm_that_its_parent_left_blocked(
             serve.kill()
 
 
+def test_two_signals_at_once_stop_an_idle_server_cleanly(
+    curious: hostile_teacher.HostileTeacher,
+) -> None:
+    """A second signal that comes while the first is handled (SIGTERM and SIGINT
+    together, as a supervisor and a terminal may send them) does not cut the stop short:
+    exit 0, its state file gone."""
+    env = {**os.environ, "DRAG_TEACHER_ENDPOINT": curious.url("echo"), "DRAG_TEACHER_MODEL": "x"}
+    serve, _url = start_serve(env)
+    try:
+        serve.send_signal(signal.SIGTERM)
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+        assert serve.stderr is not None and "Traceback" not in serve.stderr.read()
+        assert "no drag serve is running" in drag("serve", "--status", env=env).stdout.decode()
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+
+
 def test_serve_runs_says_so_and_stops_on_sigterm(curious: hostile_teacher.HostileTeacher) -> None:
     env = {
         **os.environ,
@@ -944,7 +964,8 @@ def test_a_second_signal_stops_the_wait_for_the_request_under_way(
 ) -> None:
     """A stop waits up to a minute for the request under way (its ledger row is written
     whole) and says so; a second signal (Ctrl+C again) ends the wait, and the server
-    still stops as it should: exit 0, its state file gone, no traceback."""
+    still stops as it should: exit 0, its state file gone, no traceback (its models are
+    not freed under the request: the process ends without closing them)."""
     curious = holding
     env = held_env(curious)
     asked: list[BaseException] = []
@@ -958,8 +979,8 @@ def test_a_second_signal_stops_the_wait_for_the_request_under_way(
         said = serve.stdout.readline()
         assert "stopping when the request under way ends" in said, said
         serve.send_signal(signal.SIGTERM)
-        assert serve.wait(timeout=30) == 0
-        assert not curious.release.is_set()  # the teacher still holds the request
+        assert serve.wait(timeout=30) == 0  # without it: a minute
+        assert "stopped with a request under way" in serve.stdout.readline()
         assert serve.stderr is not None and "Traceback" not in serve.stderr.read()
         assert "no drag serve is running" in drag("serve", "--status", env=env).stdout.decode()
     finally:

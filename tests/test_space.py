@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from assistant.base.errors import StoreError
 from assistant.store import Store, cache, space
 from assistant.store import files as stored_files
 
@@ -86,9 +87,13 @@ def index_one(store: Store, fake: FakeEmbedder, tmp_path: Path) -> None:
     )
 
 
-def check(store: Store, fake: FakeEmbedder, *, bundled: bool = False) -> str | None:
+def check(store: Store, fake: FakeEmbedder, *, keep: bool = True) -> str | None:
     return space.writer(
-        store.db, space.Space.of(fake.seed, fake.embed), fake.embed, bundled=bundled
+        store.db,
+        space.Space.of(fake.seed, fake.embed),
+        fake.embed,
+        lambda: space.samples(store.db, store.sealer),
+        keep=keep,
     )
 
 
@@ -110,43 +115,50 @@ def test_a_check_that_keeps_nothing_records_nothing(store: Store) -> None:
     """drag doctor's: opening the store for it changes nothing."""
     a = FakeEmbedder("model-a")
     cache_one(store, a)
-    assert (
-        space.writer(store.db, space.Space.of("a", a.embed), a.embed, bundled=False, keep=False)
-        is None
-    )
+    assert check(store, a, keep=False) is None
     assert space.recorded(store.db) is None
-    b = FakeEmbedder("model-b")
-    assert space.writer(
-        store.db, space.Space.of("b", b.embed), b.embed, bundled=True, keep=False
-    ) == (space.UNKNOWN)
+    assert check(store, FakeEmbedder("model-b"), keep=False) == space.UNKNOWN
 
 
 def test_the_same_embedder_under_another_name_is_the_same(store: Store) -> None:
     a = FakeEmbedder("model-a")
     assert check(store, a) is None
     moved = space.Space.of("/elsewhere/model-a", a.embed)
-    assert space.writer(store.db, moved, a.embed, bundled=False) is None
+    assert space.writer(store.db, moved, a.embed, list) is None
 
 
-def test_an_earlier_store_is_judged_by_its_cached_statements(store: Store, tmp_path: Path) -> None:
-    """No record: the embedder that embeds the cache's statements as they are kept is
-    recorded; another one is not, whatever its name."""
+def test_an_earlier_store_is_judged_by_its_oldest_and_newest_rows(store: Store) -> None:
+    """No record: the embedder that embeds the texts the store keeps as they are kept is
+    recorded; another is not, whatever its name, nor one that made only the oldest rows
+    (a store first written by one embedder, then mostly by another)."""
     a, b = FakeEmbedder("model-a"), FakeEmbedder("model-b")
+    cache_one(store, a, "Why is the sky blue?")
+    cache_one(store, a, "Why is the sea blue?")
+    for n in range(5):
+        cache_one(store, b, f"Question {n}?")
+    assert check(store, a) == space.UNKNOWN
+    assert check(store, FakeEmbedder("model-c")) == space.UNKNOWN
+    assert space.recorded(store.db) is None
+
+
+def test_an_earlier_store_of_one_embedder_is_recorded_as_its(store: Store) -> None:
+    a = FakeEmbedder("model-a")
     cache_one(store, a)
-    assert check(store, b, bundled=True) == space.UNKNOWN
+    assert check(store, FakeEmbedder("model-b")) == space.UNKNOWN
     assert space.recorded(store.db) is None
     assert check(store, a) is None
     kept = space.recorded(store.db)
     assert isinstance(kept, space.Space) and kept.model == "model-a"
 
 
-def test_an_earlier_store_of_files_alone_is_the_bundled_model_s(
+def test_an_earlier_store_of_files_alone_is_judged_by_its_sealed_rows(
     store: Store, tmp_path: Path
 ) -> None:
-    index_one(store, FakeEmbedder("model-a"), tmp_path)
-    assert check(store, FakeEmbedder("model-b"), bundled=False) == space.UNKNOWN
+    a = FakeEmbedder("model-a")
+    index_one(store, a, tmp_path)
+    assert check(store, FakeEmbedder("model-b")) == space.UNKNOWN
     assert space.recorded(store.db) is None
-    assert check(store, FakeEmbedder("bundled"), bundled=True) is None
+    assert check(store, a) is None
     assert isinstance(space.recorded(store.db), space.Space)
 
 
@@ -168,13 +180,16 @@ def test_reembed_makes_every_embedding_again_and_records_the_new_embedder(
 
     def progress(table: str, done: int, total: int) -> None:
         seen.append(space.recorded(store.db))  # while it runs: no embedder's
+        if table == "cache_entries" and len(seen) == 1:  # another process adds, with a
+            cache_one(store, a, "Added meanwhile?")
 
     done = space.reembed(
         store.db, store.sealer, space.Space.of("model-b", b.embed), b.embed, progress
     )
-    # 1 question, 2 statements, 1 triple, 2 names; 1 chunk, 1 name of the files.
-    assert done == 8
-    assert seen and all(s == space.UNKNOWN for s in seen)
+    # 2 questions (one added meanwhile), 4 statements, 2 triples, 2 names; 1 chunk, 1
+    # name of the files.
+    assert done == 12
+    assert seen and all(s == space.REPLACING for s in seen)
     assert check(store, b) is None and check(store, a) == "model-b"
     assert stored_files.generation(store.db) > generation  # an index in memory reloads
     db = store.db
@@ -201,7 +216,19 @@ def test_a_reembed_cut_short_leaves_no_embedder_s_record(store: Store) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         space.reembed(store.db, store.sealer, space.Space.of("model-b", b.embed), b.embed, stop)
-    assert check(store, a) == space.UNKNOWN and check(store, b) == space.UNKNOWN
+    assert check(store, a) == space.REPLACING and check(store, b) == space.REPLACING
+    said = space.advice(space.REPLACING, "model-b")
+    assert said.startswith("the store's embeddings are being made again") and "run it again" in said
+    assert space.reembed(store.db, store.sealer, space.Space.of("model-b", b.embed), b.embed) == 6
+    assert check(store, b) is None
+
+
+def test_one_reembed_at_a_time(store: Store) -> None:
+    with space.alone(store.path), pytest.raises(StoreError) as refused, space.alone(store.path):
+        pass
+    assert "another drag reembed is making this store's embeddings again" in str(refused.value)
+    with space.alone(store.path):  # let go when the first ended
+        pass
 
 
 def test_an_embedder_of_another_size_is_refused_where_it_loads(

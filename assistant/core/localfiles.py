@@ -40,7 +40,12 @@ def index(
     s = runtime.settings.store
     with Store.configured(s.database, s.key) as own:
         report = filesindex.index(
-            own, runtime.embedder, runtime.entity_reader, paths, progress=progress
+            own,
+            runtime.embedder,
+            runtime.entity_reader,
+            paths,
+            progress=progress,
+            check=runtime.check_files_embeddings,
         )
         if report.added or report.replaced or report.removed:
             _relearn(own, runtime.entity_reader)

@@ -66,8 +66,7 @@ def _recall(runtime: Session, result: AskResult, sent: str) -> recall.Recalled:
         return recall.Recalled("none", 0.0)
     runtime.status("looking in the local cache…")
     with timed(result.timings, "recall"):
-        if off := runtime.cache_by_meaning_off():
-            result.warnings.append(off)
+        off = runtime.cache_off(result.warnings)
         q_vec = runtime.embedder.embed([sent])[0]
         found = recall.recall(
             runtime.store.db,
@@ -78,7 +77,7 @@ def _recall(runtime: Session, result: AskResult, sent: str) -> recall.Recalled:
             n=result.n,
             k=result.k,
             near_duplicate=runtime.settings.store.near_duplicate,
-            by_meaning=off is None,
+            by_meaning=not off,
         )
     return found
 
@@ -103,14 +102,14 @@ def _from_cache(runtime: Session, result: AskResult, sent: str, found: recall.Re
     if found.entry is not None:  # exact or near-duplicate: the entry's own items
         chosen = sorted(found.evidence, key=lambda e: e.teacher_rank)[: result.n]
     triples = [graph.Triple(t.entity1, t.entity2, t.relation, t.sources) for t in found.triples]
-    # Ranked from the embeddings the cache keeps with them: only the question is embedded
-    # (recall has, but for an offline exact repeat, found by its text alone).
+    # Ranked from the embeddings the cache keeps, when this embedder made them: only the
+    # question is embedded (as recall has, unless an exact repeat was found by its text).
     asked = found.asked if found.asked is not None else runtime.embedder.embed([sent])[0]
     shown, embed = [t.text for t in triples], runtime.embedder.embed
-    kept = recall.stored_vectors(runtime.store.db, found, asked, chosen, shown, embed)
-    items = [(e.text, e.teacher_rank) for e in chosen]
-    own_order = found.entry is not None
-    _set_evidence(runtime, result, sent, items, teacher_order=own_order, vectors=kept[0])
+    mine = not runtime.cache_off(result.warnings)
+    kept = recall.stored_vectors(runtime.store.db, found, asked, chosen, shown, embed, mine)
+    items, own = [(e.text, e.teacher_rank) for e in chosen], found.entry is not None
+    _set_evidence(runtime, result, sent, items, teacher_order=own, vectors=kept[0])
     _set_triples(runtime, result, sent, triples, kept[1])
     if answer.uses_graph(result.mode) and found.entry is not None and not found.entry.has_graph:
         result.warnings.append(
@@ -228,16 +227,17 @@ def _remember(
     uploads: dict[str, int | None],
 ) -> int | None:
     """Cache what the teacher said for this question (placeholder form only)."""
+    if runtime.cache_off(result.warnings):  # another embedder's store: not mixed
+        return None
     embed = runtime.embedder.embed
     names = sorted({name for t in triples or [] for name in (t.entity1, t.entity2)})
-    q_vec = embed([sent])[0]
     entry = cache.NewEntry(
         space=runtime.cache_space,
         question=sent,
         teacher_model=runtime.teacher_identity,
         prompt_versions=dict(TEACHER_PROMPTS),
         n=result.n,
-        embedding=q_vec,
+        embedding=embed([sent])[0],
         evidence=items,
         evidence_embeddings=embed([text for text, _ in items]) if items else None,
         evidence_upload=uploads.get("evidence"),

@@ -24,7 +24,6 @@ from assistant.drag import answer, evidence, graph
 from assistant.drag.graphsearch import GraphIndex
 from assistant.drag.ranking import Embedder
 from assistant.models import localserver, modelfiles
-from assistant.models.embedder import is_bundled as embedder_is_bundled
 from assistant.models.embedder import load as load_embedder
 from assistant.models.student import Student
 from assistant.models.teacher import Teacher
@@ -230,8 +229,9 @@ class Session:
             self.__dict__["_embedder_space"] = here
         with self.local:
             store = self.store
-            bundled = embedder_is_bundled(self.settings.embedder.model)
-            writer = space.writer(store.db, here, embed, bundled=bundled, keep=keep)
+            writer = space.writer(
+                store.db, here, embed, lambda: space.samples(store.db, store.sealer), keep=keep
+            )
             now = space.generation(store.db)
             if now != self.__dict__.setdefault("_space_seen", now):
                 store.forget_indexes()
@@ -250,13 +250,30 @@ class Session:
         """Every embedding the store keeps made again with this embedder (after
         embedder.model changed), and it recorded as the store's; returns how many."""
         embed = self.embedder.embed
-        self.embeddings_writer()  # this embedder's probes, and what is held seen
+        self.embeddings_writer(keep=False)  # this embedder's probes, and what is held seen
         here: space.Space = self.__dict__["_embedder_space"]
         with self.local:
-            done = space.reembed(self.store.db, self.store.sealer, here, embed, progress)
-            self.store.forget_indexes()
-            self.__dict__["_space_seen"] = space.generation(self.store.db)
+            store = self.store
+            try:
+                with space.alone(store.path):
+                    done = space.reembed(store.db, store.sealer, here, embed, progress)
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"the store's embeddings were not all made again ({exc}): run drag "
+                    "reembed again"
+                ) from None
+            store.forget_indexes()
+            self.__dict__["_space_seen"] = space.generation(store.db)
         return done
+
+    def cache_off(self, warnings: list[str]) -> bool:
+        """Whether another embedder made the cache's embeddings: the cache then recalls
+        only a question asked again word for word, ranks what it holds from fresh
+        embeddings and keeps nothing new (``drag reembed``); said once in ``warnings``."""
+        said = self.cache_by_meaning_off()
+        if said is not None and said not in warnings:
+            warnings.append(said)
+        return said is not None
 
     def cache_by_meaning_off(self) -> str | None:
         """Why the cache recalls only a question asked again word for word (another

@@ -106,8 +106,11 @@ def index(
     paths: Iterable[Path],
     *,
     progress: Progress | None = None,
+    check: Callable[[], None] | None = None,
 ) -> Report:
-    """Add ``paths`` (files and folders) to the index; see the module's docstring."""
+    """Add ``paths`` (files and folders) to the index; see the module's docstring.
+    ``check`` runs before each batch is stored and stops the run by raising (the store's
+    embeddings made by another embedder meanwhile: :mod:`assistant.store.space`)."""
     started = time.perf_counter()
     progress = progress or _quiet
     report = Report()
@@ -165,9 +168,9 @@ def index(
         report.text_bytes += sum(len(p.text.encode("utf-8")) for p in pieces)
         size += len(pieces)
         if size >= BATCH_CHUNKS:
-            _store_batch(store, embedder, reader, batch, report)
+            _store_batch(store, embedder, reader, batch, report, check)
             batch, size = [], 0
-    _store_batch(store, embedder, reader, batch, report)
+    _store_batch(store, embedder, reader, batch, report, check)
     progress(len(found), len(found), "")
     report.seconds = time.perf_counter() - started
     return report
@@ -179,9 +182,12 @@ def _store_batch(
     reader: EntityReader,
     batch: list[_Pending],
     report: Report,
+    check: Callable[[], None] | None,
 ) -> None:
     if not batch:
         return
+    if check is not None:
+        check()
     texts = [p.text for pending in batch for p in pending.pieces]
     vectors = embedder.embed(texts)
     named = list(reader.read([said(p) for pending in batch for p in pending.pieces]))

@@ -140,13 +140,17 @@ def stored_vectors(
     evidence: Sequence[cache.CachedEvidence],
     triple_texts: Sequence[str],
     embed: Callable[[Sequence[str]], Vector],
+    mine: bool = True,
 ) -> tuple[Vector | None, Vector | None]:
     """What to rank the recalled ``evidence`` and ``found.triples`` (as ranked:
     ``triple_texts``) with: ``asked`` (the question embedded now), then each text's
     embedding as the cache keeps it (:func:`cache.stored_vectors`); a text the cache
     does not keep as it is ranked is embedded here (``embed``), alone.  (None, None) for
     an exact repeat whose entry keeps another embedding of the same question (another
-    embedder wrote the cache: everything is embedded again)."""
+    embedder wrote the cache: everything is embedded again), and when not ``mine`` (the
+    store records another embedder, or none while its embeddings are made again)."""
+    if not mine:
+        return None, None
     q = np.asarray(asked, dtype=np.float32).ravel()
     if found.how == "exact" and found.entry is not None:
         kept = cache.question_vector(db, found.entry.id)

@@ -43,13 +43,8 @@ def bundled_path() -> Path:
     return Path(next(iter(found.submodule_search_locations))) / "model"
 
 
-def is_bundled(name: str) -> bool:
-    """Whether embedder.model ``name`` names the bundled model."""
-    return name.casefold() in {BUNDLED.casefold(), "sentence-transformers/" + BUNDLED.casefold()}
-
-
 def model_path(name: str) -> Path:
-    if is_bundled(name):
+    if name.casefold() in {BUNDLED.casefold(), "sentence-transformers/" + BUNDLED.casefold()}:
         return bundled_path()
     path = Path(name).expanduser()
     if not (path / "config.json").is_file():

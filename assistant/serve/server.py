@@ -486,34 +486,44 @@ class Handler(BaseHTTPRequestHandler):
             self._json(status, body)
 
 
-@contextlib.contextmanager
-def _stopped_by_signals() -> Iterator[None]:
-    """SIGTERM, and SIGINT even where a shell started the server ignoring it, stop it."""
+class _Stops:
+    """The handler of SIGTERM and SIGINT (even where a shell started the server ignoring
+    SIGINT): the first stops the server (a KeyboardInterrupt where the main thread is),
+    each later one only sets :attr:`hurry` (the stop waits no longer for the request
+    under way), so that no signal can cut the stop itself short."""
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
+    def __init__(self) -> None:
+        self.hurry = threading.Event()
+        self._stopping = False
+
+    def __call__(self, _signum: int, _frame: FrameType | None) -> None:
+        if self._stopping:
+            self.hurry.set()
+            return
+        self._stopping = True
         raise KeyboardInterrupt
 
-    before = signals.stop_on(stop)
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[_Stops]:
+    stops = _Stops()
+    before = signals.stop_on(stops)
     try:
-        yield
+        yield stops
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
 
 
-def _wait_for_the_request(
-    server: Server, hurry: threading.Event, announce: Callable[[str], None]
-) -> None:
-    """Until the request under way ends, a minute passes or ``hurry`` is set."""
-    announce(
-        "drag serve: stopping when the request under way ends (a minute at most; "
-        "stop it again to stop now)"
-    )
+def _request_ended(server: Server, hurry: threading.Event) -> bool:
+    """Whether the request under way ended within a minute, before ``hurry`` was set;
+    if so, ``server.work`` is held (and never let go: a request still queued then waits
+    and ends with the process, never starting on models being closed)."""
     deadline = time.monotonic() + 60
     while not hurry.is_set() and time.monotonic() < deadline:
         if server.work.acquire(timeout=0.2):
-            server.work.release()
-            return
+            return True
+    return False
 
 
 def run(
@@ -525,8 +535,11 @@ def run(
     allow_network: bool,
     announce: Callable[[str], None],
     keep_alive: float = 300.0,
-) -> None:
-    """Serve until a signal; the models load with the first request that needs them."""
+) -> bool:
+    """Serve until a signal; the models load with the first request that needs them.
+    False when it stopped with a request still under way: its models were not closed,
+    and the caller ends the process at once (``os._exit``), not through the interpreter's
+    finalisers, which would free them under that request."""
     if not is_loopback(host) and not allow_network:
         raise InputError(
             f"drag serve listens on the loopback interface; {host} needs --allow-network "
@@ -563,7 +576,8 @@ def run(
             with contextlib.suppress(Exception):  # tried again at the next wake
                 server.unload_if_idle()
 
-    with server, _stopped_by_signals():
+    abandoned = False
+    with server, _stopped_by_signals() as stops:
         try:  # a signal from here on (even as it says it listens) stops it cleanly
             tokens.tokens()  # the default client's key, made before any request asks
             tokens.record_state(server.url, [], server.settings_key)
@@ -580,16 +594,22 @@ def run(
         except KeyboardInterrupt:
             pass
         finally:
-            hurry = threading.Event()  # another signal from here on: wait no longer
-            signals.stop_on(lambda _signum, _frame: hurry.set())
             stop.set()
             with contextlib.suppress(DragError):  # a state file that cannot be read: left
                 tokens.forget_state()
             # The request under way ends before the models close (its ledger row and
             # history are written whole); a stuck one is given a minute, and another
-            # signal stops the wait (the models still close).
-            if server.work.acquire(blocking=False):
-                server.work.release()
+            # signal ends the wait.  Models are never freed under a request that still
+            # runs: the process then ends without closing them (an upload it began is
+            # settled by the next drag, as after a kill).
+            if not server.work.acquire(blocking=False):  # held from here on, as below
+                announce(
+                    "drag serve: stopping when the request under way ends (a minute at "
+                    "most; stop it again to stop now)"
+                )
+                abandoned = not _request_ended(server, stops.hurry)
+            if abandoned:
+                announce("drag serve: stopped with a request under way")
             else:
-                _wait_for_the_request(server, hurry, announce)
-            server.session.close()
+                server.session.close()
+    return not abandoned

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,29 +391,35 @@ def size_on_disk(db: sqlite_utils.Database) -> int:
     return int(row[0] or 0)
 
 
-def reembed(
-    db: sqlite_utils.Database,
-    sealer: Sealer,
-    embed: Callable[[Sequence[str]], Vector],
-    batch: int,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> int:
-    """Every chunk's and name's embedding made again by ``embed`` (another embedder:
-    :func:`assistant.store.space.reembed`), ``batch`` rows a transaction; an index
-    held in memory loads again.  Returns how many."""
-    done = 0
-    for table, field_name in (("file_chunks", "text"), ("file_entities", "name")):
-        rows = db.execute(f"SELECT id, body FROM {table} ORDER BY id").fetchall()
-        for start in range(0, len(rows), batch):
-            part = rows[start : start + batch]
-            texts = [str(_opened(sealer, b, f"{table}.body").get(field_name, "")) for _, b in part]
-            vectors = embed(texts)
-            with transaction(db):
-                for (row_id, _body), vector in zip(part, vectors, strict=True):
-                    sealed = sealer.seal_bytes(pack(vector), f"{table}.embedding")
-                    db.execute(f"UPDATE {table} SET embedding = ? WHERE id = ?", [sealed, row_id])
-                _bump(db)
-            if progress is not None:
-                progress(table, start + len(part), len(rows))
-        done += len(rows)
-    return done
+# The tables with embeddings, and the field of each row's sealed body its embedding is
+# made from (:func:`assistant.store.space.reembed` makes them again).
+EMBEDDED = (("file_chunks", "text"), ("file_entities", "name"))
+
+
+def embedding_source(sealer: Sealer, table: str, body: bytes, field_name: str) -> str:
+    """What the embedding of a row of ``table`` (one of :data:`EMBEDDED`) is made from."""
+    return str(_opened(sealer, body, f"{table}.body").get(field_name, ""))
+
+
+def sealed_embedding(sealer: Sealer, table: str, vector: Vector) -> bytes:
+    return sealer.seal_bytes(pack(vector), f"{table}.embedding")
+
+
+def bump(db: sqlite_utils.Database) -> None:
+    """The index changed: one held in memory loads again (:func:`generation`)."""
+    _bump(db)
+
+
+def samples(db: sqlite_utils.Database, sealer: Sealer, n: int) -> list[tuple[str, Vector]]:
+    """The first and the last ``n`` rows of each table with embeddings: the text each
+    embedding was made from, and the embedding."""
+    out: list[tuple[str, Vector]] = []
+    for table, field_name in EMBEDDED:
+        for order in ("ASC", "DESC"):
+            rows = db.execute(
+                f"SELECT body, embedding FROM {table} ORDER BY id {order} LIMIT ?", [n]
+            ).fetchall()
+            for body, blob in rows:
+                vector = unpack_many([sealer.open_bytes(blob, f"{table}.embedding") or b""], 0)
+                out.append((embedding_source(sealer, table, body, field_name), vector[0]))
+    return out

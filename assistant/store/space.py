@@ -7,27 +7,30 @@ size gives vectors of the same shape and a recall of nonsense, so the store reco
 which embedder wrote it, by what it does rather than by its name: its embeddings of
 a few fixed sentences (:data:`PROBES`, public text), in ``meta.embedder_space``.  An
 embedder is the one that wrote the store when it embeds those sentences within
-:data:`SAME` of the record (the same model on ONNX Runtime or on torch is one
-embedder; the same folder moved too).
+:data:`SAME` of the record (the same folder moved is the same embedder).
 
 A store that records none (it holds nothing yet, or an earlier drag wrote it): the
-first embedder to use it is recorded when the store holds no embedding, when the
-cache's statements it holds are embedded as it embeds them (a sample of
-:data:`SAMPLE`), or when only the files' (sealed) embeddings are there and it is the
-bundled model, the only one an earlier drag could have used without a setting.
-Otherwise the store was written by an embedder it cannot name, and
-:func:`reembed` makes everything again with this one.
+first embedder to use it is recorded when the store holds no embedding, or when it
+embeds as they are kept the texts of a sample of every table with embeddings (the
+first and the last :data:`SAMPLE` rows of each).  Otherwise the store was written by
+an embedder it cannot name, and :func:`reembed` makes everything again with this one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sqlite_utils
 
+from assistant.base.errors import StoreError
 from assistant.store import files
 from assistant.store.cache import Vector, pack, unpack
 from assistant.store.db import reading, transaction
@@ -44,12 +47,20 @@ PROBES = (
 # embedder made both (float16 storage moves it by about 1e-5; another model of the
 # same size is far below).
 SAME = 0.99
-SAMPLE = 3
+SAMPLE = 2
 BATCH = 128
 UNKNOWN = "an embedder the store cannot name"
-REPLACING = "being replaced"  # the record while :func:`reembed` runs: no embedder's
+REPLACING = "being made again"  # the record while :func:`reembed` runs: no embedder's
 
 Embed = Callable[[Sequence[str]], Vector]
+
+# The cache's tables with embeddings, and the column each row's embedding was made from.
+_CACHE = (
+    ("cache_entries", "question"),
+    ("cache_evidence", "text"),
+    ("cache_triples", "text"),
+    ("cache_entities", "name"),
+)
 
 
 @dataclass(frozen=True)
@@ -113,11 +124,12 @@ def _bump(db: sqlite_utils.Database) -> None:
 
 
 def recorded(db: sqlite_utils.Database) -> Space | str | None:
-    """The embedder the store records; None when it records none; :data:`UNKNOWN`
-    when the record cannot be read (or :func:`reembed` is under way)."""
+    """The embedder the store records; None when it records none; :data:`REPLACING`
+    while :func:`reembed` runs (or after one was cut short); :data:`UNKNOWN` when the
+    record cannot be read."""
     value = raw(db)
-    if value is None:
-        return None
+    if value is None or value == REPLACING:
+        return value
     return Space.from_json(value) or UNKNOWN
 
 
@@ -127,7 +139,12 @@ def advice(writer: str, model: str, *, files: bool = False) -> str:
     if files:
         what = "your files' index cannot be searched or added to"
     else:
-        what = "the cache recalls only questions asked again word for word"
+        what = "the cache recalls only questions asked again word for word and keeps nothing new"
+    if writer == REPLACING:
+        return (
+            "the store's embeddings are being made again (a `drag reembed` runs, or one "
+            f"was cut short: run it again); until then {what}"
+        )
     return (
         f"`drag reembed` needed: {writer} made the store's embeddings, not embedder.model "
         f"{model!r}; until then {what}"
@@ -139,34 +156,49 @@ def record(db: sqlite_utils.Database, space: Space) -> None:
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [KEY, space.to_json()])
 
 
-def _holds(db: sqlite_utils.Database, table: str) -> bool:
-    return bool(db.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0] == 1)
+Sample = list[tuple[str, Vector]]
+
+
+def samples(db: sqlite_utils.Database, sealer: Sealer) -> Sample:
+    """Texts the store keeps, each with the embedding it keeps of it: the first and the
+    last :data:`SAMPLE` rows of every table with embeddings."""
+    out: Sample = []
+    with reading(db):
+        for table, column in _CACHE:
+            for order in ("ASC", "DESC"):
+                rows = db.execute(
+                    f"SELECT {column}, embedding FROM {table} ORDER BY id {order} LIMIT ?",
+                    [SAMPLE],
+                ).fetchall()
+                out += [(str(text), unpack(blob)) for text, blob in rows]
+        out += files.samples(db, sealer, SAMPLE)
+    return out
 
 
 def writer(
-    db: sqlite_utils.Database, here: Space, embed: Embed, *, bundled: bool, keep: bool = True
+    db: sqlite_utils.Database,
+    here: Space,
+    embed: Embed,
+    sample: Callable[[], Sample],
+    *,
+    keep: bool = True,
 ) -> str | None:
     """None when ``here`` made the store's embeddings (recorded now if the store records
-    none and nothing says otherwise, unless ``keep`` is False); else the name of the
-    embedder that did."""
+    none and ``here`` embeds the texts of ``sample()`` as they are kept, unless ``keep``
+    is False); else the name of the embedder that did."""
     kept = recorded(db)
     if isinstance(kept, Space):
         return None if here.same(kept) else kept.model
     if kept is not None:
         return kept
-    with reading(db):
-        sample = db.execute(
-            f"SELECT text, embedding FROM cache_evidence ORDER BY id LIMIT {SAMPLE}"
-        ).fetchall()
-        files = _holds(db, "file_chunks")
-        cached = _holds(db, "cache_entries")
-    if sample:
-        now = np.asarray(embed([r[0] for r in sample]), dtype=np.float32)
-        then = np.vstack([unpack(r[1]) for r in sample])
-        if now.shape != then.shape or not np.all(_cosines(now, then) >= SAME):
+    found = sample()
+    if found:
+        now = np.asarray(embed([text for text, _ in found]), dtype=np.float32)
+        then = [vector for _, vector in found]
+        if any(v.shape != now[0].shape for v in then):
             return UNKNOWN
-    elif (files or cached) and not bundled:
-        return UNKNOWN
+        if not np.all(_cosines(now, np.vstack(then)) >= SAME):
+            return UNKNOWN
     if not keep:
         return None
     with transaction(db):  # two processes at once: the first record stands
@@ -179,13 +211,29 @@ def writer(
 
 Progress = Callable[[str, int, int], None]
 
-# The cache's tables with embeddings, and the column each row's embedding was made from.
-_CACHE = (
-    ("cache_entries", "question"),
-    ("cache_evidence", "text"),
-    ("cache_triples", "text"),
-    ("cache_entities", "name"),
-)
+
+@contextlib.contextmanager
+def alone(database: Path) -> Iterator[None]:
+    """One :func:`reembed` at a time on ``database`` (a lock file beside it)."""
+    lock = database.with_name(database.name + ".reembed-lock")
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot make the lock file {lock}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                "another drag reembed is making this store's embeddings again; let it end"
+            ) from None
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+    finally:
+        os.close(fd)
 
 
 def reembed(
@@ -196,29 +244,65 @@ def reembed(
     progress: Progress | None = None,
 ) -> int:
     """Every embedding the store keeps made again by ``embed``, a batch of
-    :data:`BATCH` a transaction, then ``here`` recorded.  While it runs the store
-    records :data:`REPLACING`, which is no embedder's: no process compares a question
-    with a half-made store, and a run cut short is made again by the next.  Returns how
-    many."""
+    :data:`BATCH` a transaction, each table read on until no row is left (rows another
+    process adds meanwhile too), then ``here`` recorded.  While it runs the store records
+    :data:`REPLACING`, which is no embedder's: no process compares a question with a
+    half-made store or adds to it, and a run cut short is made again by the next.
+    Returns how many.  One at a time: :func:`alone`."""
     with transaction(db):
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [KEY, REPLACING])
         _bump(db)
     done = 0
     for table, column in _CACHE:
-        rows = db.execute(f"SELECT id, {column} FROM {table} ORDER BY id").fetchall()
-        for start in range(0, len(rows), BATCH):
-            part = rows[start : start + BATCH]
-            vectors = embed([r[1] for r in part])
-            with transaction(db):
-                for (row_id, _text), vector in zip(part, vectors, strict=True):
-                    db.execute(
-                        f"UPDATE {table} SET embedding = ? WHERE id = ?", [pack(vector), row_id]
-                    )
-            done += len(part)
-            if progress is not None:
-                progress(table, start + len(part), len(rows))
-    done += files.reembed(db, sealer, embed, BATCH, progress)
+
+        def made(rows: list[tuple[int, Any]]) -> list[tuple[int, bytes]]:
+            vectors = embed([str(text) for _, text in rows])
+            return [(row_id, pack(v)) for (row_id, _), v in zip(rows, vectors, strict=True)]
+
+        done += batches(db, table, f"SELECT id, {column} FROM {table}", made, progress)
+    for table, field_name in files.EMBEDDED:
+
+        def sealed(
+            rows: list[tuple[int, Any]], table: str = table, field_name: str = field_name
+        ) -> list[tuple[int, bytes]]:
+            texts = [files.embedding_source(sealer, table, body, field_name) for _, body in rows]
+            vectors = embed(texts)
+            return [
+                (row_id, files.sealed_embedding(sealer, table, v))
+                for (row_id, _), v in zip(rows, vectors, strict=True)
+            ]
+
+        select = f"SELECT id, body FROM {table}"
+        done += batches(db, table, select, sealed, progress, after=files.bump)
     with transaction(db):
         record(db, here)
         _bump(db)
     return done
+
+
+def batches(
+    db: sqlite_utils.Database,
+    table: str,
+    select: str,
+    made: Callable[[list[tuple[int, Any]]], list[tuple[int, bytes]]],
+    progress: Progress | None,
+    after: Callable[[sqlite_utils.Database], None] | None = None,
+) -> int:
+    """Each row of ``select`` (its id and what its embedding is made from), by id, a
+    batch at a time until none is left: its embedding set to what ``made`` makes of it
+    (``after`` runs in each batch's transaction).  Returns how many."""
+    total = int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    last, done = 0, 0
+    while True:
+        rows = db.execute(f"{select} WHERE id > ? ORDER BY id LIMIT ?", [last, BATCH]).fetchall()
+        if not rows:
+            return done
+        new = made([(int(r[0]), r[1]) for r in rows])
+        with transaction(db):
+            for row_id, blob in new:
+                db.execute(f"UPDATE {table} SET embedding = ? WHERE id = ?", [blob, row_id])
+            if after is not None:
+                after(db)
+        last, done = int(rows[-1][0]), done + len(rows)
+        if progress is not None:
+            progress(table, done, max(total, done))
