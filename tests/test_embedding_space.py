@@ -209,3 +209,60 @@ def test_indexing_checks_the_embedder_before_each_batch(
         with pytest.raises(ConfigError):
             localfiles.index(rt, [notes])
         assert stored.count(rt.store.db) == 1
+
+
+def test_a_reembed_begun_while_the_teacher_answers_keeps_its_answer_out_of_the_cache(
+    on_teacher: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before the teacher's answer is cached, then a `drag reembed` begins (in
+    another process) before the write: the write's own transaction sees it, nothing is
+    cached, and the answer says so (the ledger keeps the teacher's reply)."""
+    with Session(config.load()) as rt:
+        real = rt.embeddings_writer
+
+        def then_a_reembed(*, keep: bool = True) -> str | None:
+            writer = real(keep=keep)
+            db = rt.store.db
+            if db.execute("SELECT count(*) FROM uploads").fetchone()[0]:  # answered
+                with db.conn:
+                    db.execute(
+                        "UPDATE meta SET value = ? WHERE key = ?", [space.REPLACING, space.KEY]
+                    )
+            return writer
+
+        monkeypatch.setattr(rt, "embeddings_writer", then_a_reembed)
+        result = pipeline.ask(rt, QUESTION, mode="evidence", n=5)
+        assert result.source == "teacher" and result.answer.strip()
+        assert any(
+            w.startswith("not cached:") and "being made again meanwhile" in w
+            for w in result.warnings
+        ), result.warnings
+        assert rt.store.db.execute("SELECT count(*) FROM cache_entries").fetchone()[0] == 0
+
+
+def test_an_indexing_write_begun_before_a_reembed_is_not_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.base.errors import StoreError
+    from assistant.core import localfiles
+    from assistant.store import files as stored
+
+    notes = write_notes(tmp_path / "notes")
+    with Session(config.load(env={**os.environ, "DRAG_STUDENT_MODEL": TEST_MODEL})) as rt:
+        real, calls = rt.check_files_embeddings, []
+
+        def then_a_reembed() -> None:
+            real()
+            calls.append(1)
+            if len(calls) < 2:  # the run's own first check; then its first batch's
+                return
+            with rt.store.db.conn:  # another process begins a reembed
+                rt.store.db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    [space.KEY, space.REPLACING],
+                )
+
+        monkeypatch.setattr(rt, "check_files_embeddings", then_a_reembed)
+        with pytest.raises(StoreError, match="being made again meanwhile"):
+            localfiles.index(rt, [notes])
+        assert stored.count(rt.store.db) == 0

@@ -64,7 +64,7 @@ def cache_one(store: Store, fake: FakeEmbedder, question: str = "Why is the sky 
     )
 
 
-def index_one(store: Store, fake: FakeEmbedder, tmp_path: Path) -> None:
+def index_one(store: Store, fake: FakeEmbedder, tmp_path: Path, guard: Any = None) -> None:
     text = "Hailey: the bread is ready on Friday."
     stored_files.replace(
         store.db,
@@ -84,6 +84,7 @@ def index_one(store: Store, fake: FakeEmbedder, tmp_path: Path) -> None:
             )
         ],
         entity_vectors={"hailey": fake.embed(["Hailey"])[0]},
+        guard=guard,
     )
 
 
@@ -105,6 +106,7 @@ def test_the_first_embedder_of_an_empty_store_is_recorded_and_another_is_named(
     assert check(store, a) is None
     kept = space.recorded(store.db)
     assert isinstance(kept, space.Space) and kept.model == "model-a"
+    cache_one(store, a)
     assert check(store, a) is None
     assert check(store, b) == "model-a"
     assert isinstance(space.recorded(store.db), space.Space)  # b is not recorded
@@ -265,3 +267,101 @@ def test_a_session_reads_the_cache_again_after_a_reembed_elsewhere(
         assert second.reembed() == 6
         assert first.embeddings_writer() is None  # the same embedder made them again
         assert first.store.index("s") is not held
+
+
+def test_a_verdict_on_an_older_store_is_kept_until_the_store_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sampling an older store costs an embedding of its samples: done once, not at each
+    question, and again when the store changes."""
+    from assistant.base.config import load
+    from assistant.core import session
+
+    b = FakeEmbedder("model-b")
+    monkeypatch.setattr(session, "load_embedder", lambda name, **_kw: b)
+    with session.Session(load()) as rt:
+        cache_one(rt.store, FakeEmbedder("model-a"))
+        _ = rt.embedder
+        b.calls.clear()
+        assert rt.embeddings_writer() == space.UNKNOWN
+        sampled = len(b.calls)
+        assert sampled == 1
+        assert rt.embeddings_writer() == space.UNKNOWN
+        assert rt.cache_by_meaning_off() is not None
+        assert len(b.calls) == sampled
+        cache_one(rt.store, FakeEmbedder("model-a"), "Another question?")
+        assert rt.embeddings_writer() == space.UNKNOWN
+        assert len(b.calls) == sampled + 1
+
+
+def test_a_write_begun_before_a_reembed_is_not_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The check, then seconds of embedding, then the write: a `drag reembed` that began
+    in between is seen inside the write's own transaction, and nothing is written."""
+    from assistant.base.config import load
+    from assistant.core import session
+
+    a = FakeEmbedder("model-a")
+    monkeypatch.setattr(session, "load_embedder", lambda name, **_kw: a)
+    with session.Session(load()) as rt:
+        assert rt.embeddings_writer() is None
+        guard = rt.embeddings_unchanged()
+        cache_one(rt.store, a)  # no guard: written
+        with rt.store.db.conn:  # another process begins a reembed
+            rt.store.db.execute(
+                "UPDATE meta SET value = ? WHERE key = ?", [space.REPLACING, space.KEY]
+            )
+        before = rt.store.db.execute("SELECT count(*) FROM cache_entries").fetchone()[0]
+        with pytest.raises(StoreError, match="being made again meanwhile"):
+            rt.store.put_cache(
+                cache.NewEntry(
+                    space="s",
+                    question="Q?",
+                    teacher_model="m",
+                    prompt_versions={},
+                    n=0,
+                    embedding=a.embed(["Q?"])[0],
+                    evidence=[],
+                    evidence_embeddings=None,
+                    evidence_upload=None,
+                    triples=[],
+                    triple_embeddings=None,
+                    entity_embeddings={},
+                    graph_upload=None,
+                    extract_upload=None,
+                    has_graph=False,
+                ),
+                guard,
+            )
+        with pytest.raises(StoreError, match="being made again meanwhile"):
+            index_one(rt.store, a, tmp_path, guard)
+        assert rt.store.db.execute("SELECT count(*) FROM cache_entries").fetchone()[0] == before
+        assert stored_files.count(rt.store.db) == 0
+
+
+def test_a_store_that_holds_no_embedding_now_takes_the_embedder_in_use(store: Store) -> None:
+    a, b = FakeEmbedder("model-a"), FakeEmbedder("model-b")
+    cache_one(store, a)
+    assert check(store, a) is None
+    assert check(store, b) == "model-a"
+    cache.purge(store.db, None)
+    assert check(store, b, keep=False) == "model-a"  # drag doctor changes nothing
+    assert check(store, b) is None
+    kept = space.recorded(store.db)
+    assert isinstance(kept, space.Space) and kept.model == "model-b"
+
+
+def test_a_reembed_that_begins_as_a_record_is_made_is_named_so(store: Store) -> None:
+    a = FakeEmbedder("model-a")
+
+    def meanwhile() -> space.Sample:  # the sample is read, then a reembed begins
+        with store.db.conn:
+            store.db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)", [space.KEY, space.REPLACING]
+            )
+        return []
+
+    here = space.Space.of("model-a", a.embed)
+    assert space.writer(store.db, here, a.embed, meanwhile) == space.REPLACING
+    assert space.describe(space.REPLACING, "m").startswith("being made again")

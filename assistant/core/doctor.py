@@ -14,7 +14,7 @@ from assistant.models import llamabuild, llamacheck, modelfiles
 from assistant.models.embedder import onnxruntime_packages
 from assistant.models.student import gpu_offload_supported
 from assistant.privacy.policy import load_policy
-from assistant.store import db, sealing
+from assistant.store import db, sealing, space
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,13 @@ def embeddings_check(runtime: Session) -> Check:
         model = runtime.settings.embedder.model
         writer = runtime.embeddings_writer(keep=False)
         if writer is not None:
-            raise DragError(f"made by {writer}, not by embedder.model {model!r}")
+            raise DragError(space.describe(writer, model))
         return f"made by {model}, the embedder in use (or none kept yet)"
 
     return _run(
-        "stored embeddings", embeddings, "`drag reembed` makes them again with this embedder"
+        "stored embeddings",
+        embeddings,
+        "`drag reembed` makes them again with this embedder (one run at a time)",
     )
 
 

@@ -46,6 +46,7 @@ def index(
             paths,
             progress=progress,
             check=runtime.check_files_embeddings,
+            guard=runtime.embeddings_unchanged(),
         )
         if report.added or report.replaced or report.removed:
             _relearn(own, runtime.entity_reader)
@@ -112,6 +113,7 @@ def search(
 ) -> list[ScoredPassage]:
     """The passages of the user's files that best answer ``question``, best first."""
     f = runtime.settings.files
+    runtime.check_files_embeddings()  # before the index is read, and again after
     found = runtime.files_index()
     if found.empty:
         return []

@@ -252,7 +252,7 @@ def _remember(
         has_graph=triples is not None,
     )
     try:
-        return runtime.store.put_cache(entry)
+        return runtime.store.put_cache(entry, runtime.embeddings_unchanged())
     except DragError as exc:
         result.warnings.append(f"not cached: {exc}")
         return None

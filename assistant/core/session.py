@@ -229,14 +229,33 @@ class Session:
             self.__dict__["_embedder_space"] = here
         with self.local:
             store = self.store
-            writer = space.writer(
-                store.db, here, embed, lambda: space.samples(store.db, store.sealer), keep=keep
-            )
-            now = space.generation(store.db)
-            if now != self.__dict__.setdefault("_space_seen", now):
+            held = self.__dict__.get("_space_verdict")
+            if held is not None and held[0] == (key := self._space_key(keep)):
+                writer: str | None = held[1]
+            else:  # a verdict is kept until the store changes (sampling an older one costs)
+                writer = space.writer(
+                    store.db, here, embed, lambda: space.samples(store.db, store.sealer), keep=keep
+                )
+                key = self._space_key(keep)
+                self.__dict__["_space_verdict"] = (key, writer)
+            if writer is None:
+                self.__dict__["_space_checked"] = key[0]
+            if key[1] != self.__dict__.setdefault("_space_seen", key[1]):
                 store.forget_indexes()
-                self.__dict__["_space_seen"] = now
+                self.__dict__["_space_seen"] = key[1]
         return writer
+
+    def _space_key(self, keep: bool) -> tuple[object, ...]:
+        """What a verdict of :meth:`embeddings_writer` holds for: the store's record and
+        its generation first, then what an older store's sample would read."""
+        db = self.store.db
+        newest = db.execute("SELECT max(id) FROM cache_entries").fetchone()[0]
+        return (space.raw(db), space.generation(db), stored_files.generation(db), newest, keep)
+
+    def embeddings_unchanged(self) -> Callable[[Any], None]:
+        """For a write's own transaction: a StoreError unless the store still records what
+        it did when this embedder was last found to have made its embeddings."""
+        return lambda db: space.unchanged(self.__dict__.get("_space_checked", False), db)
 
     def check_files_embeddings(self) -> None:
         """A ConfigError when another embedder made the store's embeddings: the files'

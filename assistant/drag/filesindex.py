@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sqlite_utils
+
 from assistant.drag.ranking import Embedder
 from assistant.files import chunks as chunking
 from assistant.files import readers
@@ -107,10 +109,12 @@ def index(
     *,
     progress: Progress | None = None,
     check: Callable[[], None] | None = None,
+    guard: Callable[[sqlite_utils.Database], None] | None = None,
 ) -> Report:
     """Add ``paths`` (files and folders) to the index; see the module's docstring.
-    ``check`` runs before each batch is stored and stops the run by raising (the store's
-    embeddings made by another embedder meanwhile: :mod:`assistant.store.space`)."""
+    ``check`` runs before each batch is stored, ``guard`` inside each file's write; each
+    stops the run by raising (the store's embeddings made by another embedder, or being
+    made again, meanwhile: :mod:`assistant.store.space`)."""
     started = time.perf_counter()
     progress = progress or _quiet
     report = Report()
@@ -168,9 +172,9 @@ def index(
         report.text_bytes += sum(len(p.text.encode("utf-8")) for p in pieces)
         size += len(pieces)
         if size >= BATCH_CHUNKS:
-            _store_batch(store, embedder, reader, batch, report, check)
+            _store_batch(store, embedder, reader, batch, report, check, guard)
             batch, size = [], 0
-    _store_batch(store, embedder, reader, batch, report, check)
+    _store_batch(store, embedder, reader, batch, report, check, guard)
     progress(len(found), len(found), "")
     report.seconds = time.perf_counter() - started
     return report
@@ -183,6 +187,7 @@ def _store_batch(
     batch: list[_Pending],
     report: Report,
     check: Callable[[], None] | None,
+    guard: Callable[[sqlite_utils.Database], None] | None,
 ) -> None:
     if not batch:
         return
@@ -231,6 +236,7 @@ def _store_batch(
             mtime=pending.found.mtime,
             chunks=new,
             entity_vectors=entity_vectors,
+            guard=guard,
         )
         (report.replaced if pending.replacing else report.added).append(str(pending.found.path))
         report.chunks += len(new)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import sqlite_utils
+
 from assistant.base.errors import DragError, StoreError
 from assistant.net import listeners
 from assistant.net.upload import Upload
@@ -187,8 +189,11 @@ class Store:
         """Drop what is held in memory of the cache: its embeddings were made again."""
         self._indexes.clear()
 
-    def put_cache(self, entry: cache.NewEntry) -> int:
-        return cache.put(self.db, entry)
+    def put_cache(
+        self, entry: cache.NewEntry, guard: Callable[[sqlite_utils.Database], None] | None = None
+    ) -> int:
+        """``guard`` runs inside the write's transaction and stops it by raising."""
+        return cache.put(self.db, entry, guard)
 
     # -- history (sealed) -----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,10 +219,17 @@ def _entity_id(db: sqlite_utils.Database, space: str, name: str, vector: Vector)
     return int(cursor.lastrowid or 0)
 
 
-def put(db: sqlite_utils.Database, new: NewEntry) -> int:
-    """Store (or replace) the entry for this question and space; returns its id."""
+def put(
+    db: sqlite_utils.Database,
+    new: NewEntry,
+    guard: Callable[[sqlite_utils.Database], None] | None = None,
+) -> int:
+    """Store (or replace) the entry for this question and space; returns its id.
+    ``guard`` runs first inside the transaction and stops the write by raising."""
     key = key_of(new.space, new.question)
     with transaction(db):
+        if guard is not None:
+            guard(db)
         old_entities = [
             r[0]
             for r in db.execute(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,11 +145,15 @@ def replace(
     mtime: float,
     chunks: Sequence[NewChunk],
     entity_vectors: dict[str, Vector],
+    guard: Callable[[sqlite_utils.Database], None] | None = None,
 ) -> int:
     """Index ``path`` anew (its old chunks go): one transaction.  ``entity_vectors``
-    holds the embedding of each entity key the index does not know yet."""
+    holds the embedding of each entity key the index does not know yet; ``guard`` runs
+    first inside the transaction and stops the write by raising."""
     key = path_key(sealer, path)
     with transaction(db):
+        if guard is not None:
+            guard(db)
         named_before = _entities_of(db, _ids_of(db, key))
         db.execute("DELETE FROM file_sources WHERE path_key = ?", [key])
         source_id = int(

@@ -188,7 +188,13 @@ def writer(
     is False); else the name of the embedder that did."""
     kept = recorded(db)
     if isinstance(kept, Space):
-        return None if here.same(kept) else kept.model
+        if here.same(kept):
+            return None
+        if not keep or _holds_embeddings(db):
+            return kept.model
+        kept = None  # it holds none now (purged, forgotten): this embedder's from here on
+        with transaction(db):
+            db.execute("DELETE FROM meta WHERE key = ? AND value = ?", [KEY, raw(db)])
     if kept is not None:
         return kept
     found = sample()
@@ -206,7 +212,29 @@ def writer(
     after = recorded(db)
     if isinstance(after, Space):
         return None if here.same(after) else after.model
-    return UNKNOWN
+    return UNKNOWN if after is None else after
+
+
+def _holds_embeddings(db: sqlite_utils.Database) -> bool:
+    tables = [t for t, _ in _CACHE] + [t for t, _ in files.EMBEDDED]
+    return any(db.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0] == 1 for t in tables)
+
+
+def unchanged(seen: str | None, db: sqlite_utils.Database) -> None:
+    """Inside a write's transaction: a StoreError unless the store still records what it
+    did (``seen``, :func:`raw`) when the embedder writing was found to be its own (a
+    ``drag reembed`` may have begun meanwhile)."""
+    if raw(db) != seen:
+        raise StoreError(
+            "the store's embeddings were being made again meanwhile (drag reembed): not written"
+        )
+
+
+def describe(writer: str, model: str) -> str:
+    """Who made the store's embeddings, for ``drag doctor``."""
+    if writer == REPLACING:
+        return "being made again: a `drag reembed` runs, or one was cut short (run it again)"
+    return f"made by {writer}, not by embedder.model {model!r}"
 
 
 Progress = Callable[[str, int, int], None]
@@ -227,11 +255,7 @@ def alone(database: Path) -> Iterator[None]:
             raise StoreError(
                 "another drag reembed is making this store's embeddings again; let it end"
             ) from None
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                lock.unlink()
+        yield  # the file stays: removed, a run could lock one another had just opened
     finally:
         os.close(fd)
 
