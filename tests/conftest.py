@@ -179,8 +179,10 @@ def linear_growth(setup: str, work: str, make: str) -> tuple[float, float]:
     k = GROWTH_SCALE
     setup += f"\nK = 1\nwhole = {make}\nK = {k}\npiece = {make}\n"
     setup += f"def work(text):\n    {work}\n"
-    seconds = cpu_seconds_in_child(
-        setup, {"whole": "work(whole)", "pieces": f"for _ in range({k}): work(piece)"}
+    seconds = cpu_seconds_in_child(  # a limit for a hang, not a timing: ~30 s idle at most
+        setup,
+        {"whole": "work(whole)", "pieces": f"for _ in range({k}): work(piece)"},
+        timeout=240,
     )
     return seconds["whole"], seconds["pieces"]
 

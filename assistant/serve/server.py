@@ -16,15 +16,12 @@ import json
 import math
 import re
 import select
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType
 from typing import Any
 
-from assistant.base import signals
 from assistant.base.config import Settings
 from assistant.base.errors import (
     DragError,
@@ -41,7 +38,7 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
-from assistant.serve import native, shapes, tokens, wire
+from assistant.serve import native, shapes, stopping, tokens, wire
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 64  # open at once; more are closed unanswered
@@ -486,46 +483,6 @@ class Handler(BaseHTTPRequestHandler):
             self._json(status, body)
 
 
-class _Stops:
-    """The handler of SIGTERM and SIGINT (even where a shell started the server ignoring
-    SIGINT): the first stops the server (a KeyboardInterrupt where the main thread is),
-    each later one only sets :attr:`hurry` (the stop waits no longer for the request
-    under way), so that no signal can cut the stop itself short."""
-
-    def __init__(self) -> None:
-        self.hurry = threading.Event()
-        self._stopping = False
-
-    def __call__(self, _signum: int, _frame: FrameType | None) -> None:
-        if self._stopping:
-            self.hurry.set()
-            return
-        self._stopping = True
-        raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _stopped_by_signals() -> Iterator[_Stops]:
-    stops = _Stops()
-    before = signals.stop_on(stops)
-    try:
-        yield stops
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
-
-
-def _request_ended(server: Server, hurry: threading.Event) -> bool:
-    """Whether the request under way ended within a minute, before ``hurry`` was set;
-    if so, ``server.work`` is held (and never let go: a request still queued then waits
-    and ends with the process, never starting on models being closed)."""
-    deadline = time.monotonic() + 60
-    while not hurry.is_set() and time.monotonic() < deadline:
-        if server.work.acquire(timeout=0.2):
-            return True
-    return False
-
-
 def run(
     settings: Settings,
     *,
@@ -577,7 +534,7 @@ def run(
                 server.unload_if_idle()
 
     abandoned = False
-    with server, _stopped_by_signals() as stops:
+    with server, stopping.stopped_by_signals() as stops:
         try:  # a signal from here on (even as it says it listens) stops it cleanly
             tokens.tokens()  # the default client's key, made before any request asks
             tokens.record_state(server.url, [], server.settings_key)
@@ -607,7 +564,7 @@ def run(
                     "drag serve: stopping when the request under way ends (a minute at "
                     "most; stop it again to stop now)"
                 )
-                abandoned = not _request_ended(server, stops.hurry)
+                abandoned = not stopping.request_ended(server.work, stops.hurry)
             if abandoned:
                 announce("drag serve: stopped with a request under way")
             else:
