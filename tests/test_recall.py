@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from assistant.base.textform import entity_key
 from assistant.drag import graph, querywords, recall
 from assistant.drag.graphsearch import GraphIndex
+from assistant.drag.ranking import Embedder
 from assistant.models.embedder import OnnxEmbedder
 from assistant.store import Store, cache, cachecorpus
 from assistant.store.index import DIM
@@ -55,11 +56,12 @@ def embedder() -> OnnxEmbedder:
 def remember(
     store: Store,
     space: str,
-    embedder: OnnxEmbedder,
+    embedder: Embedder,
     question: str,
     evidence: list[str],
     triples: list[tuple[str, str, str]],
     sources: list[tuple[int, ...]] | None = None,
+    guard: Any = None,
 ) -> int:
     names = sorted({n for t in triples for n in t[:2]})
     texts = [f"{a} — {b}: {r}" for a, b, r in triples]
@@ -84,7 +86,8 @@ def remember(
             entity_embeddings=dict(zip(names, embedder.embed(names), strict=True)),
             graph_upload=2,
             has_graph=True,
-        )
+        ),
+        guard,
     )
 
 

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from assistant.base.errors import StoreError
 from assistant.store import Store, cache, space
 from assistant.store import files as stored_files
+from tests.test_recall import remember
 
 
 class FakeEmbedder:
@@ -40,27 +41,13 @@ def store(tmp_path: Path) -> Store:
     return Store(tmp_path / "drag.db", key="file")
 
 
-def cache_one(store: Store, fake: FakeEmbedder, question: str = "Why is the sky blue?") -> int:
+def cache_one(
+    store: Store, fake: FakeEmbedder, question: str = "Why is the sky blue?", guard: Any = None
+) -> int:
+    """One cached answer: 2 statements, 1 triple, 2 names (test_recall's helper)."""
     evidence = ["Air scatters blue light more.", "Sunlight holds every colour."]
-    texts, names = ["Air scatters blue light"], ["air", "blue light"]
-    return store.put_cache(
-        cache.NewEntry(
-            space="s",
-            question=question,
-            teacher_model="m",
-            prompt_versions={},
-            n=len(evidence),
-            embedding=fake.embed([question])[0],
-            evidence=[(e, i) for i, e in enumerate(evidence, start=1)],
-            evidence_embeddings=fake.embed(evidence),
-            evidence_upload=None,
-            triples=[cache.NewTriple("air", "blue light", "scatters", texts[0], (1,))],
-            triple_embeddings=fake.embed(texts),
-            entity_embeddings=dict(zip(names, fake.embed(names), strict=True)),
-            graph_upload=None,
-            extract_upload=None,
-            has_graph=True,
-        )
+    return remember(
+        store, "s", fake, question, evidence, [("air", "blue light", "scatters")], guard=guard
     )
 
 
@@ -314,26 +301,7 @@ def test_a_write_begun_before_a_reembed_is_not_made(
             )
         before = rt.store.db.execute("SELECT count(*) FROM cache_entries").fetchone()[0]
         with pytest.raises(StoreError, match="being made again meanwhile"):
-            rt.store.put_cache(
-                cache.NewEntry(
-                    space="s",
-                    question="Q?",
-                    teacher_model="m",
-                    prompt_versions={},
-                    n=0,
-                    embedding=a.embed(["Q?"])[0],
-                    evidence=[],
-                    evidence_embeddings=None,
-                    evidence_upload=None,
-                    triples=[],
-                    triple_embeddings=None,
-                    entity_embeddings={},
-                    graph_upload=None,
-                    extract_upload=None,
-                    has_graph=False,
-                ),
-                guard,
-            )
+            cache_one(rt.store, a, "Q?", guard)
         with pytest.raises(StoreError, match="being made again meanwhile"):
             index_one(rt.store, a, tmp_path, guard)
         assert rt.store.db.execute("SELECT count(*) FROM cache_entries").fetchone()[0] == before

@@ -222,11 +222,7 @@ class Session:
         (the files' index is, by its own generation).  ``keep`` False: a store that
         records no embedder is not given this one's record (``drag doctor`` changes
         nothing)."""
-        embed = self.embedder.embed
-        here = self.__dict__.get("_embedder_space")
-        if here is None:  # an embedder given to the session, not loaded by it
-            here = space.Space.of(self.settings.embedder.model, embed)
-            self.__dict__["_embedder_space"] = here
+        embed, here = self.embedder.embed, self._space_here()
         with self.local:
             store = self.store
             held = self.__dict__.get("_space_verdict")
@@ -244,6 +240,15 @@ class Session:
                 store.forget_indexes()
                 self.__dict__["_space_seen"] = key[1]
         return writer
+
+    def _space_here(self) -> space.Space:
+        """This embedder as the store knows it (made as it loads; here for one given to
+        the session, not loaded by it)."""
+        here: space.Space | None = self.__dict__.get("_embedder_space")
+        if here is None:
+            here = space.Space.of(self.settings.embedder.model, self.embedder.embed)
+            self.__dict__["_embedder_space"] = here
+        return here
 
     def _space_key(self, keep: bool) -> tuple[object, ...]:
         """What a verdict of :meth:`embeddings_writer` holds for: the store's record and
@@ -268,9 +273,7 @@ class Session:
     def reembed(self, progress: space.Progress | None = None) -> int:
         """Every embedding the store keeps made again with this embedder (after
         embedder.model changed), and it recorded as the store's; returns how many."""
-        embed = self.embedder.embed
-        self.embeddings_writer(keep=False)  # this embedder's probes, and what is held seen
-        here: space.Space = self.__dict__["_embedder_space"]
+        embed, here = self.embedder.embed, self._space_here()
         with self.local:
             store = self.store
             try:

@@ -336,6 +336,25 @@ def reading(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         db.execute("COMMIT")
 
 
+def meta(db: sqlite_utils.Database, key: str) -> str | None:
+    """The value ``meta`` keeps under ``key`` (None: none)."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return None if row is None else str(row[0])
+
+
+def counter(db: sqlite_utils.Database, key: str) -> int:
+    """A count ``meta`` keeps under ``key`` (:func:`count_up`); 0 before the first."""
+    return int(meta(db, key) or 0)
+
+
+def count_up(db: sqlite_utils.Database, key: str) -> None:
+    db.execute(
+        "INSERT INTO meta (key, value) VALUES (?, '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        [key],
+    )
+
+
 def version(db: sqlite_utils.Database) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from assistant.store.cache import pack, unpack_many
 from assistant.store.corpus import Corpus
-from assistant.store.db import reading, transaction
+from assistant.store.db import count_up, counter, meta, reading, transaction
 from assistant.store.ledger import now
 from assistant.store.sealing import Sealer
 
@@ -59,16 +59,16 @@ class Source:
     chunks: int
 
 
+GENERATION = "files_generation"
+
+
 def generation(db: sqlite_utils.Database) -> int:
-    row = db.execute("SELECT value FROM meta WHERE key = 'files_generation'").fetchone()
-    return int(row[0]) if row else 0
+    return counter(db, GENERATION)
 
 
-def _bump(db: sqlite_utils.Database) -> None:
-    db.execute(
-        "INSERT INTO meta (key, value) VALUES ('files_generation', '1') "
-        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-    )
+def bump(db: sqlite_utils.Database) -> None:
+    """The index changed: one held in memory loads again (:func:`generation`)."""
+    count_up(db, GENERATION)
 
 
 def count(db: sqlite_utils.Database) -> int:
@@ -193,7 +193,7 @@ def replace(
                     [chunk_id, entity_ids[entity.key]],
                 )
         _drop_orphans(db, named_before)
-        _bump(db)
+        bump(db)
     return source_id
 
 
@@ -265,7 +265,7 @@ def _remove(db: sqlite_utils.Database, source_ids: Sequence[int]) -> None:
                 [json.dumps(list(source_ids))],
             )
             _drop_orphans(db, named)
-            _bump(db)
+            bump(db)
         # The log still holds the pages as they were: copied back, then emptied (best
         # effort: a reader in another process may hold it; the next checkpoint does it).
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -360,14 +360,14 @@ def save_learnt(db: sqlite_utils.Database, sealer: Sealer, learnt: Learnt) -> No
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             [base64.b64encode(sealed).decode("ascii")],
         )
-        _bump(db)
+        bump(db)
 
 
 def learnt(db: sqlite_utils.Database, sealer: Sealer) -> Learnt:
-    row = db.execute("SELECT value FROM meta WHERE key = 'files_learnt'").fetchone()
-    if row is None:
+    value = meta(db, "files_learnt")
+    if value is None:
         return Learnt()
-    opened = json.loads(sealer.open(base64.b64decode(row[0]), "meta.files_learnt") or "[]")
+    opened = json.loads(sealer.open(base64.b64decode(value), "meta.files_learnt") or "[]")
     if isinstance(opened, list):  # written before people were told apart: names only
         return Learnt(tuple(str(n) for n in opened))
     names = tuple(str(n) for n in opened.get("names", []))
@@ -407,11 +407,6 @@ def embedding_source(sealer: Sealer, table: str, body: bytes, field_name: str) -
 
 def sealed_embedding(sealer: Sealer, table: str, vector: Vector) -> bytes:
     return sealer.seal_bytes(pack(vector), f"{table}.embedding")
-
-
-def bump(db: sqlite_utils.Database) -> None:
-    """The index changed: one held in memory loads again (:func:`generation`)."""
-    _bump(db)
 
 
 def samples(db: sqlite_utils.Database, sealer: Sealer, n: int) -> list[tuple[str, Vector]]:

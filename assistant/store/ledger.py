@@ -39,7 +39,7 @@ import sqlite_utils
 from assistant.base.safetext import escape_controls
 from assistant.base.textform import normalise
 from assistant.net.upload import Upload
-from assistant.store.db import transaction
+from assistant.store.db import meta, transaction
 
 GENESIS = "0" * 64
 # The fields a row's hash covers, in order (not `hash` itself, nor `deleted`).
@@ -119,7 +119,7 @@ def head_holds(db: sqlite_utils.Database, key: bytes) -> bool:
     """Whether the recorded head (under the MAC) names the newest row: nothing is added
     to a ledger whose newest rows may have been removed (:func:`verify` says so)."""
     last = head(db)
-    if _meta(db, "ledger_head") is None:
+    if meta(db, "ledger_head") is None:
         return bool(last["id"] == 0)
     return _head(db, key) == (last["id"], last["hash"])
 
@@ -147,7 +147,7 @@ def append(
         # is, so that verify goes on saying so; a ledger without one (empty, or written
         # before MACs) gets one.
         moves_head = key is not None and (
-            _meta(db, "ledger_head") is None or _head(db, key) == (last["id"], last["hash"])
+            meta(db, "ledger_head") is None or _head(db, key) == (last["id"], last["hash"])
         )
         row: dict[str, Any] = {
             "id": last["id"] + 1,
@@ -206,11 +206,6 @@ def _rows(db: sqlite_utils.Database, where: str = "", params: Any = ()) -> Itera
         yield dict(zip(names, values, strict=True))
 
 
-def _meta(db: sqlite_utils.Database, key: str) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
-    return str(row[0]) if row else None
-
-
 def _newest_named(db: sqlite_utils.Database) -> int:
     """The newest upload id the question history names (0 for none): a store whose
     questions went to the teacher once had those uploads, even with no head record."""
@@ -226,7 +221,7 @@ def _newest_named(db: sqlite_utils.Database) -> int:
 def _head(db: sqlite_utils.Database, key: bytes) -> tuple[int, str] | None:
     """The recorded head (id, hash) when its MAC holds, else None."""
     try:
-        h = json.loads(_meta(db, "ledger_head") or "")
+        h = json.loads(meta(db, "ledger_head") or "")
         head_id, head_hash = int(h["id"]), str(h["hash"])
         good = h["mac"] == _head_mac(head_id, head_hash, key)
     except (ValueError, KeyError, TypeError):
@@ -300,7 +295,7 @@ def verify(
             f"your history names upload #{named}, and the ledger ends at #{last_id}: "
             "its newest rows were removed",
         )
-    if key is not None and (last_id or _meta(db, "ledger_head") is not None):
+    if key is not None and (last_id or meta(db, "ledger_head") is not None):
         # Whenever a head is recorded it is checked, an empty ledger's too: removing every
         # row leaves the head naming the newest one.
         if recorded is None:
@@ -355,7 +350,7 @@ def adopt(db: sqlite_utils.Database, key: bytes) -> tuple[int, str | None]:
             signed_after = len(unsigned) < len(rows)
             if signed_after and _head(db, key) is None:
                 raise _Refused("the ledger's head record is missing or was changed")
-            if not signed_after and _meta(db, "ledger_head") is not None:
+            if not signed_after and meta(db, "ledger_head") is not None:
                 # A head is recorded only with signed rows: these had MACs once.
                 raise _Refused("the ledger's head record shows these rows were signed once")
             for row in list(_rows(db, "WHERE mac IS NULL")):

@@ -33,7 +33,7 @@ import sqlite_utils
 from assistant.base.errors import StoreError
 from assistant.store import files
 from assistant.store.cache import Vector, pack, unpack
-from assistant.store.db import reading, transaction
+from assistant.store.db import count_up, counter, meta, reading, transaction
 from assistant.store.sealing import Sealer
 
 KEY = "embedder_space"
@@ -104,23 +104,13 @@ def _cosines(a: Vector, b: Vector) -> Vector:
 
 def raw(db: sqlite_utils.Database) -> str | None:
     """The record as it is kept (None: none)."""
-    row = db.execute("SELECT value FROM meta WHERE key = ?", [KEY]).fetchone()
-    return None if row is None else str(row[0])
+    return meta(db, KEY)
 
 
 def generation(db: sqlite_utils.Database) -> int:
     """How many times :func:`reembed` started or ended on this store: what a process
     holds in memory of the cache's embeddings from an earlier generation is read again."""
-    row = db.execute("SELECT value FROM meta WHERE key = ?", [GENERATION]).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _bump(db: sqlite_utils.Database) -> None:
-    db.execute(
-        "INSERT INTO meta (key, value) VALUES (?, '1') "
-        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-        [GENERATION],
-    )
+    return counter(db, GENERATION)
 
 
 def recorded(db: sqlite_utils.Database) -> Space | str | None:
@@ -275,7 +265,7 @@ def reembed(
     Returns how many.  One at a time: :func:`alone`."""
     with transaction(db):
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [KEY, REPLACING])
-        _bump(db)
+        count_up(db, GENERATION)
     done = 0
     for table, column in _CACHE:
 
@@ -300,7 +290,7 @@ def reembed(
         done += batches(db, table, select, sealed, progress, after=files.bump)
     with transaction(db):
         record(db, here)
-        _bump(db)
+        count_up(db, GENERATION)
     return done
 
 
