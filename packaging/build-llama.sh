@@ -11,7 +11,9 @@
 # same wheel runs on any x86-64 CPU, and on the one it was built on no slower than a
 # native build (models/README.md: Builds).
 #
-# CMAKE_ARGS adds to these flags (a GPU: CMAKE_ARGS=-DGGML_CUDA=on).  The wheel is kept in
+# CMAKE_ARGS adds to these flags (a GPU: CMAKE_ARGS=-DGGML_CUDA=on) and cannot undo one
+# (-DGGML_NATIVE=ON left in a shell's CMAKE_ARGS would crash on other CPUs): they come
+# after it, and CMake takes the last value of each.  The wheel is kept in
 # DRAG_WHEELS (default ~/.cache/drag-assistant/wheels) under a key of the version, the
 # flags and the compiler, never in pip's cache, which keys a built wheel on its source
 # alone and would hand a native build back after the flags changed.
@@ -19,7 +21,9 @@ set -eu
 version=${LLAMA_CPP_VERSION:-0.3.36}
 python=${PYTHON:-python3}
 portable="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib -DLLAVA_BUILD=OFF"
-flags="$portable ${CMAKE_ARGS:-}"
+# The portable flags last (CMake takes the last value of each); with no CMAKE_ARGS the
+# same string as before, so that a wheel kept under its key is found again.
+if [ -n "${CMAKE_ARGS:-}" ]; then flags="$CMAKE_ARGS $portable"; else flags="$portable "; fi
 compiler=$( (${CC:-cc} --version 2>/dev/null || echo none) | head -n 1)
 if command -v sha256sum >/dev/null; then sum="sha256sum"; else sum="shasum -a 256"; fi
 key=$(printf '%s\n' "$version" "$flags" "$compiler" "$(uname -m)" | $sum | cut -c1-16)
@@ -35,15 +39,10 @@ if [ -z "$found" ]; then
     wheel=$(ls "$tmp"/llama_cpp_python-*.whl)
     # A build for every CPU carries its CPU variants; without them llama.cpp has no CPU
     # backend at all (this is what a missing CMAKE_INSTALL_BINDIR gave).
-    case "$flags" in
-    *GGML_CPU_ALL_VARIANTS=OFF*) ;;
-    *)
-        if ! "$python" -m zipfile -l "$wheel" | grep -q 'llama_cpp/lib/libggml-cpu-'; then
-            echo "build-llama: $wheel has no CPU variant libraries" >&2
-            exit 1
-        fi
-        ;;
-    esac
+    if ! "$python" -m zipfile -l "$wheel" | grep -q 'llama_cpp/lib/libggml-cpu-'; then
+        echo "build-llama: $wheel has no CPU variant libraries" >&2
+        exit 1
+    fi
     mkdir -p "$store"
     printf '%s\n' "$flags" > "$store/CMAKE_ARGS"
     # Whole or not at all: another build-llama.sh may look meanwhile.

@@ -9,6 +9,7 @@ with SIGSEGV stands in for the AMX fault of the issue (``SEGFAULTING_PROBE``, a 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -70,6 +71,36 @@ def test_the_build_flags_are_portable() -> None:
     assert "packaging/build-llama.sh" in makefile and "build-llama.sh" in wheelhouse
     # The wheel never comes from pip's cache, which would hand back an older native build.
     assert "--no-cache-dir" in build and "--no-binary llama-cpp-python" in build
+
+
+def test_a_native_flag_from_the_shell_does_not_undo_the_portable_build(tmp_path: Path) -> None:
+    """A CMAKE_ARGS left in a user's shell (``-DGGML_NATIVE=ON`` from an earlier
+    llama-cpp-python install) is passed on, before the portable flags, which CMake takes
+    last: the build stays portable.  fake_python records what pip would be given."""
+    seen = tmp_path / "cmake-args"
+    fake_python = tmp_path / "fake_python"
+    fake_python.write_text(f'#!/bin/sh\nprintf "%s" "$CMAKE_ARGS" > {seen}\nexit 1\n')
+    fake_python.chmod(0o755)
+    env = {
+        **os.environ,
+        "PYTHON": str(fake_python),
+        "DRAG_WHEELS": str(tmp_path / "wheels"),
+        "CMAKE_ARGS": "-DGGML_NATIVE=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_CUDA=on",
+    }
+    built = subprocess.run(
+        ["sh", str(ROOT / "packaging" / "build-llama.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert built.returncode != 0  # the fake pip builds nothing
+    flags = shlex.split(seen.read_text())
+    last = {f.split("=")[0]: f for f in flags}  # CMake keeps the last -D of each name
+    assert last["-DGGML_NATIVE"] == "-DGGML_NATIVE=OFF"
+    assert last["-DGGML_CPU_ALL_VARIANTS"] == "-DGGML_CPU_ALL_VARIANTS=ON"
+    assert last["-DGGML_CUDA"] == "-DGGML_CUDA=on"  # what the user adds still counts
 
 
 def test_the_installed_build_carries_a_variant_for_each_cpu_level() -> None:
