@@ -18,6 +18,10 @@ What the model says is checked, never trusted:
   in a row; or up to its token limit) is stopped, and what it listed before is used;
   the rest of the text, from where it got to, is read again (up to three times), and
   a reading that gets no further leaves the question unchecked (reviewed, or not sent);
+* a reply written without the grammar that is not the JSON asked for, after values of
+  the text listed in their order (:meth:`Watch.resume_point`), keeps them, and the rest
+  is read again the same way; any other is asked for again under the grammar, where a
+  value longer than any name stops the model as it passes :data:`MAX_SPAN_CHARS`;
 * a model that fails, a reply that is not the JSON asked for, or one later than the
   reader's deadline is a :class:`~assistant.base.errors.PrivacyError`: nothing is sent.
 
@@ -34,8 +38,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from assistant.base.errors import DragError, PrivacyError
-from assistant.base.textform import word_char
 from assistant.privacy.findings import Finding
+from assistant.privacy.replywatch import (
+    MAX_JUNK,
+    MAX_SPAN_CHARS,
+    Closed,
+    Rambling,
+    Watch,
+    occurrences,
+)
 from assistant.privacy.values import (
     CATEGORIES,
     entity_of,
@@ -44,14 +55,21 @@ from assistant.privacy.values import (
     worth_hiding,
 )
 
-__all__ = ["CATEGORIES", "entity_of", "recheck", "shaped", "worth_hiding"]
+__all__ = [
+    "CATEGORIES",
+    "MAX_JUNK",
+    "MAX_SPAN_CHARS",
+    "entity_of",
+    "occurrences",
+    "recheck",
+    "shaped",
+    "worth_hiding",
+]
 
-READER_VERSION = "reader-v4"
+READER_VERSION = "reader-v6"  # reader-v4's prompt; a broken free reply read on freely
 RECOGNIZER = "LocalModelReader"
 
-MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
 MAX_SPAN_WORDS = 8  # a longer "value" is a sentence
-MAX_JUNK = 3  # values of no use in a row: the model is looping
 MAX_REPLY_TOKENS = 1024
 MAX_RESUMES = 3  # readings of the rest of a piece after the model looped
 PER_CHARS = 1000  # the deadline is the timeout for each this many characters
@@ -234,18 +252,6 @@ _ACRONYM = re.compile(r"^[A-Z]{2,4}$")
 _TERMS = ("person", "organisation", "place", "contact")
 
 
-def occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
-    """Where ``value`` stands in ``text`` word for word (in any case: small models change
-    it), not inside a longer word."""
-    for m in re.finditer(re.escape(value), text, re.IGNORECASE):
-        start, end = m.span()
-        inside = (start > 0 and word_char(text[start - 1]) and word_char(value[0])) or (
-            end < len(text) and word_char(text[end]) and word_char(value[-1])
-        )
-        if not inside:
-            yield start, end
-
-
 @dataclass
 class Reading:
     """What one reading found, and what it cost."""
@@ -277,6 +283,12 @@ class SpanReader:
         # whole vocabulary against a grammar at each step), and again under it only when
         # that reply is not the JSON asked for.
         self.free_first = free_first
+        # Stop the model where it writes a value longer than any that is used (it is
+        # copying the text), under the grammar: off to measure what it saves (drag bench).
+        self.stop_long = True
+        # A free reply not the JSON asked for, after values of the text: the rest read
+        # again freely (off: the whole piece again under the grammar, as before).
+        self.resume_free = True
 
     def read(self, text: str) -> Reading:
         """The model's findings in ``text``: each value it lists wherever it occurs.
@@ -316,27 +328,20 @@ class SpanReader:
         end.  A small model that loops (one value again and again) has often listed
         what comes before the loop: the rest of the piece, from where the furthest value
         it listed first stands, is read again, up to :data:`MAX_RESUMES` times, as long
-        as each reading gets further.  A reading vouches for the piece when it closes
-        its list, or when it looped after the last of the text.  A reading that gets no
-        further reads what is left in two halves, each on its own (a loop belongs to
-        the text it was given), down to :data:`MIN_SPLIT` characters, :data:`MAX_SPLITS`
-        deep; it vouches only when every half was read to its end."""
+        as each reading gets further (so too after a free reply that went wrong, or a
+        value too long under the grammar: :meth:`_ask`).  A reading vouches for the
+        piece when it closes its list, or when it looped after the last of the text.  A
+        reading that gets no further reads what is left in two halves, each on its own
+        (a loop belongs to the text it was given), down to :data:`MIN_SPLIT` characters,
+        :data:`MAX_SPLITS` deep; it vouches only when every half was read to its end."""
         pairs: list[tuple[str, str]] = []
         start = 0
         for _ in range(MAX_RESUMES + 1):
-            found, whole, mentioned = self._ask(piece[start:], deadline, kind)
+            found, whole, got = self._ask(piece[start:], deadline, kind)
             pairs += [pair for pair in found if pair not in pairs]
             if whole:
                 return pairs, True
-            # How far it got: each value it listed from the text (one to hide or not)
-            # where it first stands from here (a value said again later in the text
-            # says nothing of what lies between).
-            firsts = (
-                next(occurrences(piece[start:], v.strip()), None)
-                for v in (*(v for _c, v in found), *mentioned)
-                if v.strip()
-            )
-            reached = start + max((span[1] for span in firsts if span), default=0)
+            reached = start + got
             if reached <= start:  # no further than before: the rest in halves, or unread
                 rest = piece[start:]
                 if depth >= MAX_SPLITS or len(rest) < 2 * MIN_SPLIT:
@@ -374,13 +379,16 @@ class SpanReader:
 
     def _ask(
         self, piece: str, deadline: float, kind: Callable[[str], str]
-    ) -> tuple[list[tuple[str, str]], bool, list[str]]:
+    ) -> tuple[list[tuple[str, str]], bool, int]:
         """The (category, value) pairs the model lists in ``piece``, whether it read the
-        piece to its end, and (when it did not) the other values of the text it listed
-        before it stopped."""
+        piece to its end, and (when it did not) how far into it it got (:meth:`Watch.reach`)."""
         tries = (None, SCHEMA) if self.free_first else (SCHEMA,)
         for schema in tries:
-            watch = _Watch(deadline, self.timeout, kind, closes=schema is None)
+            # A value past the longest is stopped under the grammar only: there a token
+            # costs twice as much, and a free reply copies the text by drafting from it
+            # (stopping it there cost more readings of the rest than it saved).
+            long_stops = self.stop_long and schema is not None
+            watch = Watch(deadline, self.timeout, kind, closes=schema is None, stop_long=long_stops)
             try:
                 reply = self.model.chat(
                     messages(piece),
@@ -390,9 +398,9 @@ class SpanReader:
                     on_text=watch,
                     schema=schema,
                 )
-            except _Rambling:  # it went on listing nothing of use: what came before
-                return watch.pairs, False, watch.mentioned
-            except _Closed:
+            except Rambling:  # it went on listing nothing of use: what came before
+                return watch.pairs, False, watch.reach(piece)
+            except Closed:
                 text = watch.reply  # the JSON is complete; what follows is not read
             except PrivacyError:
                 raise
@@ -403,91 +411,20 @@ class SpanReader:
                 ) from None
             else:
                 if not getattr(reply, "finished", True):  # cut while listing on
-                    return watch.pairs, False, watch.mentioned
+                    return watch.pairs, False, watch.reach(piece)
                 text = reply.text
             try:
-                return parse(text, strict=schema is None), True, []
+                return parse(text, strict=schema is None), True, 0
             except PrivacyError:
                 if schema is SCHEMA:
                     raise
+                # A free reply that is not the JSON asked for, after values of the
+                # text: those are kept, and the rest is read again from where it
+                # stands (not the whole piece again under the grammar, where a token
+                # costs twice as much and the model copies on just the same).
+                if self.resume_free and (got := watch.resume_point(piece)) > 0:
+                    return watch.pairs, False, got
         raise AssertionError("unreachable: the last try has the grammar")
-
-
-class _Rambling(Exception):
-    """The model lists one thing after another that is not in the text (a loop)."""
-
-
-class _Closed(Exception):
-    """The reply's JSON object is complete (a reply written without the grammar may go
-    on with prose)."""
-
-
-_DECODER = json.JSONDecoder()
-# A complete [category, value] pair in the reply as it streams.
-_PAIR = re.compile(r'\[\s*"([a-z]+)"\s*,\s*("(?:[^"\\]|\\.)*")\s*\]')
-
-
-class _Watch:
-    """Reads the reply as it streams: past the deadline it stops the reading (a
-    PrivacyError); after :data:`MAX_JUNK` listed values in a row that are of no use (not
-    in the text, or listed before: a loop) it stops the model, keeping the pairs before.
-    A value of the text that is not worth hiding (a topic) is no pair, but the model is
-    reading on: it breaks a row of useless ones, and says how far the model got."""
-
-    def __init__(
-        self,
-        deadline: float,
-        timeout: float,
-        kind: Callable[[str], str],
-        *,
-        closes: bool = False,
-    ) -> None:
-        self.closes = closes  # stop the model once the reply is one whole JSON object
-        self.deadline = deadline
-        self.timeout = timeout
-        self.kind = kind
-        self.mentioned: list[str] = []
-        self.reply = ""
-        self.scanned = 0
-        self.junk = 0
-        self.pairs: list[tuple[str, str]] = []
-        self.seen: set[str] = set()
-
-    def __call__(self, piece: str) -> None:
-        if time.perf_counter() > self.deadline:
-            raise PrivacyError(
-                f"the local privacy reader took longer than its {self.timeout:g} s for "
-                "each 1,000 characters (privacy.reader_timeout); nothing was sent"
-            )
-        self.reply += piece
-        if self.closes and "}" in piece and (start := self.reply.find("{")) >= 0:
-            try:  # from its first "{": a model may open a code fence first
-                _value, end = _DECODER.raw_decode(self.reply, start)
-            except ValueError:
-                pass
-            else:
-                self.reply = self.reply[start:end]
-                raise _Closed
-        for m in _PAIR.finditer(self.reply, self.scanned):
-            self.scanned = m.end()
-            try:
-                value = json.loads(m.group(2))
-            except ValueError:
-                continue
-            key = value.strip().casefold()
-            what = self.kind(value) if key not in self.seen else "again"
-            if m.group(1) in CATEGORIES and what == "good":
-                self.seen.add(key)
-                self.pairs.append((m.group(1), value))
-                self.junk = 0
-            elif what == "mentioned":
-                self.seen.add(key)
-                self.mentioned.append(value)
-                self.junk = 0
-            else:
-                self.junk += 1
-                if self.junk >= MAX_JUNK:
-                    raise _Rambling
 
 
 def union(
