@@ -248,6 +248,13 @@ PRIVACY_TABLES = {
         "full (detector alone)": "full",
         "full + reader, reader-v4": "full+reader",
     },
+    "privacy-reader/reader-v6/pupa-unseen-95": {
+        "full (detector alone)": "full",
+        "full + reader, reader-v6, not kept": "full+reader (grammar fallback)",
+        "full + reader, the same text again under the grammar (drag's)": (
+            "full+reader (grammar again)"
+        ),
+    },
     "privacy-figures/pupa-unseen-95-lookup": {
         "full (detector alone)": "full",
         "full + reader, drafting from the question (drag's)": "full+reader (decoding lookup)",
@@ -302,10 +309,10 @@ def test_the_docs_privacy_tables_are_their_folders_summaries(folder: str) -> Non
 _DRAFTING = "full+reader (decoding lookup)"
 
 
-def _read_seconds(folder: str, method: str) -> dict[str, float]:
-    """Each item's reader seconds for ``method`` in a privacy-figures folder (an item
-    whose reading failed has none)."""
-    lines = (RESULTS / "privacy-figures" / folder / "privacy-items.jsonl").read_text("utf-8")
+def _read_seconds(folder: str, method: str, under: str = "privacy-figures") -> dict[str, float]:
+    """Each item's reader seconds for ``method`` in a privacy-figures folder (or one
+    ``under`` another folder of the results; an item whose reading failed has none)."""
+    lines = (RESULTS / under / folder / "privacy-items.jsonl").read_text("utf-8")
     rows = [json.loads(line) for line in lines.splitlines()]
     return {
         r["id"]: r["seconds"]["read"]
@@ -355,6 +362,71 @@ def test_the_docs_reader_v4_times_are_counted_from_the_records() -> None:
         f"({sum(after) / sum(before):.2f}×; p50 {p50:.2f} s against {p50_before:.2f} s, "
         f"p95 {p95:.1f} s against {p95_before:.1f} s"
     ) in text
+
+
+_V6 = "full+reader (grammar fallback)"
+_AGAIN = "full+reader (grammar again)"
+# The unseen readings whose traces the reader-v6 change was written from.
+_TRACED = ("PUPA_TNB/23", "PUPA_TNB/163", "PUPA_TNB/200")
+
+
+def _controls_changed(records: list[dict[str, Any]], method: str) -> str:
+    """ "changed / all (refused)" of one method's control records."""
+    rows = [r for r in records if r["method"] == method]
+    moved = sum(1 for r in rows if r["changed"] or r["blocked"])
+    refused = sum(1 for r in rows if r["blocked"])
+    return f"{moved} / {len(rows)} ({refused})"
+
+
+def _control_reads(records: list[dict[str, Any]], method: str) -> list[float]:
+    """The reader's seconds of one method's control records (a failed reading has none)."""
+    return [
+        r["seconds"]["read"] for r in records if r["method"] == method and "read" in r["seconds"]
+    ]
+
+
+def test_the_docs_reader_v6_times_are_counted_from_the_records() -> None:
+    """Issue 48: reader-v6 against the same reader reading a broken free reply's text
+    again under the grammar, side by side in one run, as docs/benchmarks.md gives them
+    (readings, p50, p95, the sum, how many reader-v6 made faster; all queries and
+    without the three whose traces the change came from), and the MMLU controls
+    120–179 (changed, and refused, by each)."""
+    under = "privacy-reader/reader-v6"
+    text = DOCS.read_text("utf-8")
+    after = text[text.index(f"](results/{under}/pupa-unseen-95)") :]
+    section = after[: after.index("\n#")]
+    v6 = _read_seconds("pupa-unseen-95", _V6, under)
+    again = _read_seconds("pupa-unseen-95", _AGAIN, under)
+    for skip, label in (((), "all"), (_TRACED, "without the three traced")):
+        new = {i: t for i, t in v6.items() if i not in skip}
+        old = {i: t for i, t in again.items() if i not in skip}
+        both = sorted(set(new) & set(old))
+        faster = sum(1 for i in both if new[i] < old[i])
+        ratio = sum(new[i] for i in both) / sum(old[i] for i in both)
+        for how, seconds, than in (
+            ("reader-v6, not kept", new, f"{faster} of {len(both)} ({ratio:.2f}×)"),
+            ("the same text again under the grammar (drag's)", old, "–"),
+        ):
+            reads = sorted(seconds.values())
+            p50, p95 = _p50_p95(reads)
+            row = (
+                f"| {label}, {how} | {len(reads)} | {p50:.2f} s | {p95:.1f} s "
+                f"| {sum(reads):.0f} s | {than} |"
+            )
+            assert row in section.splitlines(), row
+    for span in ("120-179",):
+        records = [
+            json.loads(line)
+            for line in (RESULTS / under / f"mmlu-controls-{span}")
+            .joinpath("privacy-items.jsonl")
+            .read_text("utf-8")
+            .splitlines()
+        ]
+
+        cells = " | ".join(_controls_changed(records, m) for m in ("full", _V6, _AGAIN))
+        assert f"| {span.replace('-', '–')} | {cells} |" in section.splitlines(), span
+        took = [sum(_control_reads(records, m)) for m in (_V6, _AGAIN)]
+        assert f"took {took[0]:.0f} s for the 60 readings against {took[1]:.0f} s" in section
 
 
 def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:

@@ -198,6 +198,20 @@ def test_after_a_loop_the_rest_of_the_text_is_read_again() -> None:
     assert model.asked[1] == R.fenced(" is where priya met tomas, back in pune")
 
 
+def test_after_a_loop_a_value_under_a_category_not_asked_for_is_read_again() -> None:
+    """What the model filed under a category of its own ("game") is not used: the rest
+    is read again from where the earliest such value stands, even when the model
+    listed values of the text after it before it looped."""
+    text = "priya plays chess with tomas in pune"
+    model = FakeScriptedModel(
+        found(("person", "priya"), ("game", "chess"), ("person", "tomas"), *[("place", "x")] * 9),
+        found(("person", "tomas"), ("place", "pune")),
+    )
+    reading = R.SpanReader(model, common=never_common).read(text)
+    assert model.asked[1] == R.fenced("chess with tomas in pune")
+    assert sorted({f.text for f in reading.findings}) == ["priya", "pune", "tomas"]
+
+
 def test_topics_the_model_lists_do_not_stop_it() -> None:
     """Words of the text that are not worth hiding ("photosynthesis") are no values, but
     the model is reading on: three in a row stopped it as a loop (on MMLU questions that
@@ -263,92 +277,6 @@ def test_a_reply_cut_at_its_token_limit_keeps_the_values_it_completed() -> None:
     reading = R.SpanReader(model, common=never_common).read("priya lives in pune")
     assert [f.text for f in reading.findings] == ["priya"]
     assert not reading.complete
-
-
-DUTIES = (
-    "The role requires advanced customer service and technical support abilities, "
-    "strong analytical skills and a high level of professionalism in every task."
-)
-
-
-def test_under_the_grammar_a_value_longer_than_any_name_stops_the_model() -> None:
-    """The 0.5B copies a sentence of the text as one "value" (a job advert's duties,
-    filed as a person), hundreds of tokens that can never be used (no value over
-    MAX_SPAN_CHARS is), at the grammar's pace: it is stopped as the value passes the
-    limit, and the rest of the text, after the words it copied, is read again."""
-    text = f"priya sent this: {DUTIES} Reply to tomas."
-    model = FakeScriptedModel(
-        found(("person", "priya"), ("person", DUTIES), ("person", "tomas")),
-        found(("person", "tomas")),
-    )
-    reading = R.SpanReader(model, common=never_common, free_first=False).read(text)
-    assert sorted({f.text for f in reading.findings}) == ["priya", "tomas"]
-    assert reading.complete
-    copied = DUTIES[: R.MAX_SPAN_CHARS + 1].rsplit(" ", 1)[0]  # its whole words
-    assert model.asked[1] == R.fenced(text[text.index(copied) + len(copied) :])
-    streaming = FakeStreamingModel(found(("person", "priya"), ("person", DUTIES)))
-    R.SpanReader(streaming, common=never_common, free_first=False).read(text)
-    value_at = streaming.streamed.index("The role")
-    assert len(streaming.streamed) - value_at < R.MAX_SPAN_CHARS + 5  # a piece of 5
-
-
-def test_a_free_reply_copying_the_text_is_not_stopped() -> None:
-    text = f"priya sent this: {DUTIES} Reply to tomas."
-    reply = found(("person", "priya"), ("person", DUTIES), ("person", "tomas"))
-    model = FakeStreamingModel(reply)
-    reading = R.SpanReader(model, common=never_common).read(text)
-    assert model.streamed == reply and model.schemas == [None] and reading.complete
-
-
-class FakeOnePiece(FakeModel):
-    """Fake: streams each of its replies in turn (the last one again once they are
-    used) to ``on_text`` as one piece."""
-
-    def __init__(self, *replies: str) -> None:
-        super().__init__("")
-        self.replies = list(replies)
-
-    def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
-        self.asked.append(messages[-1]["content"])
-        self.schemas.append(kwargs["schema"])
-        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
-        kwargs["on_text"](reply)
-        return FakeReply(reply)
-
-
-def test_a_long_value_stops_the_model_after_the_pairs_before_it_are_counted() -> None:
-    text = f"priya sent this: {DUTIES} Reply to tomas."
-    model = FakeOnePiece(found(("person", "priya"), ("person", DUTIES), ("person", "tomas")))
-    reading = R.SpanReader(model, common=never_common, free_first=False).read(text)
-    assert "priya" in {f.text for f in reading.findings}
-
-
-def test_a_copied_value_is_cut_back_to_its_whole_words_in_any_script() -> None:
-    """Where the copy stops inside a word of a script with vowel signs (which are no
-    letters), the reading goes on from the end of the last whole word."""
-    sentence = "ab " + "मेरा नाम प्रियान्का है " * 5
-    text = f"priya: {sentence}tomas"
-    model = FakeScriptedModel(
-        found(("person", "priya"), ("person", sentence.strip())), found(("person", "tomas"))
-    )
-    R.SpanReader(model, common=never_common, free_first=False).read(text)
-    copied = sentence[: R.MAX_SPAN_CHARS + 1]  # it stops inside "प्रियान्का"
-    assert copied.endswith("प्रियान")
-    whole = copied.rsplit(" ", 1)[0]  # "… मेरा नाम"
-    assert model.asked[1] == R.fenced(text[text.index(whole) + len(whole) :])
-
-
-def test_a_value_is_measured_as_it_reads_not_as_it_is_escaped() -> None:
-    """A name in another script written with JSON's escapes (six characters each) and
-    a value of exactly the longest length are read to their end."""
-    longest = "Ms " + "x" * (R.MAX_SPAN_CHARS - 3)
-    names = "王小明" * 12  # 36 characters, 216 escaped
-    text = f"{names} and {longest} met"
-    reply = json.dumps({"found": [["person", names], ["person", longest]]})  # ASCII escapes
-    model = FakeStreamingModel(reply)
-    reading = R.SpanReader(model, common=never_common, free_first=False).read(text)
-    assert model.streamed == reply and reading.complete
-    assert [f.text for f in reading.findings] == [names, longest]
 
 
 def test_a_reader_past_its_deadline_raises() -> None:
@@ -424,8 +352,7 @@ def test_a_value_without_the_shape_of_its_kind_is_dropped() -> None:
 
 
 class FakeTwoReplies(FakeModel):
-    """Fake: one reply when asked without the grammar, another under it, each streamed
-    to ``on_text`` in pieces of a few characters."""
+    """Fake: one reply when asked without the grammar, another under it."""
 
     def __init__(self, free: str, under_grammar: str) -> None:
         super().__init__(free)
@@ -433,11 +360,7 @@ class FakeTwoReplies(FakeModel):
 
     def chat(self, messages: Any, **kwargs: Any) -> FakeReply:
         reply = super().chat(messages, **kwargs)
-        if kwargs["schema"] is not None:
-            reply = FakeReply(self.under_grammar)
-        for n in range(0, len(reply.text), 5):
-            kwargs["on_text"](reply.text[n : n + 5])
-        return reply
+        return FakeReply(self.under_grammar) if kwargs["schema"] is not None else reply
 
 
 def test_a_free_reply_that_is_the_json_asked_for_is_used_as_it_is() -> None:
@@ -451,87 +374,16 @@ def test_a_free_reply_that_is_the_json_asked_for_is_used_as_it_is() -> None:
     "free",
     [
         "Sure! The personal values are priya and pune.",
-        '{"found": [["person", "',  # broken off before a value
-        '{"found": [["person", "priya"], ["pl',  # one value only
-        '{"found": [["place", "pune"], ["person", "priya"], ["pe',  # not in the text's order
-        '{"found": [["person", "priya"], ["place", "pune"], ["person", "thanks"], ["pe',
-        '{"found": [["person", "priya"] ["place", "from"], ["pe',  # no comma between
+        found(("name", "priya"), ("place", "pune")),  # a category not asked for
+        '{"found": [["person", "priya"]',  # broken off
     ],
-    ids=["prose", "broken", "one-value", "out-of-order", "to-the-end", "no-comma"],
+    ids=["prose", "unknown-category", "broken"],
 )
 def test_a_free_reply_that_is_not_the_json_is_read_again_under_the_grammar(free: str) -> None:
-    """Unless it listed values of the text in order before it went wrong, two at least,
-    short of the text's end: then what it says of the text is not to be trusted."""
     model = FakeTwoReplies(free, found(("person", "priya"), ("place", "pune")))
-    reading = R.SpanReader(model, common=never_common).read("hey im priya from pune, thanks")
+    reading = R.SpanReader(model, common=never_common).read("hey im priya from pune")
     assert [f.text for f in reading.findings] == ["priya", "pune"]
     assert model.schemas == [None, R.SCHEMA]
-
-
-@pytest.mark.parametrize("opening", ["", "```json\n"], ids=["plain", "code-fence"])
-def test_a_free_reply_not_the_json_after_values_of_the_text_reads_on_freely(opening: str) -> None:
-    """A free reply that breaks off after values of the text keeps them, and the rest of
-    the text is read again without the grammar: not the whole text once more under it
-    (on the 0.5B, two tokens' time each, and a copied sentence goes on just the same)."""
-    text = "priya met tomas at the old boathouse in pune"
-    model = FakeScriptedModel(
-        opening + '{"found": [["person", "priya"], ["person", "tomas"], ["place", "the old boath',
-        found(("place", "pune")),
-    )
-    reading = R.SpanReader(model, common=never_common).read(text)
-    assert sorted({f.text for f in reading.findings}) == ["priya", "pune", "tomas"]
-    assert reading.complete and model.schemas == [None, None]
-    assert model.asked[1] == R.fenced(" at the old boathouse in pune")
-
-
-def test_a_broken_free_reply_vouches_only_for_its_items_before_the_first_not_a_pair() -> None:
-    """An item that is no [category, value] pair (three strings, an object) says
-    nothing of where the model got, nor does anything listed after it."""
-    text = "priya and anna: 0612345678, tomas lives in pune"
-    model = FakeScriptedModel(
-        '{"found": [["person", "priya"], ["person", "anna"], ["contact", "0612345678", '
-        '"mobile"], ["person", "tomas"], ["place", "pune"]]}',
-        found(("contact", "0612345678"), ("person", "tomas"), ("place", "pune")),
-    )
-    reading = R.SpanReader(model, common=never_common).read(text)
-    assert model.asked[1] == R.fenced(": 0612345678, tomas lives in pune")
-    assert {f.text for f in reading.findings} == {"priya", "anna", "0612345678", "tomas", "pune"}
-    assert reading.complete and model.schemas == [None, None]
-
-
-def test_a_category_written_with_escapes_is_not_one_asked_for() -> None:
-    text = "priya met tomas at the old boathouse in pune"
-    model = FakeScriptedModel(
-        '{"found": [["person", "priya"], ["\\u0070erson", "tomas"], ["place", "the old boat',
-        found(("person", "tomas"), ("place", "pune")),
-    )
-    R.SpanReader(model, common=never_common).read(text)
-    assert model.asked[1] == R.fenced("tomas at the old boathouse in pune")
-
-
-def test_the_pairs_of_the_piece_that_closes_a_reply_are_counted() -> None:
-    """A reply that closes in the piece that completes its last pairs, and is not the
-    JSON asked for: those pairs are kept as the rest is read again."""
-    text = "priya met tomas in pune to play chess, she said"
-    pairs = [("person", "priya"), ("person", "tomas"), ("place", "pune"), ("game", "chess")]
-    model = FakeOnePiece(found(*pairs), found())
-    reading = R.SpanReader(model, common=never_common).read(text)
-    assert {f.text for f in reading.findings} == {"priya", "tomas", "pune"}
-    assert model.asked[1] == R.fenced("chess, she said")  # read again from the odd one
-
-
-def test_a_value_under_a_category_not_asked_for_is_read_again() -> None:
-    """What the model filed under a category of its own is not used, and the text is
-    read again from where it stands, even when the model listed values after it."""
-    text = "priya plays chess with tomas in pune"
-    model = FakeScriptedModel(
-        found(("person", "priya"), ("game", "chess"), ("person", "tomas")),
-        found(("person", "tomas"), ("place", "pune")),
-    )
-    reading = R.SpanReader(model, common=never_common).read(text)
-    assert sorted({f.text for f in reading.findings}) == ["priya", "pune", "tomas"]
-    assert reading.complete and model.schemas == [None, None]
-    assert model.asked[1] == R.fenced("chess with tomas in pune")
 
 
 def test_a_free_reply_is_stopped_when_its_json_is_complete() -> None:
@@ -872,40 +724,22 @@ def test_doctor_checks_the_reader_model(model: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_the_benchmark_reads_through_the_path_drag_ask_takes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_benchmark_reads_through_the_path_drag_ask_takes(tmp_path: Path) -> None:
     """--methods full,reader: one item, the detector alone and with the shipped reader
     (Session.read, as drag ask calls it).  The detector cannot read Chinese, so alone it
     sends nothing (as drag ask --yes refuses it); with the reader the name is replaced
-    and the rest is sent.  --reader-grammar again reads as drag did before a broken
-    free reply was read on freely (and a long value stopped under the grammar)."""
+    and the rest is sent."""
     from drag_bench import privacy as leakage
 
-    from assistant.core.session import Session
-
-    ways: list[tuple[bool, bool, bool]] = []
-    read = Session.read
-
-    def noted_read(self: Session, question: str) -> Any:
-        r = self.reader
-        ways.append((r.free_first, r.resume_free, r.stop_long))
-        return read(self, question)
-
-    monkeypatch.setattr(Session, "read", noted_read)
     data = tmp_path / "items.jsonl"
     data.write_text(json.dumps({"text": ASK, "pii": ["李娜"]}, ensure_ascii=False) + "\n")
     out = tmp_path / "out"
     args = ["--dataset", str(data), "--methods", "full,reader", "--no-teacher", "--out", str(out)]
-    assert leakage.main([*args, "--reader-grammar", "fallback,again"]) == 0
+    assert leakage.main(args) == 0
     records = {
         json.loads(line)["method"]: json.loads(line)
         for line in (out / "privacy-items.jsonl").read_text("utf-8").splitlines()
     }
-    assert ways == [(True, True, True), (True, False, False)]
-    before = records.pop("full+reader (grammar again)")
-    records["full+reader"] = records.pop("full+reader (grammar fallback)")
-    assert before["values"] == records["full+reader"]["values"]
     assert set(records) == {"full", "full+reader"}
     assert records["full"]["blocked"] and "not checked: text in CJK" in records["full"]["note"]
     assert not records["full+reader"]["blocked"]

@@ -16,12 +16,9 @@ What the model says is checked, never trusted:
   model lists topics too, and a topic is what the teacher must see;
 * a model that lists on and on (a value again, or values not in the text, three times
   in a row; or up to its token limit) is stopped, and what it listed before is used;
-  the rest of the text, from where it got to, is read again (up to three times), and
+  the rest of the text, from where it got to (no further than a value it filed under a
+  category of its own), is read again (up to three times), and
   a reading that gets no further leaves the question unchecked (reviewed, or not sent);
-* a reply written without the grammar that is not the JSON asked for, after values of
-  the text listed in their order (:meth:`Watch.resume_point`), keeps them, and the rest
-  is read again the same way; any other is asked for again under the grammar, where a
-  value longer than any name stops the model as it passes :data:`MAX_SPAN_CHARS`;
 * a model that fails, a reply that is not the JSON asked for, or one later than the
   reader's deadline is a :class:`~assistant.base.errors.PrivacyError`: nothing is sent.
 
@@ -41,7 +38,6 @@ from assistant.base.errors import DragError, PrivacyError
 from assistant.privacy.findings import Finding
 from assistant.privacy.replywatch import (
     MAX_JUNK,
-    MAX_SPAN_CHARS,
     Closed,
     Rambling,
     Watch,
@@ -58,7 +54,6 @@ from assistant.privacy.values import (
 __all__ = [
     "CATEGORIES",
     "MAX_JUNK",
-    "MAX_SPAN_CHARS",
     "entity_of",
     "occurrences",
     "recheck",
@@ -66,9 +61,10 @@ __all__ = [
     "worth_hiding",
 ]
 
-READER_VERSION = "reader-v6"  # reader-v4's prompt; a broken free reply read on freely
+READER_VERSION = "reader-v4.1"  # reader-v4, a value under a category of its own read again
 RECOGNIZER = "LocalModelReader"
 
+MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
 MAX_SPAN_WORDS = 8  # a longer "value" is a sentence
 MAX_REPLY_TOKENS = 1024
 MAX_RESUMES = 3  # readings of the rest of a piece after the model looped
@@ -283,12 +279,6 @@ class SpanReader:
         # whole vocabulary against a grammar at each step), and again under it only when
         # that reply is not the JSON asked for.
         self.free_first = free_first
-        # Stop the model where it writes a value longer than any that is used (it is
-        # copying the text), under the grammar: off to measure what it saves (drag bench).
-        self.stop_long = True
-        # A free reply not the JSON asked for, after values of the text: the rest read
-        # again freely (off: the whole piece again under the grammar, as before).
-        self.resume_free = True
 
     def read(self, text: str) -> Reading:
         """The model's findings in ``text``: each value it lists wherever it occurs.
@@ -328,12 +318,11 @@ class SpanReader:
         end.  A small model that loops (one value again and again) has often listed
         what comes before the loop: the rest of the piece, from where the furthest value
         it listed first stands, is read again, up to :data:`MAX_RESUMES` times, as long
-        as each reading gets further (so too after a free reply that went wrong, or a
-        value too long under the grammar: :meth:`_ask`).  A reading vouches for the
-        piece when it closes its list, or when it looped after the last of the text.  A
-        reading that gets no further reads what is left in two halves, each on its own
-        (a loop belongs to the text it was given), down to :data:`MIN_SPLIT` characters,
-        :data:`MAX_SPLITS` deep; it vouches only when every half was read to its end."""
+        as each reading gets further.  A reading vouches for the piece when it closes
+        its list, or when it looped after the last of the text.  A reading that gets no
+        further reads what is left in two halves, each on its own (a loop belongs to
+        the text it was given), down to :data:`MIN_SPLIT` characters, :data:`MAX_SPLITS`
+        deep; it vouches only when every half was read to its end."""
         pairs: list[tuple[str, str]] = []
         start = 0
         for _ in range(MAX_RESUMES + 1):
@@ -384,11 +373,7 @@ class SpanReader:
         piece to its end, and (when it did not) how far into it it got (:meth:`Watch.reach`)."""
         tries = (None, SCHEMA) if self.free_first else (SCHEMA,)
         for schema in tries:
-            # A value past the longest is stopped under the grammar only: there a token
-            # costs twice as much, and a free reply copies the text by drafting from it
-            # (stopping it there cost more readings of the rest than it saved).
-            long_stops = self.stop_long and schema is not None
-            watch = Watch(deadline, self.timeout, kind, closes=schema is None, stop_long=long_stops)
+            watch = Watch(deadline, self.timeout, kind, closes=schema is None)
             try:
                 reply = self.model.chat(
                     messages(piece),
@@ -418,12 +403,6 @@ class SpanReader:
             except PrivacyError:
                 if schema is SCHEMA:
                     raise
-                # A free reply that is not the JSON asked for, after values of the
-                # text: those are kept, and the rest is read again from where it
-                # stands (not the whole piece again under the grammar, where a token
-                # costs twice as much and the model copies on just the same).
-                if self.resume_free and (got := watch.resume_point(piece)) > 0:
-                    return watch.pairs, False, got
         raise AssertionError("unreachable: the last try has the grammar")
 
 

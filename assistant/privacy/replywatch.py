@@ -2,8 +2,8 @@
 
 :class:`Watch` sees each piece of the model's reply as it is written: it stops the
 reading past its deadline, stops a model that lists on and on (values of no use in a
-row, or, under the grammar, one value longer than any name), and notes how far into
-the text the model got, so that the reader can read the rest again.
+row), and notes how far into the text the model got, so that the reader can read the
+rest again.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from assistant.base.errors import PrivacyError
 from assistant.base.textform import word_char
 from assistant.privacy.values import CATEGORIES
 
-MAX_SPAN_CHARS = 64  # a longer value is a sentence, not a name: not used
 MAX_JUNK = 3  # values of no use in a row: the model is looping
 
 
@@ -37,11 +36,6 @@ class Rambling(Exception):
     """The model lists one thing after another that is not in the text (a loop)."""
 
 
-class Overrun(Rambling):
-    """The model writes a value longer than any it may list (:data:`MAX_SPAN_CHARS`):
-    it is copying the text, not naming values in it."""
-
-
 class Closed(Exception):
     """The reply's JSON object is complete (a reply written without the grammar may go
     on with prose)."""
@@ -50,10 +44,6 @@ class Closed(Exception):
 _DECODER = json.JSONDecoder()
 # A complete [category, value] pair in the reply as it streams.
 _PAIR = re.compile(r'\[\s*"([a-z]+)"\s*,\s*("(?:[^"\\]|\\.)*")\s*\]')
-# The reply's opening, and one item of its list with the comma after it, if any (any
-# category: one not asked for is read again).
-_OPENING = re.compile(r'\s*\{\s*"found"\s*:\s*\[')
-_ITEM = re.compile(r'\s*\[\s*("(?:[^"\\]|\\.)*")\s*,\s*("(?:[^"\\]|\\.)*")\s*\]\s*(,?)')
 
 
 class Watch:
@@ -70,7 +60,6 @@ class Watch:
         kind: Callable[[str], str],
         *,
         closes: bool = False,
-        stop_long: bool = True,
     ) -> None:
         self.closes = closes  # stop the model once the reply is one whole JSON object
         self.deadline = deadline
@@ -83,12 +72,6 @@ class Watch:
         self.junk = 0
         self.pairs: list[tuple[str, str]] = []
         self.seen: set[str] = set()
-        self.stop_long = stop_long
-        # The string the reply is in, as it streams (None: between strings): its raw
-        # text, how many characters it decodes to, and the escape being read.
-        self.raw: str | None = None
-        self.length = 0
-        self.escape = 0
 
     def __call__(self, piece: str) -> None:
         if time.perf_counter() > self.deadline:
@@ -108,8 +91,6 @@ class Watch:
                 raise Closed
         if looping:
             raise Rambling
-        if self.stop_long:
-            self._follow(piece)
 
     def _count(self) -> bool:
         """Counts the pairs completed since the last piece; True when :data:`MAX_JUNK`
@@ -151,78 +132,3 @@ class Watch:
         reached = max((span[1] for span in firsts if span), default=0)
         odd = [next(occurrences(piece, v.strip()), None) for v in self.odd if v.strip()]
         return min([reached, *(span[0] for span in odd if span)])
-
-    def resume_point(self, piece: str) -> int:
-        """Where a free reply that is not the JSON asked for lets the reading of
-        ``piece`` go on (0: nowhere, it is read again under the grammar).  Only its items
-        before the first that is not a [category, value] pair count; those found in the
-        text must stand in the order they were listed (a model that lists from the end,
-        two at least), the furthest of them short of the end of the piece (a reply that
-        went wrong says nothing of the rest), and no further than the first value
-        filed under a category not asked for."""
-        brace = self.reply.find("{")  # a model may open a code fence first
-        start = _OPENING.match(self.reply, brace) if brace >= 0 else None
-        listed: list[tuple[bool, tuple[int, int]]] = []
-        at = start.end() if start else len(self.reply)
-        while item := _ITEM.match(self.reply, at):
-            at = item.end()
-            try:
-                value = json.loads(item.group(2))
-            except ValueError:
-                break
-            # Asked for as written: "\u0070erson" is a category of the model's own.
-            asked = item.group(1)[1:-1] in CATEGORIES
-            if value.strip() and (span := next(occurrences(piece, value.strip()), None)):
-                listed.append((asked, span))
-            if not item.group(3):
-                break
-        starts = [span[0] for _a, span in listed]
-        if len(listed) < 2 or starts != sorted(set(starts)):
-            return 0
-        odd = [span[0] for asked, span in listed if not asked]
-        reached = min([max(span[1] for _c, span in listed), *odd])
-        return reached if piece[reached:].strip() else 0
-
-    def _follow(self, piece: str) -> None:
-        """Follows the reply's strings character by character: a string that grows past
-        :data:`MAX_SPAN_CHARS` is no value that will be used, and the model is copying
-        the text; it is stopped there, and the whole words it copied say how far it
-        read (they are "mentioned")."""
-        for ch in piece:
-            if self.raw is None:
-                if ch == '"':
-                    self.raw, self.length, self.escape = "", 0, 0
-                continue
-            if self.escape:
-                self.escape = 4 if self.escape == -1 and ch == "u" else self.escape - 1
-                self.escape = max(self.escape, 0)
-            elif ch == "\\":
-                self.escape, self.length = -1, self.length + 1
-            elif ch == '"':
-                self.raw = None
-                continue
-            else:
-                self.length += 1
-            self.raw += ch
-            if self.length > MAX_SPAN_CHARS and not self.escape:
-                try:
-                    copied = json.loads(f'"{self.raw}"', strict=False)
-                except ValueError:
-                    copied = ""
-                # Its last word may be cut: only the words before it.
-                copied = _without_last_word(copied)
-                if copied:
-                    self.mentioned.append(copied)
-                raise Overrun
-
-
-def _without_last_word(text: str) -> str:
-    """``text`` without its last word, which may be cut (back to the last space: a word
-    with a hyphen, an apostrophe or a vowel sign is one word), nor the spaces before
-    it; "" in a script written without spaces (the reading then gets no further: it
-    fails safe)."""
-    cut = _LAST_WORD.search(text)
-    return text[: cut.start()].rstrip() if cut else ""
-
-
-_LAST_WORD = re.compile(r"\s\S*\Z")

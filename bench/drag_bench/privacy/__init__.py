@@ -242,13 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         "--reader-grammar",
         default="fallback",
         help="how the 'reader' method uses the JSON grammar, comma-separated, one method "
-        "each: fallback (free first; a free reply that is not the JSON asked for, after "
-        "values of the text listed in order, keeps them and the rest is read again "
-        "freely, else the grammar, where a value longer than any name stops the model: "
-        "what drag does), again (such a reply has the same text read again under the "
-        "grammar, every value written to its end: as before reader-v6, but for a value "
-        "under a category not asked for, read again in every mode) or always (the "
-        "grammar at once, long values stopped)",
+        "each: fallback (free first, the grammar when that reply is not the JSON asked "
+        "for: what drag does) or always",
     )
     parser.add_argument(
         "--reader-decoding",
@@ -346,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         modes = category_modes([c for c in args.categories.split(",") if c.strip()])
         readers = [m.strip() for m in args.reader_model.split(",") if m.strip()] or [""]
         grammars = [g.strip() for g in args.reader_grammar.split(",") if g.strip()]
-        if not grammars or set(grammars) - {"fallback", "again", "always"}:
-            raise ValueError("--reader-grammar: some of fallback, again, always")
+        if not grammars or set(grammars) - {"fallback", "always"}:
+            raise ValueError("--reader-grammar: fallback, always or both")
         decodings = [d.strip() for d in args.reader_decoding.split(",") if d.strip()]
         if not decodings or set(decodings) - {"lookup", "plain"}:
             raise ValueError("--reader-decoding: lookup, plain or both")
@@ -378,8 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                     if model:
                         flags["privacy.reader_model"] = model
                     runtime = stack.enter_context(Session(config.load().with_flags(flags)))
-                    runtime.reader.free_first = grammar != "always"
-                    runtime.reader.resume_free = runtime.reader.stop_long = grammar != "again"
+                    runtime.reader.free_first = grammar == "fallback"
                     runtime.reader.model.lookup = decoding == "lookup"  # type: ignore[attr-defined]
                     about = [model] if model else []
                     about += [f"grammar {grammar}"] if len(grammars) > 1 else []
