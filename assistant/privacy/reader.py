@@ -17,7 +17,7 @@ What the model says is checked, never trusted:
 * a model that lists on and on (a value again, or values not in the text, three times
   in a row; or up to its token limit) is stopped, and what it listed before is used;
   the rest of the text, from where it got to (no further than a value it filed under a
-  category of its own), is read again (up to three times), and
+  lower-case category of its own), is read again (up to three times), and
   a reading that gets no further leaves the question unchecked (reviewed, or not sent);
 * a model that fails, a reply that is not the JSON asked for, or one later than the
   reader's deadline is a :class:`~assistant.base.errors.PrivacyError`: nothing is sent.
@@ -76,7 +76,7 @@ MIN_SPLIT = 80  # characters: no half shorter
 # No maxItems or maxLength: llama.cpp checks every token of the vocabulary against the
 # grammar at each step, and bounded repetitions make that check much slower (measured:
 # 0.165 s a token with both, 0.127 without, 0.099 with no grammar; the 1.5B, 2 cores).
-# A loop is stopped by _Watch and the token limit instead; a value past MAX_SPAN_CHARS
+# A loop is stopped by replywatch.Watch and the token limit instead; a value past MAX_SPAN_CHARS
 # is not used.
 SCHEMA: dict[str, Any] = {
     "type": "object",
