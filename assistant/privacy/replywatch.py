@@ -80,7 +80,6 @@ class Watch:
                 "each 1,000 characters (privacy.reader_timeout); nothing was sent"
             )
         self.reply += piece
-        looping = self._count()  # the pairs this piece completed, first
         if self.closes and "}" in piece and (start := self.reply.find("{")) >= 0:
             try:  # from its first "{": a model may open a code fence first
                 _value, end = _DECODER.raw_decode(self.reply, start)
@@ -89,7 +88,7 @@ class Watch:
             else:
                 self.reply = self.reply[start:end]
                 raise Closed
-        if looping:
+        if self._count():
             raise Rambling
 
     def _count(self) -> bool:
