@@ -24,6 +24,14 @@ portable="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCM
 # The portable flags last (CMake takes the last value of each); with no CMAKE_ARGS the
 # same string as before, so that a wheel kept under its key is found again.
 if [ -n "${CMAKE_ARGS:-}" ]; then flags="$CMAKE_ARGS $portable"; else flags="$portable "; fi
+# Compiler options without the machine ones (-m...).
+portable_only() {
+    kept=""
+    for option in "$@"; do
+        case "$option" in -m*) ;; *) kept="$kept $option" ;; esac
+    done
+    printf '%s' "${kept# }"
+}
 compiler=$( (${CC:-cc} --version 2>/dev/null || echo none) | head -n 1)
 if command -v sha256sum >/dev/null; then sum="sha256sum"; else sum="shasum -a 256"; fi
 key=$(printf '%s\n' "$version" "$flags" "$compiler" "$(uname -m)" | $sum | cut -c1-16)
@@ -34,6 +42,9 @@ if [ -z "$found" ]; then
     echo "compiling llama-cpp-python $version, portable (once; about 15 minutes on 2 cores)…" >&2
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
+    # CMake adds CFLAGS and CXXFLAGS to every file it compiles: a machine option left
+    # there (-march=native, -mavx2) would make the shared code native; the rest passes.
+    CFLAGS=$(portable_only ${CFLAGS:-}) CXXFLAGS=$(portable_only ${CXXFLAGS:-}) \
     CMAKE_ARGS="$flags" "$python" -m pip wheel --quiet --no-deps --no-cache-dir \
         --no-binary llama-cpp-python --wheel-dir "$tmp" "llama-cpp-python==$version" >&2
     wheel=$(ls "$tmp"/llama_cpp_python-*.whl)

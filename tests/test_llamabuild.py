@@ -76,16 +76,20 @@ def test_the_build_flags_are_portable() -> None:
 def test_a_native_flag_from_the_shell_does_not_undo_the_portable_build(tmp_path: Path) -> None:
     """A CMAKE_ARGS left in a user's shell (``-DGGML_NATIVE=ON`` from an earlier
     llama-cpp-python install) is passed on, before the portable flags, which CMake takes
-    last: the build stays portable.  fake_python records what pip would be given."""
+    last; a -march=native in CFLAGS is not passed: the build stays portable.
+    fake_python records what pip would be given."""
     seen = tmp_path / "cmake-args"
     fake_python = tmp_path / "fake_python"
-    fake_python.write_text(f'#!/bin/sh\nprintf "%s" "$CMAKE_ARGS" > {seen}\nexit 1\n')
+    script = f'printf "%s" "$CMAKE_ARGS" > {seen}; printf "%s|%s" "$CFLAGS" "$CXXFLAGS" > {seen}.c'
+    fake_python.write_text(f"#!/bin/sh\n{script}\nexit 1\n")
     fake_python.chmod(0o755)
     env = {
         **os.environ,
         "PYTHON": str(fake_python),
         "DRAG_WHEELS": str(tmp_path / "wheels"),
         "CMAKE_ARGS": "-DGGML_NATIVE=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_CUDA=on",
+        "CFLAGS": "-O2 -march=native -I/opt/cuda/include",
+        "CXXFLAGS": "-mavx2 -g",
     }
     built = subprocess.run(
         ["sh", str(ROOT / "packaging" / "build-llama.sh")],
@@ -101,6 +105,8 @@ def test_a_native_flag_from_the_shell_does_not_undo_the_portable_build(tmp_path:
     assert last["-DGGML_NATIVE"] == "-DGGML_NATIVE=OFF"
     assert last["-DGGML_CPU_ALL_VARIANTS"] == "-DGGML_CPU_ALL_VARIANTS=ON"
     assert last["-DGGML_CUDA"] == "-DGGML_CUDA=on"  # what the user adds still counts
+    # A machine option in CFLAGS or CXXFLAGS (CMake adds them to every file) is left out.
+    assert (tmp_path / "cmake-args.c").read_text() == "-O2 -I/opt/cuda/include|-g"
 
 
 def test_the_installed_build_carries_a_variant_for_each_cpu_level() -> None:
