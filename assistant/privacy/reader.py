@@ -36,13 +36,7 @@ from typing import Any, Protocol
 
 from assistant.base.errors import DragError, PrivacyError
 from assistant.privacy.findings import Finding
-from assistant.privacy.replywatch import (
-    MAX_JUNK,
-    Closed,
-    Rambling,
-    Watch,
-    occurrences,
-)
+from assistant.privacy.replywatch import Closed, Rambling, Watch, occurrences
 from assistant.privacy.values import (
     CATEGORIES,
     entity_of,
@@ -53,7 +47,6 @@ from assistant.privacy.values import (
 
 __all__ = [
     "CATEGORIES",
-    "MAX_JUNK",
     "entity_of",
     "occurrences",
     "recheck",
