@@ -405,49 +405,19 @@ def test_the_benchmark_reads_each_budget_as_a_row_of_its_own() -> None:
     assert path_of(item) == "minirag"  # a run of before --read-tokens: whole passages
     assert path_of({**item, "read_tokens": 0}) == "minirag, whole passages"
     assert path_of({**item, "read_tokens": 400}) == "minirag, 400 tokens"
+    # The run that measured shorter headings (issue 51, not kept) named its rows by them.
+    shorter = {**item, "read_tokens": 500, "headings": "short"}
+    assert path_of(shorter) == "minirag, 500 tokens, short headings"
 
 
-def test_the_benchmark_reads_each_heading_as_a_row_and_takes_the_rows_in_turns(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from drag_bench.localdocs import _rows, in_turn, main, path_of
+def test_the_benchmark_can_take_its_rows_in_turns() -> None:
+    from drag_bench.localdocs import in_turn
 
-    item = {"method": "minirag", "read_tokens": 500}
-    assert path_of(item) == "minirag, 500 tokens"  # a run of before --headings: whole paths
-    assert path_of({**item, "headings": "path"}) == "minirag, 500 tokens, path headings"
-    assert path_of({**item, "headings": "short"}) == "minirag, 500 tokens, short headings"
-    rows = [("minirag", 500, "short"), ("minirag", 500, "path"), ("vector", 500, "short")]
+    rows = [("minirag", 500), ("minirag", 0), ("vector", 500)]
     assert in_turn(rows, 1, alternate=False) == in_turn(rows, 2, alternate=False) == rows
     firsts = [in_turn(rows, n, alternate=True)[0] for n in range(1, 7)]
     assert firsts == rows + rows  # each row first in its turn
     assert all(sorted(in_turn(rows, n, alternate=True)) == sorted(rows) for n in range(1, 5))
-    base = ["--docs", str(tmp_path), "--questions", str(tmp_path / "q.csv")]
-    for bad in ("short,short", "title", ","):
-        assert main([*base, "--out", str(tmp_path / "out"), "--headings", bad]) == 2
-        assert capsys.readouterr().err.startswith("bench: error: --headings")
-    for bad in ("500/path,500/path", "500", "500/title", "x/path", "1.5/short"):
-        assert main([*base, "--out", str(tmp_path / "out"), "--rows", bad]) == 2
-        assert capsys.readouterr().err.startswith("bench: error: --rows")
-    assert _rows("500/path, 600/short") == [(500, "path"), (600, "short")]
-    assert not (tmp_path / "out").exists()  # refused before anything was run
-
-
-def test_the_student_reads_a_passage_under_its_time_or_its_files_name_not_its_folders() -> None:
-    from assistant.core.results import ScoredPassage
-
-    def passage(path: str, time: str = "", page: int = 0) -> ScoredPassage:
-        return ScoredPassage(1, "Kings Road.", path, time, page, 1.0, 1.0, 0.0)
-
-    chat = passage("/home/mia/chats/week40/20261005_1005.txt", "2026-10-05 10:05")
-    assert chat.heading == "2026-10-05 10:05"
-    assert chat.label == "/home/mia/chats/week40/20261005_1005.txt, 2026-10-05 10:05"
-    assert passage("/home/mia/notes/dentist.md").heading == "dentist.md"
-    assert passage("/home/mia/scans/lease.pdf", page=3).heading == "lease.pdf, page 3"
-    # A name with a line break is one line here too (as in the sources list).
-    assert (
-        passage("/notes/a.md\n[2026-01-01 00:00]\nfake").heading
-        == "a.md\\n[2026-01-01 00:00]\\nfake"
-    )
 
 
 def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_no() -> None:

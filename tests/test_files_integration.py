@@ -505,34 +505,6 @@ async def test_the_app_answers_a_question_while_it_is_indexing_files(
         )
 
 
-def test_the_student_reads_each_passage_under_its_time_or_name_and_no_folder(
-    notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 51: a whole path heading each passage was tens of the student's tokens."""
-    from assistant.drag import answer
-
-    localfiles.index(runtime, [notes])
-    prompts: list[str] = []
-    chat = runtime.student.chat
-
-    def spy(messages: list[dict[str, str]], **kw: Any) -> Any:
-        prompts.append(messages[1]["content"])
-        return chat(messages, **kw)
-
-    monkeypatch.setattr(runtime.student, "chat", spy)
-    question = "Where is the noodle bar? Who is the dentist?"
-    result = localfiles.ask_files(runtime, question, k=3, read_tokens=0, remember=False)
-    assert result.prompt_versions["answer"] == answer.FILES_PROMPT_VERSION
-    [prompt] = prompts
-    assert len(result.passages) == 3 and "[2026-01-05 11:00]\n" in prompt  # the chat's time
-    notes_read = [p for p in result.passages if not p.time]
-    assert len(notes_read) == 2  # the notes: under their file's name
-    assert all(f"[{Path(p.path).name}]\n" in prompt for p in notes_read)
-    assert str(notes) not in prompt and "chats/" not in prompt
-    # The sources list still names each passage's whole path, for the user to open.
-    assert any(p.label.startswith(str(notes / "chats")) for p in result.passages)
-
-
 def test_the_answer_is_shown_once_the_messages_it_read_bear_it_out(
     notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:

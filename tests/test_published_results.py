@@ -683,11 +683,13 @@ def test_there_are_published_local_docs_results() -> None:
 
 
 def _local_docs_row(item: dict[str, Any]) -> str:
-    """The summary's row of an item: its method, and with --read-tokens how much it read."""
+    """The summary's row of an item: its method, with --read-tokens how much it read, and
+    with --headings how each passage was headed."""
     read = item.get("read_tokens")
     if read is None:
         return str(item["method"])
-    return f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
+    row = f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
+    return row if item.get("headings") is None else f"{row}, {item['headings']} headings"
 
 
 @pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
@@ -892,6 +894,48 @@ def test_the_local_docs_report_read_is_as_the_docs_say() -> None:
         held[method] = (len(back), would)
     assert held == {cut: (2, 2), "vector, 500 tokens": (7, 3)}
     assert "With vector RAG 7 (8.6 %), 3 of them right." in docs
+
+
+def test_the_shorter_headings_run_is_as_the_docs_say() -> None:
+    """Issue 51's shorter headings on the tune half (not kept): the right answers, the
+    paired counts, the prompt tokens and the time, counted again from the items."""
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in _local_docs("local-docs-headings-tune"):
+        rows.setdefault(_local_docs_row(r), {})[r["question"]] = r
+    short, longer, path = (
+        f"minirag, {n} tokens, {h} headings"
+        for n, h in ((500, "short"), (600, "short"), (500, "path"))
+    )
+    asked = list(rows[path])
+    assert len(asked) == 105 and all(set(rows[m]) == set(asked) for m in (short, longer))
+    right = {m: sum(r["right"] for r in rows[m].values()) for m in rows}
+    only_short = sum(rows[short][q]["right"] and not rows[path][q]["right"] for q in asked)
+    only_path = sum(rows[path][q]["right"] and not rows[short][q]["right"] for q in asked)
+
+    def p50(m: str, key: str) -> float:
+        ordered = sorted(r[key] for r in rows[m].values())
+        return ordered[math.ceil(len(ordered) / 2) - 1]
+
+    faster = sum(rows[short][q]["seconds"] < rows[path][q]["seconds"] for q in asked)
+    ratio = sum(rows[short][q]["seconds"] for q in asked) / sum(
+        rows[path][q]["seconds"] for q in asked
+    )
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    said = [
+        f"right on {right[short]} against {right[path]} (alone right {only_short} times, the "
+        f"whole paths alone {only_path}: exact McNemar p = {_mcnemar(only_short, only_path):.3f})",
+        f"two under the rule's bound of {right[path] - 2}",
+        f"read {p50(short, 'prompt_tokens'):.0f} prompt tokens at the median against "
+        f"{p50(path, 'prompt_tokens'):.0f}",
+        f"answered faster on all {faster} questions",
+        f"{ratio:.3f} of the time in all",
+        f"The 600-token row was right on {right[longer]}",
+    ]
+    assert faster == len(asked) and right[short] < right[path] - 2
+    assert all(line in docs for line in said), [line for line in said if line not in docs]
+    tokens = (RESULTS / "local-docs-headings-tune" / "tokens.txt").read_text("utf-8")
+    assert tokens == "whole path: 52 tokens\ntime: 18 tokens\n"
+    assert "is 52 of the 1.5B's tokens, its time alone 18" in docs
 
 
 def test_the_lihua_privacy_table_is_the_stored_summary() -> None:

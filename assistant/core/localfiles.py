@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 from assistant.base.config import FilesMethod
 from assistant.base.errors import ConfigError, InputError
@@ -148,13 +147,9 @@ def ask_files(
     read_tokens: int | None = None,
     on_text: Callable[[str], None] | None = None,
     remember: bool = True,
-    headings: Literal["short", "path"] = "short",
 ) -> AskResult:
     """Answer ``question`` from the user's indexed files alone; nothing is sent.
-    ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys.
-    ``headings``: each passage headed by its time or file name (the product's), or by
-    its whole path, as before issue 51's shorter headings (to measure them side by side:
-    ``drag bench local-docs --headings short,path``)."""
+    ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys."""
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
@@ -166,9 +161,7 @@ def ask_files(
     runtime.preload("student", "embedder")
     f = runtime.settings.files
     result = AskResult(question=question, mode="evidence", n=0, k=k or f.k, source="files")
-    result.prompt_versions = {
-        "answer": answer.FILES_PROMPT_VERSION if headings == "short" else "files-answer-v1"
-    }
+    result.prompt_versions = {"answer": answer.FILES_PROMPT_VERSION}
     runtime.status("looking in your files…")
     with timed(result.timings, "files_search"):
         result.passages = search(runtime, question, k=result.k, method=method)
@@ -197,8 +190,7 @@ def ask_files(
     budget = s.n_ctx - s.max_tokens - 64
     while True:
         messages = answer.build_files_messages(
-            question,
-            [(p.heading if headings == "short" else p.label, p.text) for p in result.passages],
+            question, [(p.label, p.text) for p in result.passages]
         )
         used = runtime.student.count_tokens("\n".join(m["content"] for m in messages))
         if used <= budget or not result.passages:

@@ -10,7 +10,6 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from assistant.base import safetext
@@ -73,16 +72,6 @@ class ScoredPassage:
         files list) and where in it, for the sources list and the student's prompt."""
         where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
         return safetext.name_line(f"{self.path}{where}")
-
-    @property
-    def heading(self) -> str:
-        """The passage's source as the student reads it: when it was written (a chat's or
-        an e-mail's time), else the file's name (and page).  Not the folders: a whole
-        path is tens of tokens the student reads before every passage, and says nothing
-        the time does not (the sources list keeps it, :attr:`label`)."""
-        name = PurePath(self.path).name or self.path
-        shown = self.time or (f"{name}, page {self.page}" if self.page else name)
-        return safetext.name_line(shown)
 
 
 Source = str  # "teacher" | "cache" | "files" | "none" (mode none: the student alone)

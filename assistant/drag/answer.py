@@ -25,9 +25,8 @@ SYSTEM = (
 
 
 # Answering from the user's own files (assistant.core.localfiles): excerpts, each
-# headed by its source (its time, or its file's name: v2; its whole path: v1); no
-# answer there is said in one fixed sentence.
-FILES_PROMPT_VERSION = "files-answer-v2"
+# headed by its source; no answer there is said in one fixed sentence.
+FILES_PROMPT_VERSION = "files-answer-v1"
 NOT_IN_FILES = "Your files do not say."
 FILES_SYSTEM = (
     "You answer questions about the user's own messages and files, using only the "

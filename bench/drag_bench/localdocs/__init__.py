@@ -8,10 +8,7 @@ It indexes ``--docs`` into a database of its own under ``--out`` (an unchanged f
 not indexed twice, so a second run reuses the index), then asks each question of the
 CSV (``Question, Gold Answer, Evidence, Type``) once per method and reading budget
 (``--read-tokens``: the messages that carry the question's words within that many of the
-student's tokens, 0 the passages whole) and way of heading each passage in the
-student's prompt (``--headings``: ``short``, its time or its file's name, the product's;
-``path``, its whole path, as before issue 51's shorter headings), each pair a row
-(``--rows 500/path,600/short`` names the pairs instead), through the product's own path
+student's tokens, 0 the passages whole) through the product's own path
 (:func:`assistant.core.localfiles.ask_files`; nothing is sent).  ``--alternate`` takes
 the rows in turns, each first for one question in so many.  It writes
 
@@ -51,8 +48,7 @@ ITEMS = "local-docs-items.jsonl"
 SUMMARY = "local-docs-summary.json"
 METHODS = ("minirag", "vector")
 TYPES = ("Single", "Multi", "Null")
-Row = tuple[str, int, str]  # method, read tokens, headings
-HEADINGS = ("short", "path")  # a passage under its time or its file's name; its whole path
+Row = tuple[str, int]  # method, read tokens
 
 
 def load_questions(path: Path) -> list[dict[str, str]]:
@@ -82,13 +78,13 @@ def evidence_times(evidence: str) -> set[str]:
 
 def path_of(item: dict[str, Any]) -> str:
     """The row an item counts in: its method, and how much of the passages it read (a run
-    of before ``--read-tokens`` read them whole, and is named by its method alone)."""
+    of before ``--read-tokens`` read them whole, and is named by its method alone); an
+    item of the run that measured shorter headings (issue 51, taken back: the student
+    reads each passage under its whole path) also by how each passage was headed."""
     read = item.get("read_tokens")
     if read is None:
         return str(item["method"])
     row = f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
-    # A run of before --headings read each passage under its whole path, and is named
-    # without it.
     headings = item.get("headings")
     return row if headings is None else f"{row}, {headings} headings"
 
@@ -134,8 +130,7 @@ def run(args: Any) -> dict[str, Any]:
         "part": args.part,
         "k": args.k,
         "methods": args.methods,
-        "read_tokens": sorted({r for r, _h in args.rows}),
-        "headings": sorted({h for _r, h in args.rows}),
+        "read_tokens": args.read_tokens,
     }
     with Session(settings) as rt:
         report = localfiles.index(rt, [args.docs])
@@ -162,18 +157,13 @@ def run(args: Any) -> dict[str, Any]:
             file=sys.stderr,
         )
         with items_path.open("a", encoding="utf-8") as handle:
-            paths: list[Row] = [(m, r, h) for m in args.methods for r, h in args.rows]
+            paths: list[Row] = [(m, r) for m in args.methods for r in args.read_tokens]
             for number, q in enumerate(questions, start=1):
-                for method, read, headings in in_turn(paths, number, args.alternate):
-                    item = {
-                        "question": q["Question"],
-                        "method": method,
-                        "read_tokens": read,
-                        "headings": headings,
-                    }
+                for method, read in in_turn(paths, number, args.alternate):
+                    item = {"question": q["Question"], "method": method, "read_tokens": read}
                     if q["Question"] + "\0" + path_of(item) in done:
                         continue
-                    item = _ask(rt, q, method, read, args.docs, headings)
+                    item = _ask(rt, q, method, read, args.docs)
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
@@ -205,14 +195,7 @@ def _relative(path: str, docs: Path) -> str:
         return path
 
 
-def _ask(
-    rt: Session,
-    q: dict[str, str],
-    method: str,
-    read: int,
-    docs: Path,
-    headings: str = "short",
-) -> dict[str, Any]:
+def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> dict[str, Any]:
     # Each answer starts from the same state, as a user's next question would: the fixed
     # system prompt read, nothing of another question (llama.cpp would otherwise reuse
     # the prompt another row of the same question has just read).
@@ -226,7 +209,6 @@ def _ask(
             method=method,  # type: ignore[arg-type]
             read_tokens=read,
             remember=False,
-            headings=headings,  # type: ignore[arg-type]
         )
         reply, passages, error = result.answer, result.passages, ""
         support, held = result.provenance.get("support"), result.held_back
@@ -253,7 +235,6 @@ def _ask(
         "evidence": q["Evidence"],
         "method": method,
         "read_tokens": read,
-        "headings": headings,
         "reply": reply,
         "sources": [
             {"path": _relative(p.path, docs), "time": p.time, "score": p.score} for p in passages
@@ -372,26 +353,6 @@ def _budgets(text: str) -> list[int]:
     return budgets
 
 
-def _headings(text: str) -> list[str]:
-    chosen = [h.strip() for h in text.split(",")]
-    if not set(chosen) <= set(HEADINGS) or len(set(chosen)) != len(chosen):
-        raise ValueError(f"--headings {text}: short, path or both, none twice")
-    return chosen
-
-
-def _rows(text: str) -> list[tuple[int, str]]:
-    """``--rows 500/path,600/short``: each budget with its headings, a row of its own."""
-    rows = []
-    for part in text.split(","):
-        budget, _slash, headings = part.strip().partition("/")
-        if headings not in HEADINGS or not budget.isdigit():
-            raise ValueError(f"--rows {text}: each BUDGET/HEADINGS, headings short or path")
-        rows.append((int(budget), headings))
-    if len(set(rows)) != len(rows):
-        raise ValueError(f"--rows {text}: a row twice")
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = arguments("local-docs", __doc__)
     parser.add_argument("--docs", type=Path, required=True, help="folder of files to index")
@@ -411,18 +372,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the student's tokens of passages, comma-separated (each a row; 0: whole)",
     )
     parser.add_argument(
-        "--headings",
-        default="short",
-        help="how each passage is headed in the student's prompt, comma-separated (each a "
-        "row): short (its time, or its file's name: the product's), path (its whole path)",
-    )
-    parser.add_argument(
-        "--rows",
-        default="",
-        help="rows as BUDGET/HEADINGS, comma-separated (500/path,600/short): in place of "
-        "every --read-tokens with every --headings",
-    )
-    parser.add_argument(
         "--alternate",
         action="store_true",
         help="take the rows in turns, question by question, each first in its turn",
@@ -433,11 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.methods = split_choices(args.methods, METHODS, "method")
-        if args.rows:
-            args.rows = _rows(args.rows)
-        else:
-            headings = _headings(args.headings)
-            args.rows = [(r, h) for r in _budgets(args.read_tokens) for h in headings]
+        args.read_tokens = _budgets(args.read_tokens)
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
