@@ -505,6 +505,34 @@ async def test_the_app_answers_a_question_while_it_is_indexing_files(
         )
 
 
+def test_the_files_answers_fixed_head_is_read_once_and_loaded_by_a_new_process(
+    notes: Path, runtime: Session
+) -> None:
+    """Issue 51: the rules every files answer starts with are read once on the machine;
+    a new process loads their state instead of reading them before the question."""
+    from assistant.base import paths
+    from assistant.privacy import reader
+
+    folder = paths.cache_dir() / "prefix-state"
+    for old in folder.glob("*-files-*.state"):
+        old.unlink()
+    localfiles.index(runtime, [notes])
+    question = "Where is the noodle bar?"
+    first = localfiles.ask_files(runtime, question, k=2, remember=False)
+    assert first.student["head"] == "saved" and first.timings["head"] >= 0
+    assert len(list(folder.glob("*-files-*.state"))) == 1
+    # Asked again in the same process: read already, nothing done.
+    assert localfiles.ask_files(runtime, question, k=2, remember=False).student["head"] == "held"
+    # The privacy reader's head, kept in the same folder for the same model, leaves it.
+    assert runtime.student.keep_head(reader.head(), reader.HEAD_MARK, folder) == "saved"
+    assert len(list(folder.glob("*.state"))) == 2
+    # A new process: loaded from the folder, and the answer is the one read in full.
+    with Session(config.load()) as fresh:
+        loaded = localfiles.ask_files(fresh, question, k=2, remember=False)
+    assert loaded.student["head"] == "loaded" and loaded.answer == first.answer
+    assert loaded.student["prompt_tokens"] == first.student["prompt_tokens"]
+
+
 def test_the_answer_is_shown_once_the_messages_it_read_bear_it_out(
     notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from assistant.base import paths
 from assistant.base.config import FilesMethod
 from assistant.base.errors import ConfigError, InputError
 from assistant.core.pipeline import remember_answer, validate_question
@@ -214,6 +215,8 @@ def ask_files(
     pieces: Callable[[str], None] | None = held
     if on_text is not None and f.abstain:
         pieces = lambda _piece: on_text("")  # noqa: E731
+    with timed(result.timings, "head"):
+        head = keep_head(runtime)
     with timed(result.timings, "answer"):
         gen = runtime.student.chat(
             messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=pieces
@@ -221,13 +224,31 @@ def ask_files(
     if held is not None:
         held.flush()
     result.answer = withhold_links(gen.text.strip(), protected, source="your files")
-    result.student = student_record(runtime.student, gen)
+    result.student = {**student_record(runtime.student, gen), "head": head}
     if f.abstain:
         _check(result, weight)
         if on_text is not None:
             on_text(result.answer)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result
+
+
+def keep_head(runtime: Session) -> str:
+    """Have the student hold read the files answer's fixed head (its rules): read once
+    on this machine, its state kept in the cache folder, a new process (``drag ask
+    --files``) loads it instead of reading it before the question's own tokens; in one
+    process it is read again only after the student read another prompt.  Only a
+    speed-up: where it fails, the head is read with the question, as before."""
+    try:
+        return runtime.student.keep_head(
+            answer.files_head(),
+            answer.FILES_HEAD_MARK,
+            paths.cache_dir() / "prefix-state",
+            tag="files",
+        )
+    except Exception:
+        runtime.student.forget()
+        return "none"
 
 
 def _check(result: AskResult, weight: Callable[[str], float]) -> None:

@@ -47,6 +47,16 @@ def build_files_messages(
     return [{"role": "system", "content": FILES_SYSTEM}, {"role": "user", "content": user}]
 
 
+# Where the files answer's prompt starts to differ from one question to the next: its
+# first excerpt's heading.  What comes before it is read once (Session.keep_files_head).
+FILES_HEAD_MARK = "[\ue000"
+
+
+def files_head() -> list[dict[str, str]]:
+    """The files answer's prompt with :data:`FILES_HEAD_MARK` where the excerpts begin."""
+    return build_files_messages("", [(FILES_HEAD_MARK[1:], "")])
+
+
 def uses_evidence(mode: str) -> bool:
     """Whether the context mode ``mode`` gives the student evidence."""
     return mode in ("evidence", "combined")

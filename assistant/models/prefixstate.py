@@ -37,10 +37,22 @@ def _key(model: Path, tokens: list[int], gpu_layers: int, n_ctx: int) -> str:
     return hashlib.sha256(json.dumps(about).encode("utf-8")).hexdigest()
 
 
-def state_file(folder: Path, model: Path, key: str) -> Path:
-    """One file per model: a new head (another prompt version) replaces the old one."""
+def state_file(folder: Path, model: Path, key: str, tag: str = "") -> Path:
+    """One file per model and head (``tag``: "" the privacy reader's, "files" the files
+    answer's): a new head of that tag (another prompt version) replaces the old one."""
     named = hashlib.sha256(str(model.resolve()).encode("utf-8")).hexdigest()[:12]
-    return folder / f"{named}-{key[:16]}.state"
+    return folder / f"{named}-{tag + '-' if tag else ''}{key[:16]}.state"
+
+
+def _same_head(path: Path) -> list[Path]:
+    """The state files of ``path``'s model and tag (of any key)."""
+    named, *rest = path.stem.split("-")
+    tag = rest[0] if len(rest) == 2 else ""
+    return [
+        p
+        for p in path.parent.glob(f"{named}-*.state")
+        if (p.stem.split("-")[1] if p.stem.count("-") == 2 else "") == tag
+    ]
 
 
 def _load(llm: Any, path: Path, key: str, tokens: list[int]) -> bool:
@@ -80,7 +92,7 @@ def _save(llm: Any, path: Path, key: str) -> None:
     n = int(llama_cpp.llama_state_get_data(llm._ctx.ctx, buf, size))
     body = bytes(buf[:n])
     meta = json.dumps({"key": key, "sha256": hashlib.sha256(body).hexdigest()})
-    for old in path.parent.glob(path.name.split("-")[0] + "-*.state"):
+    for old in _same_head(path):
         old.unlink(missing_ok=True)
     part = path.with_suffix(f".part{os.getpid()}")
     try:
@@ -91,13 +103,24 @@ def _save(llm: Any, path: Path, key: str) -> None:
 
 
 def keep(
-    llm: Any, model: Path, tokens: list[int], *, gpu_layers: int, n_ctx: int, folder: Path | None
+    llm: Any,
+    model: Path,
+    tokens: list[int],
+    *,
+    gpu_layers: int,
+    n_ctx: int,
+    folder: Path | None,
+    tag: str = "",
 ) -> str:
-    """Have ``llm`` hold ``tokens`` read: from ``folder``'s state file when it has the
-    right one ("loaded"), else read now ("read") and, with a folder, kept there
+    """Have ``llm`` hold ``tokens`` read: "held" where it holds them already (what it
+    read last starts with them: nothing is done), from ``folder``'s state file when it
+    has the right one ("loaded"), else read now ("read") and, with a folder, kept there
     ("saved").  A folder that cannot be written is no error: the head is read as before."""
+    n = len(tokens)
+    if llm.n_tokens >= n and llm.input_ids[:n].tolist() == tokens:
+        return "held"
     key = _key(model, tokens, gpu_layers, n_ctx)
-    path = state_file(folder, model, key) if folder is not None else None
+    path = state_file(folder, model, key, tag) if folder is not None else None
     llm.reset()
     if path is not None and _load(llm, path, key, tokens):
         return "loaded"

@@ -18,6 +18,7 @@ from assistant.base.errors import ModelError
 # Passes of Student.inert: a space never joins two pieces into a token, so one does;
 # the rest guard a vocabulary whose control tokens hold spaces.
 _INERT_PASSES = 3
+Messages = Sequence[dict[str, str]]
 
 
 def default_threads() -> int:
@@ -228,12 +229,11 @@ class Student:
             max_tokens=1,
         )
 
-    def keep_head(self, messages: Sequence[dict[str, str]], mark: str, folder: Path | None) -> str:
-        """Hold read the head of the prompt of ``messages`` that comes before ``mark``
-        (a prompt whose every use differs only from there: the privacy reader's rules and
-        examples), its state kept in ``folder`` across processes
-        (:mod:`assistant.models.prefixstate`).  "loaded", "saved" or "read"; "none" when
-        the head is not a whole number of the prompt's tokens (then nothing is held)."""
+    def keep_head(self, messages: Messages, mark: str, folder: Path | None, tag: str = "") -> str:
+        """Hold read the head of ``messages``' prompt before ``mark`` (the reader's rules
+        and examples, the files answer's rules), its state kept in ``folder`` across
+        processes under ``tag`` (:mod:`assistant.models.prefixstate`): "held", "loaded",
+        "saved", "read", or "none" where the prompt does not start with the head."""
         from assistant.models import prefixstate
 
         with self._lock:
@@ -247,8 +247,12 @@ class Student:
 
             head = self._template_tokens(formatted.prompt[:cut], formatted)
             whole = self._template_tokens(formatted.prompt, formatted)
-            if whole[: len(head)] != head or len(head) + 64 >= self.n_ctx:
+            # Its end may join the mark's start in a token (line breaks, a bracket): the
+            # head held is the tokens both start with, at most two short of it.
+            shared = self._llm.longest_token_prefix(head, whole)
+            if shared < len(head) - 2 or shared + 64 >= self.n_ctx:
                 return "none"
+            head = whole[:shared]
             return prefixstate.keep(
                 self._llm,
                 self.path,
@@ -256,6 +260,7 @@ class Student:
                 gpu_layers=self.gpu_layers,
                 n_ctx=self.n_ctx,
                 folder=folder,
+                tag=tag,
             )
 
     def _template_tokens(self, text: str, formatted: Any) -> list[int]:

@@ -37,7 +37,6 @@ from assistant.base import config
 from assistant.base.errors import DragError
 from assistant.core import localfiles
 from assistant.core.session import Session
-from assistant.drag import answer
 from assistant.store import files as stored
 from assistant.store.index import DIM
 from drag_bench import arguments, split_choices
@@ -196,11 +195,10 @@ def _relative(path: str, docs: Path) -> str:
 
 
 def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> dict[str, Any]:
-    # Each answer starts from the same state, as a user's next question would: the fixed
-    # system prompt read, nothing of another question (llama.cpp would otherwise reuse
-    # the prompt another row of the same question has just read).
+    # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
+    # would otherwise reuse the prompt another row of the same question has just read);
+    # the product loads its prompt's fixed head from the cache folder.
     rt.student.forget()
-    rt.student.prime(answer.FILES_SYSTEM)
     started = time.perf_counter()
     try:
         result = localfiles.ask_files(
