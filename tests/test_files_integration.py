@@ -506,11 +506,12 @@ async def test_the_app_answers_a_question_while_it_is_indexing_files(
 
 
 def test_the_files_answers_fixed_head_is_read_once_and_loaded_by_a_new_process(
-    notes: Path, runtime: Session
+    notes: Path, runtime: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 51: the rules every files answer starts with are read once on the machine;
     a new process loads their state instead of reading them before the question."""
     from assistant.base import paths
+    from assistant.models import prefixstate
     from assistant.privacy import reader
 
     folder = paths.cache_dir() / "prefix-state"
@@ -531,6 +532,15 @@ def test_the_files_answers_fixed_head_is_read_once_and_loaded_by_a_new_process(
         loaded = localfiles.ask_files(fresh, question, k=2, remember=False)
     assert loaded.student["head"] == "loaded" and loaded.answer == first.answer
     assert loaded.student["prompt_tokens"] == first.student["prompt_tokens"]
+    # Where holding it fails (llama.cpp refuses the state), the head is read as before.
+
+    def refused(*_a: Any, **_k: Any) -> str:
+        raise RuntimeError("llama_state_set_data failed")
+
+    monkeypatch.setattr(prefixstate, "keep", refused)
+    runtime.student.forget()
+    failed = localfiles.ask_files(runtime, question, k=2, remember=False)
+    assert failed.student["head"] == "none" and failed.answer == first.answer
 
 
 def test_the_answer_is_shown_once_the_messages_it_read_bear_it_out(

@@ -239,15 +239,13 @@ def keep_head(runtime: Session) -> str:
     --files``) loads it instead of reading it before the question's own tokens; in one
     process it is read again only after the student read another prompt.  Only a
     speed-up: where it fails, the head is read with the question, as before."""
+    student = runtime.student  # a student that cannot load fails here, with its message
     try:
-        return runtime.student.keep_head(
-            answer.files_head(),
-            answer.FILES_HEAD_MARK,
-            paths.cache_dir() / "prefix-state",
-            tag="files",
+        return student.keep_head(
+            answer.files_head(), answer.FILES_HEAD_MARK, paths.cache_dir() / "prefix-state", "files"
         )
-    except Exception:
-        runtime.student.forget()
+    except Exception:  # only a speed-up: whatever goes wrong, the head is read as before
+        student.forget()
         return "none"
 
 
