@@ -959,11 +959,14 @@ def test_the_files_heads_cold_start_is_as_the_docs_say() -> None:
     docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
     said = [
         f"the head took {min(loaded):.3f} to {max(loaded):.3f} s loaded",
-        f"{both['loaded']:.2f} s at the median against {both['read']:.2f} s",
+        f"{both['loaded']:.2f} s against {both['read']:.2f} s (p50, the lower middle of 8)",
         f"the whole process {wall['loaded']:.2f} s against {wall['read']:.2f} s",
         f"the same reply for all {same}",
     ]
     assert same == 8 and all(line in docs for line in said), said
+    head = (RESULTS / "files-head" / "headtokens.txt").read_text("utf-8")
+    assert head == "files answer's head: 88 tokens\n"
+    assert "the user's turn (88 of the 1.5B's tokens)" in docs
 
 
 def test_the_lihua_privacy_table_is_the_stored_summary() -> None:

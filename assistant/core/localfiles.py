@@ -235,10 +235,10 @@ def ask_files(
 
 def keep_head(runtime: Session) -> str:
     """Have the student hold read the files answer's fixed head (its rules): read once
-    on this machine, its state kept in the cache folder, a new process (``drag ask
-    --files``) loads it instead of reading it before the question's own tokens; in one
-    process it is read again only after the student read another prompt.  Only a
-    speed-up: where it fails, the head is read with the question, as before."""
+    on this machine, its state kept in the cache folder; a new process (``drag ask
+    --files``), or one whose student read another prompt since, loads it instead of
+    reading it before the question's own tokens.  Only a speed-up: where it fails, the
+    head is read with the question, as before."""
     student = runtime.student  # a student that cannot load fails here, with its message
     try:
         return student.keep_head(

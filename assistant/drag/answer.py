@@ -48,7 +48,7 @@ def build_files_messages(
 
 
 # Where the files answer's prompt starts to differ from one question to the next: its
-# first excerpt's heading.  What comes before it is read once (Session.keep_files_head).
+# first excerpt's heading.  What comes before it is read once (localfiles.keep_head).
 FILES_HEAD_MARK = "[\ue000"
 
 

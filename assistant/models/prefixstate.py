@@ -1,14 +1,16 @@
-"""A fixed prompt head read once, its llama.cpp state kept on disk (issue 48).
+"""A fixed prompt head read once, its llama.cpp state kept on disk (issues 48, 51).
 
 The privacy reader's prompt starts with the same ~700 tokens every time (its rules and
 examples): read afresh, they cost about 4 s on 2 cores before the question's first
-token, in every new ``drag`` process.  llama.cpp reuses the head within one process
-(llama-cpp-python keeps what it read and reads a prompt only from where it differs);
-across processes this module keeps the context's state after the head in the cache
-folder, and loads it (milliseconds) instead of reading the head again.
+token, in every new ``drag`` process; the files answer's, with its 88 (about 1 s).
+llama.cpp reuses the head within one process (llama-cpp-python keeps what it read and
+reads a prompt only from where it differs); across processes this module keeps the
+context's state after the head in the cache folder, and loads it (milliseconds)
+instead of reading the head again.
 
 The file holds only what the head made (the prompt's own text, never a question): it is
-written right after the head is read, from a fresh context.  It is keyed on the model
+written right after the head is read into a context emptied first (a model that has
+answered a question holds its tokens until then).  It is keyed on the model
 file, the llama.cpp binding, the offload and the head's tokens; a file that does not
 match, is cut short or does not load is read afresh and replaced.  Nothing here can lift
 a protection: a head that is not kept is read as before.
@@ -38,21 +40,26 @@ def _key(model: Path, tokens: list[int], gpu_layers: int, n_ctx: int) -> str:
 
 
 def state_file(folder: Path, model: Path, key: str, tag: str = "") -> Path:
-    """One file per model and head (``tag``: "" the privacy reader's, "files" the files
-    answer's): a new head of that tag (another prompt version) replaces the old one."""
+    """One file per model and head (``tag``, letters and digits: "" the privacy
+    reader's, "files" the files answer's): a new head of that tag (another prompt
+    version) replaces the old one."""
+    if not (tag == "" or (tag.isascii() and tag.isalnum())):
+        raise ValueError(f"a head's tag is letters and digits, not {tag!r}")
     named = hashlib.sha256(str(model.resolve()).encode("utf-8")).hexdigest()[:12]
     return folder / f"{named}-{tag + '-' if tag else ''}{key[:16]}.state"
 
 
+def _owner(path: Path) -> tuple[str, str]:
+    """A state file's model and tag (``MODEL-KEY`` or ``MODEL-TAG-KEY``)."""
+    named, _, rest = path.stem.partition("-")
+    tag, _, _key = rest.rpartition("-")
+    return named, tag
+
+
 def _same_head(path: Path) -> list[Path]:
     """The state files of ``path``'s model and tag (of any key)."""
-    named, *rest = path.stem.split("-")
-    tag = rest[0] if len(rest) == 2 else ""
-    return [
-        p
-        for p in path.parent.glob(f"{named}-*.state")
-        if (p.stem.split("-")[1] if p.stem.count("-") == 2 else "") == tag
-    ]
+    owner = _owner(path)
+    return [p for p in path.parent.glob(f"{owner[0]}-*.state") if _owner(p) == owner]
 
 
 def _load(llm: Any, path: Path, key: str, tokens: list[int]) -> bool:
@@ -82,6 +89,13 @@ def _load(llm: Any, path: Path, key: str, tokens: list[int]) -> bool:
     llm.input_ids[:n] = tokens
     llm.n_tokens = n
     return True
+
+
+def _empty(llm: Any) -> None:
+    import llama_cpp
+
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm._ctx.ctx), True)
+    llm.reset()
 
 
 def _save(llm: Any, path: Path, key: str) -> None:
@@ -124,6 +138,7 @@ def keep(
     llm.reset()
     if path is not None and _load(llm, path, key, tokens):
         return "loaded"
+    _empty(llm)  # what the model read before (a question) is in no state written here
     llm.eval(tokens)
     if path is None:
         return "read"

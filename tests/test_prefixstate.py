@@ -1,0 +1,56 @@
+"""The prompt heads' llama.cpp states kept on disk (assistant.models.prefixstate): one
+file per model and tag, and nothing of a question in them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assistant.models import modelfiles, prefixstate
+from assistant.models.student import Student
+from tests.conftest import TEST_MODEL
+
+
+def test_a_saved_head_replaces_only_its_own_models_and_tags_states(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+
+    def made(key: str, tag: str = "") -> Path:
+        path = prefixstate.state_file(tmp_path, model, key, tag)
+        path.write_bytes(b"")
+        return path
+
+    reader, files = made("a" * 64), made("b" * 64, "files")
+    other = tmp_path / "0123456789ab-cccccccccccccccc.state"  # another model's
+    other.write_bytes(b"")
+    assert prefixstate._same_head(prefixstate.state_file(tmp_path, model, "d" * 64)) == [reader]
+    assert prefixstate._same_head(prefixstate.state_file(tmp_path, model, "e" * 64, "files")) == [
+        files
+    ]
+    assert prefixstate._same_head(prefixstate.state_file(tmp_path, model, "f" * 64, "x2")) == []
+    for bad in ("files-v2", "a b", "é"):
+        with pytest.raises(ValueError, match="letters and digits"):
+            prefixstate.state_file(tmp_path, model, "a" * 64, bad)
+
+
+@pytest.mark.integration
+def test_a_head_saved_after_a_question_holds_nothing_of_it(tmp_path: Path) -> None:
+    """A model that answered a question and then keeps a head writes the state a fresh
+    model writes: the question's tokens are not in it."""
+    from assistant.drag import answer
+
+    path, _spec = modelfiles.resolve(TEST_MODEL)
+    used, fresh = Student(path, n_ctx=2048), Student(path, n_ctx=2048)
+    try:
+        asked = "My passport number is X99-ZEBRA-7731 and my name is Ottoline Quarrie."
+        used.chat([{"role": "user", "content": asked}], max_tokens=4)
+        head = (answer.files_head(), answer.FILES_HEAD_MARK)
+        assert used.keep_head(*head, tmp_path / "used", "files") == "saved"
+        assert fresh.keep_head(*head, tmp_path / "fresh", "files") == "saved"
+        (after,) = (tmp_path / "used").iterdir()
+        (clean,) = (tmp_path / "fresh").iterdir()
+        assert after.name == clean.name and after.read_bytes() == clean.read_bytes()
+    finally:
+        used.close()
+        fresh.close()
