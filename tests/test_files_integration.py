@@ -528,7 +528,8 @@ def test_the_files_answers_fixed_head_is_read_once_and_loaded_by_a_new_process(
     # The privacy reader's head, kept in the same folder for the same model, leaves it.
     assert runtime.student.keep_head(reader.head(), reader.HEAD_MARK, folder) == "saved"
     assert len(list(folder.glob(f"{model}-*.state"))) == 2 and kept.exists()
-    # A new process: loaded from the folder, and the answer is the one read in full.
+    # A new student, as in a new process: loaded from the folder; the answer is the one
+    # read in full.
     with Session(config.load()) as fresh:
         loaded = localfiles.ask_files(fresh, question, k=2, remember=False)
     assert loaded.student["head"] == "loaded" and loaded.answer == first.answer
