@@ -15,7 +15,6 @@ target, judged on the text as it will be shown).
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 
@@ -127,18 +126,13 @@ def _shown(text: str) -> tuple[str, list[int] | None]:
     hidden = bytearray(len(text))
     for m in _ESCAPES.finditer(text):
         hidden[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
-    for m in _hidden().finditer(text):
+    for m in _CONTROLS.finditer(text):  # what plain() removes one by one
         hidden[m.start()] = 1
+    for i, char in enumerate(text):  # and every invisible character, asked one by one
+        if char >= "\x80" and invisible(char):
+            hidden[i] = 1
     at = [i for i, h in enumerate(hidden) if not h]
     return "".join(text[i] for i in at), at
-
-
-@functools.cache
-def _hidden() -> re.Pattern[str]:
-    """The characters :func:`plain` removes one by one, and every invisible one (made
-    once, from this Python's Unicode tables: 0.2 s)."""
-    invisibles = "".join(re.escape(chr(c)) for c in range(0x80, 0x110000) if invisible(chr(c)))
-    return re.compile(f"{_CONTROLS.pattern}|[{invisibles}]")
 
 
 def _targets(text: str) -> list[tuple[int, int]]:
