@@ -92,10 +92,10 @@ def _load(llm: Any, path: Path, key: str, tokens: list[int]) -> bool:
 
 
 def _empty(llm: Any) -> None:
+    """Clear the context's memory (``llm.reset()`` only forgets how much of it is read)."""
     import llama_cpp
 
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm._ctx.ctx), True)
-    llm.reset()
 
 
 def _save(llm: Any, path: Path, key: str) -> None:
