@@ -179,3 +179,4 @@ def test_nothing_read_is_not_in_your_files() -> None:
     found = check("What are LiHua's favorite snacks?", "Nachos.", read=[])
     assert found.passage == 0 and found.not_in_files
     assert found.to_dict()["not_in_files"] is True
+

@@ -561,6 +561,9 @@ def test_the_answer_is_shown_once_the_messages_it_read_bear_it_out(
     assert len(said) - 1 == read.student["completion_tokens"]
     assert read.prompt_versions["support"] == filessupport.CHECK_VERSION
     assert set(read.provenance["support"]) >= {"found", "covered", "passage", "not_in_files"}
+    # How likely the student found each token of its answer, kept for the record.
+    sure = read.provenance["support"]["logprobs"]
+    assert sure and all(p <= 0 for p in sure)
     # What the student read: the messages with the question's words, as the sources show.
     assert read.prompt_versions["cut"] == filescut.CUT_VERSION
     [chat] = [p for p in read.passages if p.path.endswith("20260105.txt")]

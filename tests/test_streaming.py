@@ -90,6 +90,30 @@ def test_a_primed_student_reads_only_the_question_and_answers_the_same(
     assert evaluated[0] <= whole - system_tokens  # the system prompt was not read again
 
 
+def test_an_answers_token_logprobs_are_the_models_and_change_nothing(
+    test_model_path: Path,
+) -> None:
+    """chat(logprobs=True) writes the reply it writes without them, and gives each of its
+    tokens the log-probability the model gave it (as the gate's probe, which reads them
+    its own way, finds for the same greedy reply)."""
+    student = Student(test_model_path, n_ctx=1024)
+    try:
+        question = messages("What is the capital of France?", 3)
+        plain = student.chat(question, max_tokens=48)
+        student.forget()
+        watched = student.chat(question, max_tokens=48, logprobs=True)
+        student.forget()
+        probe = student.probe(question, max_tokens=48)
+    finally:
+        student.close()
+    assert watched.text == plain.text == probe.text and plain.text
+    assert plain.token_logprobs == ()
+    assert probe.ended  # the whole reply: each of its tokens has its log-probability
+    assert len(watched.token_logprobs) == len(probe.token_logprobs)
+    assert watched.token_logprobs == pytest.approx(probe.token_logprobs, abs=1e-3)
+    assert min(probe.token_logprobs) < -0.01  # not a reply the model was sure of throughout
+
+
 def test_the_answer_streams_before_it_is_complete(test_model_path: Path) -> None:
     """Each piece is handed on as its token is made: when the first piece arrives, the
     tokens after it have not been evaluated yet (counted at llama.cpp's eval calls)."""

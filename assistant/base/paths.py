@@ -40,6 +40,11 @@ def cache_dir() -> Path:
     return home / "cache" if home else Path(_dirs().user_cache_dir)
 
 
+def prefix_states() -> Path:
+    """Where the models' read prompt heads are kept (:mod:`assistant.models.prefixstate`)."""
+    return cache_dir() / "prefix-state"
+
+
 def state_dir() -> Path:
     home = _home()
     return home / "state" if home else Path(_dirs().user_state_dir)

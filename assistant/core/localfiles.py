@@ -8,7 +8,7 @@ the names it learns make the detector stricter (:meth:`Session.personal_names`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -219,14 +219,18 @@ def ask_files(
         head = keep_head(runtime)
     with timed(result.timings, "answer"):
         gen = runtime.student.chat(
-            messages, max_tokens=s.max_tokens, temperature=s.temperature, on_text=pieces
+            messages,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            on_text=pieces,
+            logprobs=f.abstain,
         )
     if held is not None:
         held.flush()
     result.answer = withhold_links(gen.text.strip(), protected, source="your files")
     result.student = {**student_record(runtime.student, gen), "head": head}
     if f.abstain:
-        _check(result, weight)
+        _check(result, weight, gen.token_logprobs)
         if on_text is not None:
             on_text(result.answer)
     result.timings["total"] = round(sum(result.timings.values()), 4)
@@ -239,17 +243,12 @@ def keep_head(runtime: Session) -> str:
     --files``), or one whose student read another prompt since, loads it instead of
     reading it before the question's own tokens.  Only a speed-up: where it fails, the
     head is read with the question, as before."""
-    student = runtime.student  # a student that cannot load fails here, with its message
-    try:
-        return student.keep_head(
-            answer.files_head(), answer.FILES_HEAD_MARK, paths.cache_dir() / "prefix-state", "files"
-        )
-    except Exception:  # only a speed-up: whatever goes wrong, the head is read as before
-        student.forget()
-        return "none"
+    return runtime.student.keep_head(
+        answer.files_head(), answer.FILES_HEAD_MARK, paths.prefix_states(), "files"
+    )
 
 
-def _check(result: AskResult, weight: Callable[[str], float]) -> None:
+def _check(result: AskResult, weight: Callable[[str], float], logprobs: Sequence[float]) -> None:
     """Whether the passages read bear the answer out (:mod:`filessupport`); where they do
     not, the reply is "Your files do not say." and the student's answer is kept in the
     record, with what the check found."""
@@ -260,6 +259,7 @@ def _check(result: AskResult, weight: Callable[[str], float]) -> None:
             result.answer,
             [(p.text, p.time) for p in result.passages],
             weight,
+            logprobs,
         )
     result.provenance["support"] = support.to_dict()
     if support.not_in_files and result.answer != answer.NOT_IN_FILES:

@@ -17,7 +17,8 @@ from assistant.base.config import Mode
 from assistant.drag import answer
 
 if TYPE_CHECKING:
-    from assistant.models.student import Generation, Student
+    from assistant.models.reading import Generation
+    from assistant.models.student import Student
 
 
 @contextlib.contextmanager

@@ -472,10 +472,7 @@ class Session:
         self._stack.callback(model.close)
         # Its rules and examples read once, their state kept in the cache folder: a new
         # process loads them instead of reading them again.
-        try:
-            model.keep_head(reader_head(), HEAD_MARK, paths.cache_dir() / "prefix-state")
-        except Exception:  # only a speed-up: the head is read with the first question
-            model.forget()
+        model.keep_head(reader_head(), HEAD_MARK, paths.prefix_states())
         common = getattr(self.detector, "common", None) or (lambda _word: False)
         return SpanReader(model, common=common, timeout=p.reader_timeout)
 

@@ -71,6 +71,9 @@ class Support:
     covered: float  # the share of the question's weight in that passage
     day: bool | None  # that passage is of the day the question names; None: it names none
     passage: int  # that passage's place among those read, from 1; 0: none read
+    # How likely the student found each token of its answer (natural log; empty where
+    # not read): recorded, not judged.
+    logprobs: tuple[float, ...] = ()
 
     @property
     def not_in_files(self) -> bool:
@@ -88,6 +91,7 @@ class Support:
             "day": self.day,
             "passage": self.passage,
             "not_in_files": self.not_in_files,
+            "logprobs": [round(p, 3) for p in self.logprobs],
         }
 
 
@@ -96,9 +100,11 @@ def check(
     reply: str,
     read: Sequence[tuple[str, str]],
     weight: Callable[[str], float],
+    logprobs: Sequence[float] = (),
 ) -> Support:
     """``read``: (text, time) of each passage the student read, in the order it read
-    them; ``weight``: how much a word of the files weighs."""
+    them; ``weight``: how much a word of the files weighs; ``logprobs``: of the reply's
+    tokens (kept in the record)."""
     asked = question_weights(question, weight)
     # A yes or a no says nothing more than the question: it is judged by the question's
     # words alone.  A day the answer names is found in a passage of that day, or one
@@ -121,9 +127,9 @@ def check(
         best = max(best, (found, covered, -place))
     found, covered, place = best[0], best[1], -best[2]
     if not place:
-        return Support(len(said) + bool(named), 0.0, 0.0, None, 0)
+        return Support(len(said) + bool(named), 0.0, 0.0, None, 0, tuple(logprobs))
     day: bool | None = None
     if days:
         text, time = read[place - 1]
         day = day_of(time) in days or bool(dates_in(text, compact=True) & days)
-    return Support(len(said) + bool(named), found, covered, day, place)
+    return Support(len(said) + bool(named), found, covered, day, place, tuple(logprobs))

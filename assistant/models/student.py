@@ -9,11 +9,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from assistant.base.errors import ModelError
+from assistant.models.reading import Chosen, Generation, LastRow, Probe
 
 # Passes of Student.inert: a space never joins two pieces into a token, so one does;
 # the rest guard a vocabulary whose control tokens hold spaces.
@@ -69,56 +69,6 @@ def gpu_offload_supported() -> bool:
 
     found = llamabuild.has_gpu()  # a portable build's GPU backends are libraries of their own
     return bool(llama_cpp.llama_supports_gpu_offload()) if found is None else found
-
-
-@dataclass(frozen=True)
-class Generation:
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    prompt_seconds: float  # until the first token
-    decode_seconds: float  # first token to last
-    finished: bool = True  # False: cut at max_tokens
-    decoded: int | None = None  # the tokens decode_seconds covers, where not all but the first
-
-    @property
-    def tokens_per_second(self) -> float:
-        # Decode speed excludes the first token, which carries the prompt's cost.
-        decoded = self.completion_tokens - 1 if self.decoded is None else self.decoded
-        if decoded < 1 or self.decode_seconds <= 0:
-            return 0.0
-        return decoded / self.decode_seconds
-
-
-@dataclass(frozen=True)
-class Probe:
-    """The opening of a reply, read greedily with how likely the student found it."""
-
-    text: str
-    token_logprobs: tuple[float, ...]  # natural log-probability of each token written
-    # With choices: each choice's log-probability among the choices, from the first
-    # step's distribution (empty when two choices start with the same token).
-    choice_logprobs: dict[str, float]
-    prompt_tokens: int
-    seconds: float
-    tokens: tuple[int, ...] = ()  # the tokens written, as the model wrote them
-    ended: bool = False  # the reply ended within them
-
-
-class _LastRow:
-    """A logits processor that keeps the log-probabilities of the latest step and
-    changes nothing (llama.cpp hands it the raw logits, before any grammar)."""
-
-    def __init__(self) -> None:
-        self.row: Any = None
-
-    def __call__(self, _input_ids: Any, logits: Any) -> Any:
-        import numpy as np
-
-        x = np.asarray(logits, dtype=np.float64)
-        top = float(x.max())
-        self.row = x - (top + float(np.log(np.exp(x - top).sum())))
-        return logits
 
 
 class Student:
@@ -233,35 +183,42 @@ class Student:
         """Hold read the head of ``messages``' prompt before ``mark`` (the reader's rules
         and examples, the files answer's rules), its state kept in ``folder`` across
         processes under ``tag`` (:mod:`assistant.models.prefixstate`): "held", "loaded",
-        "saved", "read", or "none" where the prompt does not start with the head."""
-        from assistant.models import prefixstate
-
+        "saved", "read", or "none" where the prompt does not start with the head, or
+        where holding it failed: only a speed-up, whatever goes wrong (another prompt
+        format, a template that refuses, llama.cpp refusing a state) leaves nothing read,
+        and the head is read with the question, as before."""
         with self._lock:
             try:
-                formatted = self._formatter()(messages=self._inert_messages(messages))
-            except Exception:  # another prompt format, a template that refuses: read as before
-                return "none"
-            cut = formatted.prompt.find(mark)
-            if cut < 0:
+                return self._keep_head(messages, mark, folder, tag)
+            except Exception:
+                self._llm.reset()  # type: ignore[no-untyped-call]
                 return "none"
 
-            head = self._template_tokens(formatted.prompt[:cut], formatted)
-            whole = self._template_tokens(formatted.prompt, formatted)
-            # Its end may join the mark's start in a token (line breaks, a bracket): the
-            # head held is the tokens both start with, at most two short of it.
-            shared = self._llm.longest_token_prefix(head, whole)
-            if shared < len(head) - 2 or shared + 64 >= self.n_ctx:
-                return "none"
-            head = whole[:shared]
-            return prefixstate.keep(
-                self._llm,
-                self.path,
-                head,
-                gpu_layers=self.gpu_layers,
-                n_ctx=self.n_ctx,
-                folder=folder,
-                tag=tag,
-            )
+    def _keep_head(self, messages: Messages, mark: str, folder: Path | None, tag: str) -> str:
+        from assistant.models import prefixstate
+
+        formatted = self._formatter()(messages=self._inert_messages(messages))
+        cut = formatted.prompt.find(mark)
+        if cut < 0:
+            return "none"
+
+        head = self._template_tokens(formatted.prompt[:cut], formatted)
+        whole = self._template_tokens(formatted.prompt, formatted)
+        # Its end may join the mark's start in a token (line breaks, a bracket): the
+        # head held is the tokens both start with, at most two short of it.
+        shared = self._llm.longest_token_prefix(head, whole)
+        if shared < len(head) - 2 or shared + 64 >= self.n_ctx:
+            return "none"
+        head = whole[:shared]
+        return prefixstate.keep(
+            self._llm,
+            self.path,
+            head,
+            gpu_layers=self.gpu_layers,
+            n_ctx=self.n_ctx,
+            folder=folder,
+            tag=tag,
+        )
 
     def _template_tokens(self, text: str, formatted: Any) -> list[int]:
         """The tokens of ``text``, a chat template's prompt (or its head) as the template
@@ -361,7 +318,7 @@ class Student:
             distinct = len({tuple(f) for f in firsts}) == len(firsts) and all(firsts)
             # Choices of one token each: the first token is the whole reply, read once.
             single = distinct and all(len(w) == 1 for w in whole)
-            last = _LastRow()
+            last = LastRow()
             vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
             started = time.perf_counter()
             written: list[int] = []
@@ -481,12 +438,15 @@ class Student:
         on_text: Callable[[str], None] | None = None,
         choices: Sequence[str] = (),
         schema: dict[str, Any] | None = None,
+        logprobs: bool = False,
     ) -> Generation:
         """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time).
 
         ``choices``: the reply is exactly one of these strings (a grammar enforces it).
         ``schema``: the reply is a JSON document of this JSON schema (a grammar enforces
-        it, up to ``max_tokens``: a reply cut there is ``Generation.finished`` False)."""
+        it, up to ``max_tokens``: a reply cut there is ``Generation.finished`` False).
+        ``logprobs``: how likely the model found each token it wrote
+        (``Generation.token_logprobs``; not with the privacy reader's drafting)."""
         grammar = None
         if schema is not None:
             grammar = self._schema_grammar(json.dumps(schema, sort_keys=True))
@@ -495,8 +455,9 @@ class Student:
         with self._lock:
             if self.lookup and grammar is None and temperature == 0.0 and self._drafts():
                 return self._chat_lookup(self._inert_messages(messages), max_tokens, on_text)
+            chosen = Chosen() if logprobs else None
             return self._chat(
-                self._inert_messages(messages), max_tokens, temperature, on_text, grammar
+                self._inert_messages(messages), max_tokens, temperature, on_text, grammar, chosen
             )
 
     def _drafts(self) -> bool:
@@ -554,7 +515,10 @@ class Student:
         temperature: float,
         on_text: Callable[[str], None] | None,
         grammar: Any = None,
+        chosen: Chosen | None = None,
     ) -> Generation:
+        import llama_cpp
+
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         if prompt_tokens + 16 >= self.n_ctx:
             raise ModelError(
@@ -572,6 +536,7 @@ class Student:
             temperature=temperature,
             stream=True,
             grammar=grammar,
+            logits_processor=llama_cpp.LogitsProcessorList([chosen]) if chosen else None,
         )
         finish = None
         for chunk in stream:
@@ -597,4 +562,5 @@ class Student:
             prompt_seconds=first - started,
             decode_seconds=ended - first,
             finished=finish != "length",
+            token_logprobs=tuple(chosen.logprobs) if chosen else (),
         )
