@@ -180,3 +180,13 @@ def test_nothing_read_is_not_in_your_files() -> None:
     assert found.passage == 0 and found.not_in_files
     assert found.to_dict()["not_in_files"] is True
 
+
+def test_an_answer_with_a_token_the_student_was_guessing_at_is_not_in_your_files() -> None:
+    asked, reply = "What are LiHua's favorite snacks?", "Nachos with cheese."
+    sure = filessupport.SURE_AT_LEAST
+    borne = filessupport.check(asked, reply, READ, fake_weight, [-0.01, sure, -0.2])
+    assert not borne.not_in_files and borne.to_dict()["logprobs"] == [-0.01, sure, -0.2]
+    guessed = filessupport.check(asked, reply, READ, fake_weight, [-0.01, sure - 0.01, -0.2])
+    assert guessed.not_in_files
+    # Not read (another caller, a model that gives none): judged by the words alone.
+    assert not filessupport.check(asked, reply, READ, fake_weight, []).not_in_files

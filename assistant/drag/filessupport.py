@@ -13,13 +13,17 @@ reply is "Your files do not say." when the passages do not bear it out:
   chat about something else ("the Thai spot" of another evening) covers less than
   :data:`COVERED_AT_LEAST` of the question's weight;
 - **a day the question names** (``on 20260609``, "June 9, 2026") must be that passage's
-  day, or a day it writes.
+  day, or a day it writes;
+- **the student must be sure of every token it wrote**: an answer one of whose tokens it
+  found less likely than :data:`SURE_AT_LEAST` (a natural log-probability: about one
+  chance in seven and a half) is one it was guessing at.
 
 A reply the student wrote as "not in the files" stands as it is.  Nothing here asks the
-student anything: the check reads words, so it costs no time worth measuring.  The two
-thresholds were chosen on the tune half of LiHuaWorld's dev questions (the answerable
-ones held back at most 5 %); the figures are reported on the other half
-(docs/benchmarks.md, "Your own files").
+student anything: the check reads words, and the probabilities the student gave its
+tokens as it wrote them, so it costs no time worth measuring.  The thresholds were chosen
+on the tune half of LiHuaWorld's dev questions (the answerable ones' right replies held
+back at most 5 %); the figures are reported on the other half (docs/benchmarks.md, "Your
+own files").
 """
 
 from __future__ import annotations
@@ -33,9 +37,12 @@ from assistant.base.textform import Date, dates_in
 from assistant.drag.filescut import question_weights, stems
 from assistant.drag.querywords import wordset
 
-CHECK_VERSION = "files-support-v1"
+CHECK_VERSION = "files-support-v2"
 FOUND_AT_LEAST = 0.25
 COVERED_AT_LEAST = 0.2
+# The least likely token of an answer let through (natural log-probability).  Chosen on
+# the tune half by the rule written before its run (docs/results/local-docs-sureness-tune).
+SURE_AT_LEAST = -2.0
 # Words an answer uses to talk about the files, or to say yes or no, not to say what
 # the files say.
 NOT_THE_ANSWERS = wordset(
@@ -72,7 +79,7 @@ class Support:
     day: bool | None  # that passage is of the day the question names; None: it names none
     passage: int  # that passage's place among those read, from 1; 0: none read
     # How likely the student found each token of its answer (natural log; empty where
-    # not read): recorded, not judged.
+    # not read).
     logprobs: tuple[float, ...] = ()
 
     @property
@@ -80,6 +87,8 @@ class Support:
         if not self.passage or self.day is False:
             return True
         if self.said and self.found < FOUND_AT_LEAST:
+            return True
+        if self.logprobs and min(self.logprobs) < SURE_AT_LEAST:
             return True
         return self.covered < COVERED_AT_LEAST
 
@@ -104,7 +113,7 @@ def check(
 ) -> Support:
     """``read``: (text, time) of each passage the student read, in the order it read
     them; ``weight``: how much a word of the files weighs; ``logprobs``: of the reply's
-    tokens (kept in the record)."""
+    tokens (empty: not judged)."""
     asked = question_weights(question, weight)
     # A yes or a no says nothing more than the question: it is judged by the question's
     # words alone.  A day the answer names is found in a passage of that day, or one
