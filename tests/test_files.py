@@ -420,6 +420,19 @@ def test_the_benchmark_can_take_its_rows_in_turns() -> None:
     assert all(sorted(in_turn(rows, n, alternate=True)) == sorted(rows) for n in range(1, 5))
 
 
+def test_the_benchmark_stores_a_source_as_a_path_inside_the_docs_however_they_were_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drag_bench.localdocs import _relative
+
+    chat = tmp_path / "shared" / "LiHua-World" / "week40" / "a.txt"
+    chat.parent.mkdir(parents=True)
+    chat.write_text("Time: 2026-10-05 10:05\n", "utf-8")
+    monkeypatch.chdir(tmp_path / "shared")
+    for docs in ("../shared/LiHua-World", "LiHua-World", str(tmp_path / "shared/LiHua-World")):
+        assert _relative(str(chat), Path(docs)) == "week40/a.txt", docs
+
+
 def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_no() -> None:
     from assistant.drag import answer
 

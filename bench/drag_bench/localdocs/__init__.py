@@ -189,7 +189,7 @@ def run(args: Any) -> dict[str, Any]:
 def _relative(path: str, docs: Path) -> str:
     """A source as a path inside ``--docs`` (the stored results name no machine's folders)."""
     try:
-        return str(Path(path).relative_to(docs.absolute()))
+        return str(Path(path).resolve().relative_to(docs.resolve()))
     except ValueError:
         return path
 
