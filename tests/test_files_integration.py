@@ -570,6 +570,20 @@ def test_the_answer_is_shown_once_the_messages_it_read_bear_it_out(
     assert "noodle bar on Kings Road" in chat.text
     assert [p.rank for p in read.passages] == list(range(1, len(read.passages) + 1))
 
+    # The sureness on its own (the word rules set to let any answer through): the answer
+    # is shown where no token counts as a guess, held back where one does (every token,
+    # with the bound above a log-probability of 0).
+    with monkeypatch.context() as m:
+        m.setattr(filessupport, "FOUND_AT_LEAST", 0.0)
+        m.setattr(filessupport, "COVERED_AT_LEAST", 0.0)
+        m.setattr(filessupport, "SURE_AT_LEAST", -1e9)
+        shown = localfiles.ask_files(runtime, question, k=2, remember=False)
+        m.setattr(filessupport, "SURE_AT_LEAST", 0.01)
+        unsure = localfiles.ask_files(runtime, question, k=2, remember=False)
+    assert shown.answer != answer.NOT_IN_FILES and not shown.provenance["support"]["unsure"]
+    assert unsure.answer == answer.NOT_IN_FILES and unsure.provenance["support"]["unsure"]
+    assert unsure.provenance["support"]["unsupported"] == shown.answer
+
     # Where the passages do not bear the answer out, the reply is "Your files do not say.",
     # and the student's answer is kept in the record.
     monkeypatch.setattr(filessupport, "COVERED_AT_LEAST", 1.01)  # no passage can reach it

@@ -99,6 +99,23 @@ def test_the_reply_is_the_models_greedy_reply_in_fewer_batches(
     assert decoded[0].batches < len(decoded[0].tokens)
 
 
+@pytest.mark.integration
+def test_a_reply_whose_token_logprobs_are_asked_for_is_not_drafted(tiny: Student) -> None:
+    """Drafting gives no log-probabilities: asked for them, the drafting student decodes
+    as any other (the files check must not be handed an answer with none)."""
+    asked = R.messages(QUESTIONS[0])
+    tiny.lookup = True
+    try:
+        tiny.forget()
+        drafted = tiny.chat(asked, max_tokens=24, temperature=0.0)
+        tiny.forget()
+        watched = tiny.chat(asked, max_tokens=24, temperature=0.0, logprobs=True)
+    finally:
+        tiny.lookup = False
+    assert watched.text == drafted.text and drafted.token_logprobs == ()
+    assert len(watched.token_logprobs) >= 8
+
+
 class _Enough(Exception):
     pass
 

@@ -54,3 +54,38 @@ def test_a_head_saved_after_a_question_holds_nothing_of_it(tmp_path: Path) -> No
     finally:
         used.close()
         fresh.close()
+
+
+@pytest.mark.integration
+def test_a_head_that_cannot_be_held_leaves_what_the_model_read_or_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keep_head is only a speed-up: a prompt format it cannot read leaves llama.cpp's
+    own reuse of the last prompt alone; a failure while holding leaves nothing read."""
+    from assistant.base.errors import ModelError
+    from assistant.drag import answer
+
+    path, _spec = modelfiles.resolve(TEST_MODEL)
+    student = Student(path, n_ctx=2048)
+    head = (answer.files_head(), answer.FILES_HEAD_MARK)
+    try:
+        student.chat([{"role": "user", "content": "Where is the noodle bar?"}], max_tokens=4)
+        read = student._llm.n_tokens
+        assert read > 0
+
+        def other_format() -> None:
+            raise ModelError("prompted in another format")
+
+        with monkeypatch.context() as m:
+            m.setattr(student, "_formatter", other_format)
+            assert student.keep_head(*head, tmp_path, "files") == "none"
+        assert student._llm.n_tokens == read
+
+        def refused(*_a: object, **_k: object) -> str:
+            raise RuntimeError("llama_state_set_data failed")
+
+        monkeypatch.setattr(prefixstate, "keep", refused)
+        assert student.keep_head(*head, tmp_path, "files") == "none"
+        assert student._llm.n_tokens == 0
+    finally:
+        student.close()

@@ -1365,15 +1365,29 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
     def either(lp: list[float]) -> bool:
         return lowest(lp) or statistics.fmean(lp) < -0.35
 
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
     tune = _local_docs("local-docs-sureness-tune")
     assert len(tune) == 105 and filessupport.SURE_AT_LEAST == -2.0
     assert judged(tune, lambda _lp: False)[::2] == (60, 33)
     assert judged(tune, lowest)[::2] == (62, 31)
     assert judged(tune, either)[::2] == (60, 23)
+    assert "62 right against 60, errors 33 to 31" in docs
+    assert "Tune: errors 31 to 23, right 62 to 60" in docs
+    earlier = (RESULTS / "local-docs-judge-tune" / "choose.txt").read_text("utf-8")
+    assert "0.830  the judge's ln P(no)" in earlier and "0.727  the whole reply" in earlier
+    assert "(AUC 0.727 against 0.830 on the tune half;" in docs
+    yes_or_no = [r for r in tune if re.match(r"(?i)(yes|no)\b", r["reply"])]
+    lowest_yes_or_no = min(min(r["support"]["logprobs"]) for r in yes_or_no)
+    assert f"their lowest token {lowest_yes_or_no:.2f}".replace("-", "−") in docs
     report = _local_docs("local-docs-sureness-report")
     assert len(report) == 87
+    # The run had the kept rule on: the one answer with a token below -2.0 was held back
+    # by the word rules too, so the run's replies are the word check's.
+    unsure = [r["support"] for r in report if min(r["support"]["logprobs"]) < -2.0]
+    assert len(unsure) == 1 and all(
+        s["found"] < 0.25 or s["covered"] < 0.2 or s["day"] is False for s in unsure
+    )
     n_answerable = sum(r["type"] != "Null" for r in report)
-    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
     rows = {
         "the word check alone": judged(report, lambda _lp: False),
         "and a token below −2.0 (kept)": judged(report, lowest),

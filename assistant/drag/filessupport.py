@@ -16,7 +16,7 @@ reply is "Your files do not say." when the passages do not bear it out:
   day, or a day it writes;
 - **the student must be sure of every token it wrote**: an answer one of whose tokens it
   found less likely than :data:`SURE_AT_LEAST` (a natural log-probability: about one
-  chance in seven and a half) is one it was guessing at.
+  chance in 7.4) is one it was guessing at; a yes or a no too.
 
 A reply the student wrote as "not in the files" stands as it is.  Nothing here asks the
 student anything: the check reads words, and the probabilities the student gave its
@@ -83,12 +83,17 @@ class Support:
     logprobs: tuple[float, ...] = ()
 
     @property
+    def unsure(self) -> bool:
+        """The student wrote a token it found less likely than :data:`SURE_AT_LEAST`."""
+        return bool(self.logprobs) and min(self.logprobs) < SURE_AT_LEAST
+
+    @property
     def not_in_files(self) -> bool:
         if not self.passage or self.day is False:
             return True
         if self.said and self.found < FOUND_AT_LEAST:
             return True
-        if self.logprobs and min(self.logprobs) < SURE_AT_LEAST:
+        if self.unsure:
             return True
         return self.covered < COVERED_AT_LEAST
 
@@ -101,6 +106,7 @@ class Support:
             "passage": self.passage,
             "not_in_files": self.not_in_files,
             "logprobs": [round(p, 3) for p in self.logprobs],
+            "unsure": self.unsure,
         }
 
 
@@ -115,9 +121,9 @@ def check(
     them; ``weight``: how much a word of the files weighs; ``logprobs``: of the reply's
     tokens (empty: not judged)."""
     asked = question_weights(question, weight)
-    # A yes or a no says nothing more than the question: it is judged by the question's
-    # words alone.  A day the answer names is found in a passage of that day, or one
-    # that writes it.
+    # A yes or a no says nothing more than the question: its words are the question's
+    # alone (its sureness is judged as any answer's).  A day the answer names is found
+    # in a passage of that day, or one that writes it.
     yes_or_no = bool(_YES_OR_NO.match(reply))
     named = set() if yes_or_no else dates_in(reply, compact=True)
     said = set() if yes_or_no else stems(_DAYS.sub(" ", reply) if named else reply)

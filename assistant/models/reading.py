@@ -79,7 +79,10 @@ class Chosen:
 
         if self._row is not None:
             self.logprobs.append(float(self._row[int(input_ids[-1])]) - self._norm)
-        x = np.asarray(logits, dtype=np.float64)
+        # A copy (llama.cpp writes the next step's logits over these), in single
+        # precision, summed in double: a tenth of the time of a double copy.
+        x = np.array(logits, dtype=np.float32, copy=True)
         top = float(x.max())
-        self._row, self._norm = x, top + float(np.log(np.exp(x - top).sum()))
+        self._row = x
+        self._norm = top + float(np.log(np.exp(x - top).sum(dtype=np.float64)))
         return logits

@@ -189,15 +189,18 @@ class Student:
         and the head is read with the question, as before."""
         with self._lock:
             try:
-                return self._keep_head(messages, mark, folder, tag)
+                formatted = self._formatter()(messages=self._inert_messages(messages))
+            except Exception:  # nothing read yet: what llama.cpp holds stays
+                return "none"
+            try:
+                return self._keep_head(formatted, mark, folder, tag)
             except Exception:
                 self._llm.reset()  # type: ignore[no-untyped-call]
                 return "none"
 
-    def _keep_head(self, messages: Messages, mark: str, folder: Path | None, tag: str) -> str:
+    def _keep_head(self, formatted: Any, mark: str, folder: Path | None, tag: str) -> str:
         from assistant.models import prefixstate
 
-        formatted = self._formatter()(messages=self._inert_messages(messages))
         cut = formatted.prompt.find(mark)
         if cut < 0:
             return "none"
@@ -453,7 +456,8 @@ class Student:
         elif choices:
             grammar = self._grammar(tuple(choices))
         with self._lock:
-            if self.lookup and grammar is None and temperature == 0.0 and self._drafts():
+            drafted = grammar is None and temperature == 0.0 and not logprobs
+            if self.lookup and drafted and self._drafts():
                 return self._chat_lookup(self._inert_messages(messages), max_tokens, on_text)
             chosen = Chosen() if logprobs else None
             return self._chat(

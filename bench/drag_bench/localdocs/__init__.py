@@ -37,6 +37,7 @@ from assistant.base import config
 from assistant.base.errors import DragError
 from assistant.core import localfiles
 from assistant.core.session import Session
+from assistant.files import readers
 from assistant.store import files as stored
 from assistant.store.index import DIM
 from drag_bench import arguments, split_choices
@@ -189,7 +190,8 @@ def run(args: Any) -> dict[str, Any]:
 def _relative(path: str, docs: Path) -> str:
     """A source as a path inside ``--docs`` (the stored results name no machine's folders)."""
     try:
-        return str(Path(path).resolve().relative_to(docs.resolve()))
+        # Both named as the index names a file (from the root, ".." worked out, links kept).
+        return str(readers.absolute(Path(path)).relative_to(readers.absolute(docs)))
     except ValueError:
         return path
 

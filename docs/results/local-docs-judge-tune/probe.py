@@ -28,7 +28,7 @@ from assistant.base import config
 from assistant.core import localfiles
 from assistant.core.session import Session
 from assistant.drag import answer
-from assistant.models.student import _LastRow
+from assistant.models.reading import LastRow as _LastRow  # in student.py when this ran
 
 index_db, out, limit_non_null = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 qs = [
