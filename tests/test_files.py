@@ -431,6 +431,12 @@ def test_the_benchmark_stores_a_source_as_a_path_inside_the_docs_however_they_we
     monkeypatch.chdir(tmp_path / "shared")
     for docs in ("../shared/LiHua-World", "LiHua-World", str(tmp_path / "shared/LiHua-World")):
         assert _relative(str(chat), Path(docs)) == "week40/a.txt", docs
+    # A linked folder inside the docs: named through the link, as the index names it.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "shared" / "LiHua-World" / "linked").symlink_to(tmp_path / "elsewhere")
+    linked = tmp_path / "shared" / "LiHua-World" / "linked" / "b.txt"
+    linked.write_text("Time: 2026-10-06 10:05\n", "utf-8")
+    assert _relative(str(linked), Path("../shared/LiHua-World")) == "linked/b.txt"
 
 
 def test_the_student_reads_each_passage_under_its_source_and_is_told_how_to_say_no() -> None:

@@ -188,5 +188,11 @@ def test_an_answer_with_a_token_the_student_was_guessing_at_is_not_in_your_files
     assert not borne.not_in_files and borne.to_dict()["logprobs"] == [-0.01, sure, -0.2]
     guessed = filessupport.check(asked, reply, READ, fake_weight, [-0.01, sure - 0.01, -0.2])
     assert guessed.not_in_files
+    assert guessed.to_dict()["unsure"] and not borne.to_dict()["unsure"]
+    # A yes or a no too: its words are the question's, its sureness its own.
+    asked_yes = "Did Jake ask about favorite snacks?"
+    assert not check(asked_yes, "Yes.").not_in_files
+    guessed_yes = filessupport.check(asked_yes, "Yes.", READ, fake_weight, [sure - 0.01])
+    assert guessed_yes.not_in_files
     # Not read (another caller, a model that gives none): judged by the words alone.
     assert not filessupport.check(asked, reply, READ, fake_weight, []).not_in_files

@@ -105,6 +105,7 @@ def test_a_reply_whose_token_logprobs_are_asked_for_is_not_drafted(tiny: Student
     as any other (the files check must not be handed an answer with none)."""
     asked = R.messages(QUESTIONS[0])
     tiny.lookup = True
+    assert tiny._drafts()  # this student drafts its greedy replies
     try:
         tiny.forget()
         drafted = tiny.chat(asked, max_tokens=24, temperature=0.0)

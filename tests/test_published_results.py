@@ -1376,7 +1376,11 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
     earlier = (RESULTS / "local-docs-judge-tune" / "choose.txt").read_text("utf-8")
     assert "0.830  the judge's ln P(no)" in earlier and "0.727  the whole reply" in earlier
     assert "(AUC 0.727 against 0.830 on the tune half;" in docs
-    yes_or_no = [r for r in tune if re.match(r"(?i)(yes|no)\b", r["reply"])]
+    yes_or_no = [
+        r
+        for r in tune
+        if re.match(r"(?i)\s*(yes|no)\b", r["support"].get("unsupported", r["reply"]))
+    ]
     lowest_yes_or_no = min(min(r["support"]["logprobs"]) for r in yes_or_no)
     assert f"their lowest token {lowest_yes_or_no:.2f}".replace("-", "−") in docs
     report = _local_docs("local-docs-sureness-report")
@@ -1385,7 +1389,10 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
     # by the word rules too, so the run's replies are the word check's.
     unsure = [r["support"] for r in report if min(r["support"]["logprobs"]) < -2.0]
     assert len(unsure) == 1 and all(
-        s["found"] < 0.25 or s["covered"] < 0.2 or s["day"] is False for s in unsure
+        s["found"] < filessupport.FOUND_AT_LEAST
+        or s["covered"] < filessupport.COVERED_AT_LEAST
+        or s["day"] is False
+        for s in unsure
     )
     n_answerable = sum(r["type"] != "Null" for r in report)
     rows = {
@@ -1399,6 +1406,23 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
             f"{n_answerable} ({100 * back / n_answerable:.1f} %) |"
         )
         assert line in docs, line
+    # What the mean's rule held back on the report half, and what it changed.
+    let_through = [
+        r
+        for r in report
+        if not r["held_back"] and not abstains(r["reply"]) and either(r["support"]["logprobs"])
+    ]
+    answerable = [r for r in let_through if r["type"] != "Null"]
+    wrong = sum(not r["right"] for r in answerable)
+    plain, with_mean = rows["the word check alone"], rows["and a mean below −0.35 (not kept)"]
+    said = (
+        f"Report: errors {plain[2]} to {with_mean[2]} and Null {plain[1]} to {with_mean[1]} of 6"
+        f", the same {plain[0]} right"
+    )
+    assert said in docs, said
+    said = f"held back in all ({len(answerable)} by this rule, {wrong} of them wrong), and "
+    said += f"{len(let_through) - len(answerable)} unanswerable caught"
+    assert said in docs, said
     # The bound: even holding back only wrong answers, up to 5 % of the answerable ones,
     # and catching every unanswerable one.
     right, _null, errors, back = rows["the word check alone"]

@@ -332,7 +332,7 @@ class FilesSettings:
         default=True,
         metadata={
             "help": 'reply "Your files do not say." when the passages read do not bear the '
-            "student's answer out, or the student was guessing at a word of it (the answer "
+            "student's answer out, or the student was guessing at part of it (the answer "
             "is shown once checked, not streamed)"
         },
     )

@@ -79,8 +79,8 @@ class Chosen:
 
         if self._row is not None:
             self.logprobs.append(float(self._row[int(input_ids[-1])]) - self._norm)
-        # A copy (llama.cpp writes the next step's logits over these), in single
-        # precision, summed in double: a tenth of the time of a double copy.
+        # A copy (the samplers after this one, and the next step, reuse the array), in
+        # single precision as llama.cpp gives them, summed in double.
         x = np.array(logits, dtype=np.float32, copy=True)
         top = float(x.max())
         self._row = x

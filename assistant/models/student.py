@@ -124,8 +124,9 @@ class Student:
             quiet_llama_cpp()
         self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
-        # ``lookup``: greedy replies without a grammar are decoded by drafting from the
-        # prompt (:mod:`assistant.models.lookup`): the privacy reader's, whose values are
+        # ``lookup``: greedy replies without a grammar (and without log-probabilities
+        # asked for) are decoded by drafting from the prompt
+        # (:mod:`assistant.models.lookup`): the privacy reader's, whose values are
         # copied from the question.
         self.lookup = lookup
         self._lookup_ok: bool | None = None
@@ -184,44 +185,48 @@ class Student:
         and examples, the files answer's rules), its state kept in ``folder`` across
         processes under ``tag`` (:mod:`assistant.models.prefixstate`): "held", "loaded",
         "saved", "read", or "none" where the prompt does not start with the head, or
-        where holding it failed: only a speed-up, whatever goes wrong (another prompt
-        format, a template that refuses, llama.cpp refusing a state) leaves nothing read,
-        and the head is read with the question, as before."""
+        where holding it failed.  Only a speed-up: another prompt format or a template
+        that refuses leaves what llama.cpp read as it was; a failure once holding began
+        (llama.cpp refusing a state) leaves nothing read; either way the head is read
+        with the question, as before."""
+        from assistant.models import prefixstate
+
         with self._lock:
             try:
-                formatted = self._formatter()(messages=self._inert_messages(messages))
+                head = self._head_tokens(messages, mark)
             except Exception:  # nothing read yet: what llama.cpp holds stays
                 return "none"
+            if head is None:
+                return "none"
             try:
-                return self._keep_head(formatted, mark, folder, tag)
+                return prefixstate.keep(
+                    self._llm,
+                    self.path,
+                    head,
+                    gpu_layers=self.gpu_layers,
+                    n_ctx=self.n_ctx,
+                    folder=folder,
+                    tag=tag,
+                )
             except Exception:
                 self._llm.reset()  # type: ignore[no-untyped-call]
                 return "none"
 
-    def _keep_head(self, formatted: Any, mark: str, folder: Path | None, tag: str) -> str:
-        from assistant.models import prefixstate
-
+    def _head_tokens(self, messages: Messages, mark: str) -> list[int] | None:
+        """The tokens of the prompt's head before ``mark`` as the whole prompt has them;
+        None where there is no such head (no mark, or a head that would not fit)."""
+        formatted = self._formatter()(messages=self._inert_messages(messages))
         cut = formatted.prompt.find(mark)
         if cut < 0:
-            return "none"
-
+            return None
         head = self._template_tokens(formatted.prompt[:cut], formatted)
         whole = self._template_tokens(formatted.prompt, formatted)
         # Its end may join the mark's start in a token (line breaks, a bracket): the
         # head held is the tokens both start with, at most two short of it.
         shared = self._llm.longest_token_prefix(head, whole)
         if shared < len(head) - 2 or shared + 64 >= self.n_ctx:
-            return "none"
-        head = whole[:shared]
-        return prefixstate.keep(
-            self._llm,
-            self.path,
-            head,
-            gpu_layers=self.gpu_layers,
-            n_ctx=self.n_ctx,
-            folder=folder,
-            tag=tag,
-        )
+            return None
+        return whole[:shared]
 
     def _template_tokens(self, text: str, formatted: Any) -> list[int]:
         """The tokens of ``text``, a chat template's prompt (or its head) as the template
@@ -449,7 +454,7 @@ class Student:
         ``schema``: the reply is a JSON document of this JSON schema (a grammar enforces
         it, up to ``max_tokens``: a reply cut there is ``Generation.finished`` False).
         ``logprobs``: how likely the model found each token it wrote
-        (``Generation.token_logprobs``; not with the privacy reader's drafting)."""
+        (``Generation.token_logprobs``; a reply they are asked for is not drafted)."""
         grammar = None
         if schema is not None:
             grammar = self._schema_grammar(json.dumps(schema, sort_keys=True))
