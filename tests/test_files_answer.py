@@ -175,6 +175,12 @@ def test_words_about_the_files_are_not_the_answers_own() -> None:
     assert found.said == 1 and found.found == 1.0
 
 
+def test_an_empty_reply_is_not_in_your_files() -> None:
+    for nothing in ("", "  \n"):
+        found = check("What are LiHua's favorite snacks?", nothing)
+        assert found.passage == 0 and found.not_in_files
+
+
 def test_nothing_read_is_not_in_your_files() -> None:
     found = check("What are LiHua's favorite snacks?", "Nachos.", read=[])
     assert found.passage == 0 and found.not_in_files

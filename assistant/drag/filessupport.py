@@ -77,7 +77,7 @@ class Support:
     found: float  # the share of them in the passage the answer comes from
     covered: float  # the share of the question's weight in that passage
     day: bool | None  # that passage is of the day the question names; None: it names none
-    passage: int  # that passage's place among those read, from 1; 0: none read
+    passage: int  # that passage's place among those read, from 1; 0: none (or no answer)
     # How likely the student found each token of its answer (natural log; empty where
     # not read).
     logprobs: tuple[float, ...] = ()
@@ -120,6 +120,8 @@ def check(
     """``read``: (text, time) of each passage the student read, in the order it read
     them; ``weight``: how much a word of the files weighs; ``logprobs``: of the reply's
     tokens (empty: not judged)."""
+    if not reply.strip():  # the student wrote nothing: no answer to bear out
+        return Support(0, 0.0, 0.0, None, 0, tuple(logprobs))
     asked = question_weights(question, weight)
     # A yes or a no says nothing more than the question: its words are the question's
     # alone (its sureness is judged as any answer's).  A day the answer names is found
