@@ -392,6 +392,15 @@ def test_the_benchmark_parts_are_fixed_halves_and_evidence_times_read_as_chat_ti
         "2026-10-14 20:00",
     }
     assert evidence_times("N/A") == set()
+    # Two rows of MiniRAG's file read as meant: a gold answer holding its evidence after a
+    # tab, and an evidence written as a chat's "Time:" header.
+    rows = {q["Question"]: q for q in load_questions(csv_path)}
+    tabbed = rows['What does EmilyBurnett think is the main motive for the "Man in Black"?']
+    assert tabbed["Gold Answer"] == "To find deeper meaning and fulfillment in Westworld"
+    assert evidence_times(tabbed["Evidence"]) == {"2026-09-16 16:00"}
+    headed = rows["Who comes up with the idea of picking up drinks on the way to hot pot?"]
+    assert evidence_times(headed["Evidence"]) == {"2026-09-30 16:00"}
+    assert all(evidence_times(q["Evidence"]) or q["Evidence"] == "N/A" for q in rows.values())
 
 
 def test_the_benchmark_reads_each_budget_as_a_row_of_its_own() -> None:

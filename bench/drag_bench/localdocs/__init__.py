@@ -28,6 +28,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -57,7 +58,22 @@ def load_questions(path: Path) -> list[dict[str, str]]:
     wanted = {"Question", "Gold Answer", "Evidence", "Type"}
     if not rows or not wanted <= set(rows[0]):
         raise ValueError(f"{path}: a CSV with the columns {', '.join(sorted(wanted))}")
-    return [{k: (r.get(k) or "").strip() for k in wanted} for r in rows]
+    return [_repaired({k: (r.get(k) or "").strip() for k in wanted}) for r in rows]
+
+
+_TIME = re.compile(r"\d{8}_\d\d:\d\d")
+
+
+def _repaired(row: dict[str, str]) -> dict[str, str]:
+    """One row of MiniRAG's CSV as its authors meant it: in lihua_dev.csv one gold answer
+    holds its evidence after a tab (its Evidence column a stray word), and one evidence is
+    written "Time: …" (a chat's own header).  Nothing else is changed."""
+    gold, _tab, time = row["Gold Answer"].rpartition("\t")
+    if gold and _TIME.fullmatch(time.strip()) and not _TIME.search(row["Evidence"]):
+        row = {**row, "Gold Answer": gold.strip(), "Evidence": time.strip()}
+    if row["Evidence"].startswith("Time:"):
+        row = {**row, "Evidence": row["Evidence"].removeprefix("Time:").strip()}
+    return row
 
 
 def part_of(question: str) -> str:
