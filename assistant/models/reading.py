@@ -46,6 +46,15 @@ class Probe:
     ended: bool = False  # the reply ended within them
 
 
+def log_normaliser(x: Any) -> float:
+    """log(sum(exp(x))) of a row of logits, from its largest (summed in double precision,
+    whatever ``x``'s)."""
+    import numpy as np
+
+    top = float(x.max())
+    return top + float(np.log(np.exp(x - top).sum(dtype=np.float64)))
+
+
 class LastRow:
     """A logits processor that keeps the log-probabilities of the latest step and
     changes nothing (llama.cpp hands it the raw logits, before any grammar)."""
@@ -57,8 +66,7 @@ class LastRow:
         import numpy as np
 
         x = np.asarray(logits, dtype=np.float64)
-        top = float(x.max())
-        self.row = x - (top + float(np.log(np.exp(x - top).sum())))
+        self.row = x - log_normaliser(x)
         return logits
 
 
@@ -81,8 +89,6 @@ class Chosen:
             self.logprobs.append(float(self._row[int(input_ids[-1])]) - self._norm)
         # A copy (the samplers after this one, and the next step, reuse the array), in
         # single precision as llama.cpp gives them, summed in double.
-        x = np.array(logits, dtype=np.float32, copy=True)
-        top = float(x.max())
-        self._row = x
-        self._norm = top + float(np.log(np.exp(x - top).sum(dtype=np.float64)))
+        self._row = np.array(logits, dtype=np.float32, copy=True)
+        self._norm = log_normaliser(self._row)
         return logits

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from assistant.base.errors import ModelError
-from assistant.models.reading import Chosen, Generation, LastRow, Probe
+from assistant.models.reading import Chosen, Generation, LastRow, Probe, log_normaliser
 
 # Passes of Student.inert: a space never joins two pieces into a token, so one does;
 # the rest guard a vocabulary whose control tokens hold spaces.
@@ -345,8 +345,7 @@ class Student:
                     import numpy as np
 
                     picked = np.array([last.row[f[0]] for f in firsts])
-                    top = float(picked.max())
-                    norm = top + float(np.log(np.exp(picked - top).sum()))
+                    norm = log_normaliser(picked)
                     by_choice = {c: float(v) - norm for c, v in zip(choices, picked, strict=True)}
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
                     ended = True
