@@ -237,7 +237,8 @@ def date_spans(text: str | View) -> list[tuple[int, int, set[Date]]]:
     return out
 
 
-_COMPACT_DATE = re.compile(r"\b((?:19|20)\d\d)(\d\d)(\d\d)\b")
+# Eight digits alone, or before "_" (LiHuaWorld writes a chat's time "20260901_13:00").
+_COMPACT_DATE = re.compile(r"(?<!\w)((?:19|20)\d\d)(\d\d)(\d\d)(?![^\W_])")
 
 
 def dates_in(text: str, *, compact: bool = False) -> set[Date]:
@@ -249,6 +250,31 @@ def dates_in(text: str, *, compact: bool = False) -> set[Date]:
     if compact:
         for year, month, day in _COMPACT_DATE.findall(text):
             found |= _date(year, int(month), int(day))
+    return found
+
+
+_MONTH_NAME = r"(january|february|march|april|may|june|july|august|september|october|november|december)"
+_NO_YEAR = r"(?!,?\s+(?:\d{4}|'\d\d)(?!\w))"
+_YEARLESS = (
+    re.compile(rf"(?<!\w){_MONTH_NAME}\s+(?:the\s+)?{_DAY}(?!\w){_NO_YEAR}"),
+    re.compile(rf"(?<!\w)(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH_NAME}(?!\w){_NO_YEAR}"),
+)
+
+
+def month_days(text: str) -> set[tuple[int, int]]:
+    """(month, day) of each day ``text`` names without a year ("January 6th", "the 6th
+    of January"; month names written whole), for the files' search: a question about a
+    chat "on January 6th" means that day of any year the files hold."""
+    v = folded(text)
+    found: set[tuple[int, int]] = set()
+    for form, (at_month, at_day) in zip(_YEARLESS, ((1, 2), (2, 1)), strict=True):
+        for m in form.finditer(v.text):
+            name, day = m.group(at_month), int(m.group(at_day))
+            start, _ = v.span(*m.span(at_month))
+            if name == "may" and not text[start:].startswith("M"):
+                continue  # "you may 2 …": the verb, not the month
+            if 1 <= day <= 31:
+                found.add((_MONTHS.index(name[:3]) + 1, day))
     return found
 
 

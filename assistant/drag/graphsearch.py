@@ -22,7 +22,8 @@ For a question:
    where the bridge or the chunk's entities are of the answer type.
 4. **Fusion**: the graph's ranking, the keyword ranking (BM25) and the vector ranking
    (cosine of chunk and question) are fused by reciprocal rank (:data:`RRF_K`); the
-   top K are the context.
+   top K are the context, the chunks of a day the question names first (a question
+   "on 20260405" or "on January 6th" asks about that day's chats).
 
 ``method="vector"`` is plain vector RAG over the same chunks (the benchmark's baseline).
 :meth:`GraphIndex.search` also names the entities on the paths (the seeds and the
@@ -43,7 +44,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from assistant.base.textform import Date, dates_in
+from assistant.base.textform import Date, dates_in, month_days
 from assistant.drag.querywords import keywords, ngrams
 from assistant.drag.ranking import Embedder
 from assistant.privacy.entities import Named, common_word, lower_words, name_key
@@ -231,9 +232,11 @@ class GraphIndex:
 
     def dated(self, question: str) -> list[int]:
         """Chunk rows whose chat or e-mail day the question names (``on 20260405``,
-        ``April 5, 2026``)."""
+        ``April 5, 2026``; ``on January 6th``: that day of any year)."""
         days = dates_in(question, compact=True)
-        return [row for day in days for row in self.chunk_dates.get(day, [])]
+        if yearless := month_days(question):
+            days |= {d for d in self.chunk_dates if d[1:] in yearless}
+        return sorted({row for day in days for row in self.chunk_dates.get(day, [])})
 
     def graph_scores(
         self, seeds: dict[int, float], types: Sequence[str]
@@ -291,7 +294,8 @@ class GraphIndex:
             return hits, []
         seeds = self.seeds(question, embedder, named)
         graph, bridges = self.graph_scores(seeds, answer_types(question))
-        for row in self.dated(question):
+        on_day = self.dated(question)
+        for row in on_day:
             graph[row] = graph.get(row, 0.0) + DATE_WEIGHT
         depth = max(4 * k, 50)  # the head of each ranking that the fusion reads
         keywords = self.keyword_scores(question)
@@ -302,7 +306,9 @@ class GraphIndex:
         for ranked in rankings:
             for rank, row in enumerate(ranked):
                 fused[row] += 1 / (RRF_K + rank + 1)
-        order = sorted(fused, key=lambda c: (-fused[c], -cosines[c]))[:k]
+        # A question that names a day asks about that day's chats: they come first.
+        first = set(on_day)
+        order = sorted(fused, key=lambda c: (c not in first, -fused[c], -cosines[c]))[:k]
         hits = [self._hit(c, fused[c], float(cosines[c]), graph.get(c, 0.0)) for c in order]
         on_paths = sorted(seeds, key=lambda e: -seeds[e]) + [b for b in bridges if b not in seeds]
         return hits, on_paths
