@@ -39,23 +39,10 @@ def words(text: str) -> list[str]:
 _KEYWORD = re.compile(r"[^\W_]+")
 
 
-def _parts(token: str) -> list[str]:
-    """A word cut where a small letter meets a capital: a chat export joins a sender's
-    names ("WolfgangSchulz: …") that a question writes apart ("Wolfgang")."""
-    cuts = [i for i in range(1, len(token)) if token[i].isupper() and token[i - 1].islower()]
-    return [token[a:b] for a, b in zip([0, *cuts], [*cuts, len(token)], strict=True)]
-
-
 def keywords(text: str) -> list[str]:
-    """Lower-case words of any script (joined names read apart: :func:`_parts`),
-    stop-words left out: the files' keyword search (BM25), the passages' cut and the
-    answer's support read a text so."""
-    return [
-        w
-        for token in _KEYWORD.findall(text)
-        for part in _parts(token)
-        if (w := part.casefold()) not in STOPWORDS
-    ]
+    """Lower-case words of any script, stop-words left out: the files' keyword search
+    (BM25), the passages' cut and the answer's support read a text so."""
+    return [w for w in _KEYWORD.findall(text.casefold()) if w not in STOPWORDS]
 
 
 def stem(word: str) -> str:
