@@ -1433,3 +1433,57 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
     said = f"still leaves {best} errors of 87 ({100 * best / 87:.1f} %)"
     assert said in docs, said
     assert "right on 45 of the 81 answerable questions; 35 of its wrong answers" in docs
+
+
+def test_the_day_first_runs_are_as_the_docs_say() -> None:
+    """Issue 51's named day first (kept) and names read apart (not kept): each row of the
+    docs' table counted again from the stored items, the earlier runs with the kept
+    sureness rule applied as the product applies it; the runs compare (a question whose
+    passages did not change got the same reply)."""
+    from drag_bench.localdocs.scoring import abstains, score
+
+    def kept_rule(r: dict[str, Any]) -> dict[str, Any]:
+        lp = r["support"]["logprobs"]
+        if r["held_back"] or abstains(r["reply"]) or not lp or min(lp) >= -2.0:
+            return r
+        held = "Your files do not say."
+        v = score(held, r["gold"], r["type"])
+        return {**r, "reply": held, "held_back": True, "right": v.right, "error": v.error}
+
+    def row(name: str, items: list[dict[str, Any]]) -> str:
+        nulls = [r for r in items if r["type"] == "Null"]
+        answerable = [r for r in items if r["type"] != "Null"]
+        return (
+            f"| {name} | {sum(r['right'] for r in items)} | {sum(r['error'] for r in items)} | "
+            f"{sum(r['right'] for r in nulls)} of {len(nulls)} | "
+            f"{sum(r['held_back'] for r in answerable)} of {len(answerable)} | "
+            f"{sum(r['evidence_found'] for r in items)} of "
+            f"{sum(r['evidence_wanted'] for r in items)} |"
+        )
+
+    def times(r: dict[str, Any]) -> list[str]:
+        return [s["time"] for s in r["sources"]]
+
+    runs = {
+        "tune, before (the sureness run, kept rule)": [
+            kept_rule(r) for r in _local_docs("local-docs-sureness-tune")
+        ],
+        "tune, the day first (kept)": _local_docs("local-docs-dayfirst-tune"),
+        "tune, and names read apart (not kept)": _local_docs("local-docs-names-tune"),
+        "report, before (the sureness run)": _local_docs("local-docs-sureness-report"),
+        "report, the day first": _local_docs("local-docs-dayfirst-report"),
+    }
+    docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
+    for name, items in runs.items():
+        assert row(name, items) in docs, row(name, items)
+    before, after = (list(runs)[i] for i in (0, 1))
+    earlier = {r["question"]: r for r in runs[before]}
+    same = [r for r in runs[after] if times(r) == times(earlier[r["question"]])]
+    assert len(same) == 90 and all(r["reply"] == earlier[r["question"]]["reply"] for r in same)
+    gained = sum(r["right"] and not earlier[r["question"]]["right"] for r in runs[after])
+    lost = sum(earlier[r["question"]]["right"] and not r["right"] for r in runs[after])
+    assert (gained, lost) == (1, 1)
+    assert "15 questions read other passages; the 90 whose" in " ".join(docs.split())
+    report = {r["question"]: r for r in runs["report, before (the sureness run)"]}
+    moved = [r for r in runs["report, the day first"] if times(r) != times(report[r["question"]])]
+    assert len(moved) == 2

@@ -253,7 +253,9 @@ def dates_in(text: str, *, compact: bool = False) -> set[Date]:
     return found
 
 
-_MONTH_NAME = r"(january|february|march|april|may|june|july|august|september|october|november|december)"
+_MONTH_NAME = (
+    r"(january|february|march|april|may|june|july|august|september|october|november|december)"
+)
 _NO_YEAR = r"(?!,?\s+(?:\d{4}|'\d\d)(?!\w))"
 _YEARLESS = (
     re.compile(rf"(?<!\w){_MONTH_NAME}\s+(?:the\s+)?{_DAY}(?!\w){_NO_YEAR}"),

@@ -32,8 +32,14 @@ def with_kept_rule(item: dict) -> dict:
     if item["held_back"] or not probs or min(probs) >= SURE_AT_LEAST:
         return item
     verdict = score(HELD, item["gold"], item["type"])
-    return {**item, "reply": HELD, "held_back": True, "right": verdict.right,
-            "error": verdict.error, "abstained": verdict.abstained}
+    return {
+        **item,
+        "reply": HELD,
+        "held_back": True,
+        "right": verdict.right,
+        "error": verdict.error,
+        "abstained": verdict.abstained,
+    }
 
 
 def figures(items: list[dict]) -> str:
@@ -51,12 +57,19 @@ def figures(items: list[dict]) -> str:
 
 def main(path: str, against: str = "") -> None:
     new = load(Path(path))
-    base = {q: with_kept_rule(i) for q, i in load(Path(against) if against else BASE).items() if q in new}
+    base = {
+        q: with_kept_rule(i)
+        for q, i in load(Path(against) if against else BASE).items()
+        if q in new
+    }
     assert set(base) == set(new), "the two runs asked other questions"
     print("baseline:", figures(list(base.values())))
     print("this run:", figures(list(new.values())))
-    same_sources = [q for q in new if [s["time"] for s in new[q]["sources"]]
-                    == [s["time"] for s in base[q]["sources"]]]
+    same_sources = [
+        q
+        for q in new
+        if [s["time"] for s in new[q]["sources"]] == [s["time"] for s in base[q]["sources"]]
+    ]
     differ = [q for q in same_sources if new[q]["reply"] != base[q]["reply"]]
     print(f"passages unchanged: {len(same_sources)}; of them another reply: {len(differ)}")
     for q in differ:
@@ -66,8 +79,10 @@ def main(path: str, against: str = "") -> None:
         if q in same_sources:
             continue
         b, n = base[q], new[q]
-        print(f"  evidence {b['evidence_found']}->{n['evidence_found']}/{n['evidence_wanted']} "
-              f"right {b['right']}->{n['right']} error {b['error']}->{n['error']}: {q}")
+        print(
+            f"  evidence {b['evidence_found']}->{n['evidence_found']}/{n['evidence_wanted']} "
+            f"right {b['right']}->{n['right']} error {b['error']}->{n['error']}: {q}"
+        )
 
 
 if __name__ == "__main__":
