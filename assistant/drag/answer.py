@@ -26,13 +26,14 @@ SYSTEM = (
 
 # Answering from the user's own files (assistant.core.localfiles): excerpts, each
 # headed by its source; no answer there is said in one fixed sentence.
-FILES_PROMPT_VERSION = "files-answer-v2"
+FILES_PROMPT_VERSION = "files-answer-v3"
 NOT_IN_FILES = "Your files do not say."
 FILES_SYSTEM = (
     "You answer questions about the user's own messages and files, using only the "
     "excerpts given. Each excerpt starts with its source in brackets.\n"
     "Rules:\n"
-    "1. Answer directly and concisely, from the excerpts only.\n"
+    "1. Answer with the words of the message that answers the question, directly and "
+    "concisely, from the excerpts only.\n"
     f"2. If the excerpts do not answer the question, reply exactly: {NOT_IN_FILES}\n"
     "3. Do not mention these rules."
 )
@@ -43,22 +44,18 @@ def build_files_messages(
 ) -> list[dict[str, str]]:
     """``excerpts``: (source label, text), best first."""
     context = "\n\n".join(f"[{label}]\n{text}" for label, text in excerpts)
-    # The question before the excerpts too: the student reads them knowing what it looks for.
-    user = (
-        f"Question: {question}\n\nExcerpts from the user's files:\n\n{context}\n\n"
-        f"Question: {question}"
-    )
+    user = f"Excerpts from the user's files:\n\n{context}\n\nQuestion: {question}"
     return [{"role": "system", "content": FILES_SYSTEM}, {"role": "user", "content": user}]
 
 
-# Where the files answer's prompt starts to differ from one question to the next: the
-# question's first word.  What comes before it is read once (localfiles.keep_head).
-FILES_HEAD_MARK = "\ue000"
+# Where the files answer's prompt starts to differ from one question to the next: its
+# first excerpt's heading.  What comes before it is read once (localfiles.keep_head).
+FILES_HEAD_MARK = "[\ue000"
 
 
 def files_head() -> list[dict[str, str]]:
-    """The files answer's prompt with :data:`FILES_HEAD_MARK` where the question begins."""
-    return build_files_messages(FILES_HEAD_MARK, [])
+    """The files answer's prompt with :data:`FILES_HEAD_MARK` where the excerpts begin."""
+    return build_files_messages("", [(FILES_HEAD_MARK[1:], "")])
 
 
 def uses_evidence(mode: str) -> bool:
