@@ -163,7 +163,7 @@ def test_an_answer_that_starts_with_yes_or_no_is_judged_as_a_yes_or_a_no() -> No
 
 def test_a_day_the_answer_names_is_found_in_a_passage_of_that_day() -> None:
     asked = "When did Wolfgang mention the Thai spot?"
-    for written in ("2026-06-02", "June 2, 2026", "20260602"):
+    for written in ("2026-06-02", "June 2, 2026", "20260602", "20260602_20:00"):
         found = check(asked, written)
         assert (found.said, found.found, found.passage) == (1, 1.0, 2), written
     assert check(asked, "2026-06-03").found == 0.0

@@ -20,14 +20,15 @@ class FakeEmbedder:
         raise AssertionError("the fake embedder was asked to embed")
 
 
-# Four chats about the basement on other days; one chat of 7 July that does not say
-# "basement" and points away from the question's vector.
+# Four chats about the basement on other days; two chats of 7 July that do not say
+# "basement" and point away from the question's vector, the second less so.
 CHATS = [
     ("2026-06-01 10:00", "Adam: the basement is damp, the basement smells.", [1, 0, 0, 0]),
     ("2026-06-02 10:00", "Adam: the basement pump broke again in the basement.", [1, 0.1, 0, 0]),
     ("2026-06-03 10:00", "LiHua: basement paint or basement tiles?", [1, 0.2, 0, 0]),
     ("2026-06-04 10:00", "Adam: the basement stairs creak.", [1, 0.3, 0, 0]),
     ("2026-07-07 16:00", "Adam: water came in downstairs after the storm.", [0, 0, 1, 0]),
+    ("2026-07-07 18:00", "Adam: the plumber comes on Friday.", [0.3, 0, 0, 1]),
 ]
 
 
@@ -64,8 +65,10 @@ def _times(question: str) -> list[str]:
         "Why is Adam worried about the basement in the chat of 20260707_16:00?",
     ],
 )
-def test_the_chat_of_a_day_the_question_names_comes_first(question: str) -> None:
-    assert _times(question)[0] == "2026-07-07 16:00"
+def test_the_chats_of_a_day_the_question_names_come_first(question: str) -> None:
+    # Both of the day's chats, ahead of four that hold the question's words and point
+    # its way; among themselves in the fused order (the one nearer the question first).
+    assert _times(question) == ["2026-07-07 18:00", "2026-07-07 16:00"]
 
 
 def test_a_question_naming_no_day_reads_the_chats_its_words_find() -> None:
@@ -73,11 +76,12 @@ def test_a_question_naming_no_day_reads_the_chats_its_words_find() -> None:
     assert "2026-07-07 16:00" not in times
 
 
-def test_a_day_is_read_without_a_year_and_not_from_the_verb_may() -> None:
+def test_a_day_is_read_without_a_year_and_not_from_a_verb() -> None:
     assert month_days("What does Li Hua report to Adam on January 6th?") == {(1, 6)}
     assert month_days("on the 6th of January") == {(1, 6)}
     assert month_days("May 6th") == {(5, 6)}
     assert not month_days("you may 5 times ask")
+    assert not month_days("we march 3 miles in august 12 of us") and month_days("March 3")
     assert not month_days("January 6th, 2026")  # a whole date: dates_in reads it
     assert not month_days("June 32nd")
     assert dates_in("the chat of 20260901_13:00", compact=True) == {(26, 9, 1)}

@@ -675,7 +675,7 @@ def test_a_test_split_scored_after_the_margin_was_chosen_is_recounted(table: Pat
         ], (table.parent.name, who, margin_cell)
 
 
-LOCAL_DOCS = sorted(p.parent for p in RESULTS.glob("*/local-docs-summary.json"))
+LOCAL_DOCS = sorted(p.parent for p in RESULTS.glob("**/local-docs-summary.json"))
 
 
 def test_there_are_published_local_docs_results() -> None:
@@ -1435,12 +1435,28 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
     assert "right on 45 of the 81 answerable questions; 35 of its wrong answers" in docs
 
 
+def _files_row(name: str, items: list[dict[str, Any]]) -> str:
+    """A row of the docs' tables of issue 51's tune and report runs: right, errors, Null
+    right, answerable held back, evidence chats read; counted from the items."""
+    nulls = [r for r in items if r["type"] == "Null"]
+    answerable = [r for r in items if r["type"] != "Null"]
+    return (
+        f"| {name} | {sum(r['right'] for r in items)} | {sum(r['error'] for r in items)} | "
+        f"{sum(r['right'] for r in nulls)} of {len(nulls)} | "
+        f"{sum(r['held_back'] for r in answerable)} of {len(answerable)} | "
+        f"{sum(r['evidence_found'] for r in items)} of "
+        f"{sum(r['evidence_wanted'] for r in items)} |"
+    )
+
+
 def test_the_day_first_runs_are_as_the_docs_say() -> None:
     """Issue 51's named day first (kept) and names read apart (not kept): each row of the
     docs' table counted again from the stored items, the earlier runs with the kept
     sureness rule applied as the product applies it; the runs compare (a question whose
     passages did not change got the same reply)."""
     from drag_bench.localdocs.scoring import abstains, score
+
+    from assistant.base.textform import dates_in, month_days
 
     def kept_rule(r: dict[str, Any]) -> dict[str, Any]:
         lp = r["support"]["logprobs"]
@@ -1449,17 +1465,6 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
         held = "Your files do not say."
         v = score(held, r["gold"], r["type"])
         return {**r, "reply": held, "held_back": True, "right": v.right, "error": v.error}
-
-    def row(name: str, items: list[dict[str, Any]]) -> str:
-        nulls = [r for r in items if r["type"] == "Null"]
-        answerable = [r for r in items if r["type"] != "Null"]
-        return (
-            f"| {name} | {sum(r['right'] for r in items)} | {sum(r['error'] for r in items)} | "
-            f"{sum(r['right'] for r in nulls)} of {len(nulls)} | "
-            f"{sum(r['held_back'] for r in answerable)} of {len(answerable)} | "
-            f"{sum(r['evidence_found'] for r in items)} of "
-            f"{sum(r['evidence_wanted'] for r in items)} |"
-        )
 
     def times(r: dict[str, Any]) -> list[str]:
         return [s["time"] for s in r["sources"]]
@@ -1475,7 +1480,7 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
     }
     docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
     for name, items in runs.items():
-        assert row(name, items) in docs, row(name, items)
+        assert _files_row(name, items) in docs, _files_row(name, items)
     before, after = (list(runs)[i] for i in (0, 1))
     earlier = {r["question"]: r for r in runs[before]}
     same = [r for r in runs[after] if times(r) == times(earlier[r["question"]])]
@@ -1483,7 +1488,37 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
     gained = sum(r["right"] and not earlier[r["question"]]["right"] for r in runs[after])
     lost = sum(earlier[r["question"]]["right"] and not r["right"] for r in runs[after])
     assert (gained, lost) == (1, 1)
-    assert "15 questions read other passages; the 90 whose" in " ".join(docs.split())
+    said = f"{len(runs[after]) - len(same)} questions read other passages; the {len(same)} whose"
+    assert said in " ".join(docs.split())
     report = {r["question"]: r for r in runs["report, before (the sureness run)"]}
     moved = [r for r in runs["report, the day first"] if times(r) != times(report[r["question"]])]
-    assert len(moved) == 2
+    naming = [
+        q
+        for q in report
+        if dates_in(q, compact=True) or month_days(q)  # as the product reads
+    ]
+    assert {r["question"] for r in moved} == set(naming) and len(naming) == 2
+    assert "On the report half only 2 questions name a day" in " ".join(docs.split())
+
+
+def test_the_prompt_trials_are_as_the_docs_say() -> None:
+    """Issue 51's two wordings of the files prompt on the tune half (neither kept): each
+    row counted from its items, and the product's prompt the one they were set against."""
+    from assistant.drag import answer
+
+    runs = {
+        "the day first, files-answer-v1 (kept)": _local_docs("local-docs-dayfirst-tune"),
+        "A: the question first too": _local_docs("local-docs-prompt-tune/question-first"),
+        "B: in the words of the message": _local_docs("local-docs-prompt-tune/extractive"),
+    }
+    docs = (RESULTS.parent / "benchmarks.md").read_text("utf-8")
+    for name, items in runs.items():
+        assert len(items) == 105 and _files_row(name, items) in docs, _files_row(name, items)
+    kept, *tried = (sum(r["right"] for r in items) for items in runs.values())
+    assert max(tried) < kept + 2  # the rule's bound
+    words = [statistics.median(len(r["reply"].split()) for r in items) for items in runs.values()]
+    assert words == [7, 9, 5]
+    assert "(7 words with the kept prompt, 9 with A, 5 with B)" in " ".join(docs.split())
+    sources = [[[s["time"] for s in r["sources"]] for r in items] for items in runs.values()]
+    assert sources[0] == sources[1] == sources[2]
+    assert answer.FILES_PROMPT_VERSION == "files-answer-v1"

@@ -256,6 +256,7 @@ def dates_in(text: str, *, compact: bool = False) -> set[Date]:
 _MONTH_NAME = (
     r"(january|february|march|april|may|june|july|august|september|october|november|december)"
 )
+_ALSO_WORDS = ("may", "march", "august")  # a month only as a name is written
 _NO_YEAR = r"(?!,?\s+(?:\d{4}|'\d\d)(?!\w))"
 _YEARLESS = (
     re.compile(rf"(?<!\w){_MONTH_NAME}\s+(?:the\s+)?{_DAY}(?!\w){_NO_YEAR}"),
@@ -266,15 +267,16 @@ _YEARLESS = (
 def month_days(text: str) -> set[tuple[int, int]]:
     """(month, day) of each day ``text`` names without a year ("January 6th", "the 6th
     of January"; month names written whole), for the files' search: a question about a
-    chat "on January 6th" means that day of any year the files hold."""
+    chat "on January 6th" means that day of any year the files hold.  "May", "March"
+    and "August" are months only capitalised ("you may 2 …" is not a day)."""
     v = folded(text)
     found: set[tuple[int, int]] = set()
     for form, (at_month, at_day) in zip(_YEARLESS, ((1, 2), (2, 1)), strict=True):
         for m in form.finditer(v.text):
             name, day = m.group(at_month), int(m.group(at_day))
             start, _ = v.span(*m.span(at_month))
-            if name == "may" and not text[start:].startswith("M"):
-                continue  # "you may 2 …": the verb, not the month
+            if name in _ALSO_WORDS and not text[start:].startswith(name[0].upper()):
+                continue  # "you may 2 …", "we march 3 miles": the verb, not the month
             if 1 <= day <= 31:
                 found.add((_MONTHS.index(name[:3]) + 1, day))
     return found

@@ -26,14 +26,13 @@ SYSTEM = (
 
 # Answering from the user's own files (assistant.core.localfiles): excerpts, each
 # headed by its source; no answer there is said in one fixed sentence.
-FILES_PROMPT_VERSION = "files-answer-v3"
+FILES_PROMPT_VERSION = "files-answer-v1"
 NOT_IN_FILES = "Your files do not say."
 FILES_SYSTEM = (
     "You answer questions about the user's own messages and files, using only the "
     "excerpts given. Each excerpt starts with its source in brackets.\n"
     "Rules:\n"
-    "1. Answer with the words of the message that answers the question, directly and "
-    "concisely, from the excerpts only.\n"
+    "1. Answer directly and concisely, from the excerpts only.\n"
     f"2. If the excerpts do not answer the question, reply exactly: {NOT_IN_FILES}\n"
     "3. Do not mention these rules."
 )

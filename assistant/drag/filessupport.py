@@ -53,10 +53,11 @@ NOT_THE_ANSWERS = wordset(
 
 
 _YES_OR_NO = re.compile(r"(?i)\s*(?:yes|no)\b")
-# The words of a day as an answer writes it ("2026-02-09", "20260209", "February 9,
-# 2026", "9th of Feb"): looked for as a day, not as words.
+# The words of a day as an answer writes it ("2026-02-09", "20260209", "20260209_13:00",
+# "February 9, 2026", "9th of Feb"): looked for as a day, not as words.
 _DAYS = re.compile(
-    r"(?i)\b\d{4}-\d\d-\d\d\b|\b\d{8}\b|\b\d{1,2}(?:st|nd|rd|th)?\b|\b\d{4}\b"
+    r"(?i)\b\d{4}-\d\d-\d\d\b|(?<!\w)\d{8}(?:_\d{1,2}:\d\d)?(?!\w)"
+    r"|\b\d{1,2}(?:st|nd|rd|th)?\b|\b\d{4}\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b"
 )
 
