@@ -1499,6 +1499,14 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
     ]
     assert {r["question"] for r in moved} == set(naming) and len(naming) == 2
     assert "On the report half only 2 questions name a day" in " ".join(docs.split())
+    # The one stored reply writing "20260901_13:00": let through by the check as it was
+    # and as it is (recheck.txt).
+    [stored, now, before] = (
+        (RESULTS / "local-docs-dayfirst-tune" / "recheck.txt").read_text("utf-8").splitlines()
+    )
+    assert stored.startswith("stored:") and "'not_in_files': False" in stored
+    assert now.endswith("not_in_files False") and before.endswith("not_in_files False")
+    assert "was let through either way" in " ".join(docs.split())
 
 
 def test_the_prompt_trials_are_as_the_docs_say() -> None:

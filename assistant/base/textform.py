@@ -275,7 +275,7 @@ def month_days(text: str) -> set[tuple[int, int]]:
         for m in form.finditer(v.text):
             name, day = m.group(at_month), int(m.group(at_day))
             start, _ = v.span(*m.span(at_month))
-            if name in _ALSO_WORDS and not text[start:].startswith(name[0].upper()):
+            if name in _ALSO_WORDS and not text.startswith(name[0].upper(), start):
                 continue  # "you may 2 …", "we march 3 miles": the verb, not the month
             if 1 <= day <= 31:
                 found.add((_MONTHS.index(name[:3]) + 1, day))
