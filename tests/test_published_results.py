@@ -1334,29 +1334,44 @@ def test_the_gates_cost_table_is_recounted_from_each_answers_time(form: str) -> 
         assert row in lines, row
 
 
+_NOT_IN_FILES = "Your files do not say."
+
+
+def _held_where(r: dict[str, Any], unsure: Any) -> dict[str, Any]:
+    """A stored files answer as a further sureness rule would leave it: one the run let
+    through is held back ("Your files do not say.", scored again) where ``unsure(its
+    tokens' log-probabilities)``; any other as it is."""
+    from drag_bench.localdocs.scoring import abstains, score
+
+    lp = r["support"]["logprobs"]
+    if r["held_back"] or abstains(r["reply"]) or not lp or not unsure(lp):
+        return r
+    v = score(_NOT_IN_FILES, r["gold"], r["type"])
+    return {**r, "reply": _NOT_IN_FILES, "held_back": True, "right": v.right, "error": v.error}
+
+
+def _read_times(r: dict[str, Any]) -> list[str]:
+    """The times of the passages a stored files answer read, in order."""
+    return [s["time"] for s in r["sources"]]
+
+
 def test_the_sureness_runs_are_as_the_docs_say() -> None:
     """Issue 51: the student's sureness, chosen on the tune half and read on the report
     half: each rule applied again to the stored replies and their tokens'
     log-probabilities, scored by the benchmark's scorer, and the product's threshold."""
-    from drag_bench.localdocs.scoring import abstains, score
+    from drag_bench.localdocs.scoring import score
 
     from assistant.drag import filessupport
-
-    held = "Your files do not say."
 
     def judged(items: list[dict[str, Any]], unsure: Any) -> tuple[int, int, int, int]:
         """Right, Null right, errors, answerable held back: an answer the run let
         through held back where ``unsure(its logprobs)``."""
         right = null = errors = back = 0
-        for r in items:
-            reply = r["reply"]
-            lp = r["support"]["logprobs"]
-            if not r["held_back"] and not abstains(reply) and lp and unsure(lp):
-                reply = held
-            v = score(reply, r["gold"], r["type"])
+        for r in (_held_where(r, unsure) for r in items):
+            v = score(r["reply"], r["gold"], r["type"])
             right, errors = right + v.right, errors + v.error
             null += v.right and r["type"] == "Null"
-            back += reply == held and r["type"] != "Null"
+            back += r["reply"] == _NOT_IN_FILES and r["type"] != "Null"
         return right, null, errors, back
 
     def lowest(lp: list[float]) -> bool:
@@ -1407,11 +1422,7 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
         )
         assert line in docs, line
     # What the mean's rule held back on the report half, and what it changed.
-    let_through = [
-        r
-        for r in report
-        if not r["held_back"] and not abstains(r["reply"]) and either(r["support"]["logprobs"])
-    ]
+    let_through = [r for r in report if _held_where(r, either) != r]
     answerable = [r for r in let_through if r["type"] != "Null"]
     wrong = sum(not r["right"] for r in answerable)
     plain, with_mean = rows["the word check alone"], rows["and a mean below −0.35 (not kept)"]
@@ -1454,24 +1465,14 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
     docs' table counted again from the stored items, the earlier runs with the kept
     sureness rule applied as the product applies it; the runs compare (a question whose
     passages did not change got the same reply)."""
-    from drag_bench.localdocs.scoring import abstains, score
-
     from assistant.base.textform import dates_in, month_days
 
-    def kept_rule(r: dict[str, Any]) -> dict[str, Any]:
-        lp = r["support"]["logprobs"]
-        if r["held_back"] or abstains(r["reply"]) or not lp or min(lp) >= -2.0:
-            return r
-        held = "Your files do not say."
-        v = score(held, r["gold"], r["type"])
-        return {**r, "reply": held, "held_back": True, "right": v.right, "error": v.error}
-
-    def times(r: dict[str, Any]) -> list[str]:
-        return [s["time"] for s in r["sources"]]
+    def kept_rule(lp: list[float]) -> bool:
+        return min(lp) < -2.0
 
     runs = {
         "tune, before (the sureness run, kept rule)": [
-            kept_rule(r) for r in _local_docs("local-docs-sureness-tune")
+            _held_where(r, kept_rule) for r in _local_docs("local-docs-sureness-tune")
         ],
         "tune, the day first (kept)": _local_docs("local-docs-dayfirst-tune"),
         "tune, and names read apart (not kept)": _local_docs("local-docs-names-tune"),
@@ -1483,7 +1484,7 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
         assert _files_row(name, items) in docs, _files_row(name, items)
     before, after = (list(runs)[i] for i in (0, 1))
     earlier = {r["question"]: r for r in runs[before]}
-    same = [r for r in runs[after] if times(r) == times(earlier[r["question"]])]
+    same = [r for r in runs[after] if _read_times(r) == _read_times(earlier[r["question"]])]
     assert len(same) == 90 and all(r["reply"] == earlier[r["question"]]["reply"] for r in same)
     gained = sum(r["right"] and not earlier[r["question"]]["right"] for r in runs[after])
     lost = sum(earlier[r["question"]]["right"] and not r["right"] for r in runs[after])
@@ -1491,7 +1492,11 @@ def test_the_day_first_runs_are_as_the_docs_say() -> None:
     said = f"{len(runs[after]) - len(same)} questions read other passages; the {len(same)} whose"
     assert said in " ".join(docs.split())
     report = {r["question"]: r for r in runs["report, before (the sureness run)"]}
-    moved = [r for r in runs["report, the day first"] if times(r) != times(report[r["question"]])]
+    moved = [
+        r
+        for r in runs["report, the day first"]
+        if _read_times(r) != _read_times(report[r["question"]])
+    ]
     naming = [
         q
         for q in report
@@ -1527,6 +1532,6 @@ def test_the_prompt_trials_are_as_the_docs_say() -> None:
     words = [statistics.median(len(r["reply"].split()) for r in items) for items in runs.values()]
     assert words == [7, 9, 5]
     assert "(7 words with the kept prompt, 9 with A, 5 with B)" in " ".join(docs.split())
-    sources = [[[s["time"] for s in r["sources"]] for r in items] for items in runs.values()]
+    sources = [[_read_times(r) for r in items] for items in runs.values()]
     assert sources[0] == sources[1] == sources[2]
     assert answer.FILES_PROMPT_VERSION == "files-answer-v1"
