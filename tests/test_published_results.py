@@ -725,19 +725,13 @@ def test_the_local_docs_summary_is_recounted_from_its_items(folder: Path) -> Non
     assert table and all(line in docs for line in table)
 
 
-def _scored(r: dict[str, Any], reply: str) -> Any:
-    """``reply`` to a stored files item's question, scored by the scorer that scored the
-    item's run (words-v1 before the scorer was named)."""
-    from drag_bench.localdocs.scoring import score
-
-    return score(reply, r["gold"], r["type"], r["question"], scorer=r.get("scorer", "words-v1"))
-
-
 @pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
 def test_the_local_docs_verdicts_are_the_scorers(folder: Path) -> None:
+    from drag_bench.localdocs.scoring import score
+
     for line in (folder / "local-docs-items.jsonl").read_text("utf-8").splitlines():
         r = json.loads(line)
-        assert _scored(r, r["reply"]).right == r["right"], r["question"]
+        assert score(r["reply"], r["gold"], r["type"]).right == r["right"], r["question"]
 
 
 def test_the_local_docs_hand_check_agrees_as_the_docs_say() -> None:
@@ -873,6 +867,8 @@ def test_the_local_docs_report_read_is_as_the_docs_say() -> None:
     """Issue 51's report half: the paired counts of the budget against whole passages and
     of the two methods, the time ratio, and the held-back answers the scorer would have
     counted right (scored from the answer kept under ``support.unsupported``)."""
+    from drag_bench.localdocs.scoring import score
+
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     for r in _local_docs("local-docs-report-read"):
         rows.setdefault(_local_docs_row(r), {})[r["question"]] = r
@@ -894,7 +890,7 @@ def test_the_local_docs_report_read_is_as_the_docs_say() -> None:
     for method in (cut, "vector, 500 tokens"):
         back = [r for r in rows[method].values() if r["held_back"] and r["type"] != "Null"]
         assert all(r["reply"] == "Your files do not say." for r in back)
-        would = sum(_scored(r, r["support"]["unsupported"]).right for r in back)
+        would = sum(score(r["support"]["unsupported"], r["gold"], r["type"]).right for r in back)
         held[method] = (len(back), would)
     assert held == {cut: (2, 2), "vector, 500 tokens": (7, 3)}
     assert "With vector RAG 7 (8.6 %), 3 of them right." in docs
@@ -1345,12 +1341,12 @@ def _held_where(r: dict[str, Any], unsure: Any) -> dict[str, Any]:
     """A stored files answer as a further sureness rule would leave it: one the run let
     through is held back ("Your files do not say.", scored again) where ``unsure(its
     tokens' log-probabilities)``; any other as it is."""
-    from drag_bench.localdocs.scoring import abstains
+    from drag_bench.localdocs.scoring import abstains, score
 
     lp = r["support"]["logprobs"]
     if r["held_back"] or abstains(r["reply"]) or not lp or not unsure(lp):
         return r
-    v = _scored(r, _NOT_IN_FILES)
+    v = score(_NOT_IN_FILES, r["gold"], r["type"])
     return {**r, "reply": _NOT_IN_FILES, "held_back": True, "right": v.right, "error": v.error}
 
 
@@ -1363,6 +1359,8 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
     """Issue 51: the student's sureness, chosen on the tune half and read on the report
     half: each rule applied again to the stored replies and their tokens'
     log-probabilities, scored by the benchmark's scorer, and the product's threshold."""
+    from drag_bench.localdocs.scoring import score
+
     from assistant.drag import filessupport
 
     def judged(items: list[dict[str, Any]], unsure: Any) -> tuple[int, int, int, int]:
@@ -1370,7 +1368,7 @@ def test_the_sureness_runs_are_as_the_docs_say() -> None:
         through held back where ``unsure(its logprobs)``."""
         right = null = errors = back = 0
         for r in (_held_where(r, unsure) for r in items):
-            v = _scored(r, r["reply"])
+            v = score(r["reply"], r["gold"], r["type"])
             right, errors = right + v.right, errors + v.error
             null += v.right and r["type"] == "Null"
             back += r["reply"] == _NOT_IN_FILES and r["type"] != "Null"

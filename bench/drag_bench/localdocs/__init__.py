@@ -42,7 +42,7 @@ from assistant.files import readers
 from assistant.store import files as stored
 from assistant.store.index import DIM
 from drag_bench import arguments, split_choices
-from drag_bench.localdocs.scoring import SCORER, score
+from drag_bench.localdocs.scoring import score
 from drag_bench.stats import percentile
 
 ITEMS = "local-docs-items.jsonl"
@@ -147,7 +147,6 @@ def run(args: Any) -> dict[str, Any]:
         "k": args.k,
         "methods": args.methods,
         "read_tokens": args.read_tokens,
-        "scorer": SCORER,
     }
     with Session(settings) as rt:
         report = localfiles.index(rt, [args.docs])
@@ -242,7 +241,7 @@ def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> 
             None,
         )
     seconds = time.perf_counter() - started
-    verdict = score(reply, q["Gold Answer"], q["Type"], q["Question"])
+    verdict = score(reply, q["Gold Answer"], q["Type"])
     wanted = evidence_times(q["Evidence"])
     found = {p.time for p in passages}
     return {
@@ -269,15 +268,13 @@ def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> 
         "abstained": verdict.abstained,
         "error": verdict.error and not error,  # a failure claims nothing
         "scored_by": verdict.how,
-        "scorer": SCORER,
         "failure": error,
     }
 
 
-def rescore(item: dict[str, Any], *, scorer: str = SCORER) -> dict[str, Any]:
-    """The item's verdict by ``scorer``, by default the scorer as it is now (a stored run
-    is scored anew)."""
-    verdict = score(item["reply"], item["gold"], item["type"], item["question"], scorer=scorer)
+def rescore(item: dict[str, Any]) -> dict[str, Any]:
+    """The item's verdict by the scorer as it is now (a stored run is scored anew)."""
+    verdict = score(item["reply"], item["gold"], item["type"])
     failed = bool(item.get("failure"))
     return {
         **item,
@@ -285,7 +282,6 @@ def rescore(item: dict[str, Any], *, scorer: str = SCORER) -> dict[str, Any]:
         "abstained": verdict.abstained,
         "error": verdict.error and not failed,
         "scored_by": verdict.how,
-        "scorer": scorer,
     }
 
 
@@ -331,8 +327,7 @@ def render(summary: dict[str, Any]) -> str:
         f"K={summary['k']} · {summary.get('student', '')}",
         "",
         "Accuracy % / error rate % (wrong answers that claim something); evidence recall: "
-        "share of the gold evidence chats among the K passages.  Scorer: "
-        f"{summary.get('scorer', 'words-v1')}.",
+        "share of the gold evidence chats among the K passages.",
         "",
         "| method | type | n | accuracy | error rate | abstained | evidence recall |",
         "|---|---|---:|---:|---:|---:|---:|",

@@ -12,21 +12,6 @@ do not tell").
   ("YurikoYamamoto") are set aside.  The user's own name (LiHua, in every chat of
   the set) is not a content word.
 
-Since ``words-v2`` (:data:`SCORER`; chosen by agreement with blind graders,
-docs/results/local-docs-graded):
-
-- a **day** is one word however it is written ("20260209", "2026-02-09", "February 9,
-  2026", "Feb 9th", "the 9th of February"): its month and day; a gold's time of day
-  ("20260223_19:00") is not asked;
-- a gold **list** of items joined by "&" is right when more than half of its items are;
-- the gold's words that the **question** already holds are not asked of the reply
-  (unless no word would be left): "on Friday evening" is the answer to "What day do they
-  plan to visit the exhibition?", not the gold's restated question;
-- a gold that is only the user's name asks for that name.
-
-``words-v1`` (every run stored before 2026-12-06) is kept: a stored run is recounted by
-the scorer that scored it.
-
 A reply that abstains on a question with an answer is wrong but not an *error*: the
 error rate counts wrong answers that claim something (MiniRAG's "err").
 """
@@ -45,8 +30,6 @@ ABSTAIN = re.compile(
     r"|(?:can\s*not|can't|cannot|unable\s+to)\s+(?:find|determine|tell|answer|say)"
     r"|insufficient\s+information|not\s+enough\s+information|unknown)"
 )
-SCORER = "words-v2"
-SCORERS = ("words-v1", "words-v2")
 _YES_NO = re.compile(r"(?i)\b(yes|no)\b")
 _WORD = re.compile(r"[a-z0-9]+")
 _JOINED = re.compile(r"(?<=[a-z])(?=[A-Z])")
@@ -117,11 +100,7 @@ class Verdict:
         return not self.right and not self.abstained
 
 
-def score(reply: str, gold: str, kind: str, question: str, *, scorer: str = SCORER) -> Verdict:
-    """The verdict on ``reply`` by ``scorer`` (one of :data:`SCORERS`; ``words-v1`` reads
-    no ``question``)."""
-    if scorer not in SCORERS:
-        raise ValueError(f"no scorer {scorer!r}: one of {', '.join(SCORERS)}")
+def score(reply: str, gold: str, kind: str) -> Verdict:
     quiet = abstains(reply)
     if is_null(gold, kind):
         return Verdict(quiet, quiet, "null")
@@ -130,66 +109,8 @@ def score(reply: str, gold: str, kind: str, question: str, *, scorer: str = SCOR
         said = _YES_NO.search(reply)
         right = said is not None and said.group(1).casefold() == verdict.group(1).casefold()
         return Verdict(right and not quiet, quiet, "yes-no")
-    if scorer == "words-v1":
-        have, wanted = set(content_words(reply)), content_words(gold)
-    else:
-        have = set(_words(reply))
-        if not _words(gold) and _USER.search(gold):
-            right = _USER.search(reply) is not None and not quiet
-            return Verdict(right, quiet, "name")
-        items = [part for part in gold.split("&") if _words(part)]
-        if len(items) > 1:
-            got = sum(_enough(have, _wanted(part, question)) for part in items)
-            return Verdict(2 * got > len(items) and not quiet, quiet, "list", got, len(items))
-        wanted = _wanted(gold, question)
+    wanted = content_words(gold)
+    have = set(content_words(reply))
     matched = sum(1 for w in wanted if w in have)
-    return Verdict(_enough(have, wanted) and not quiet, quiet, "words", matched, len(wanted))
-
-
-def _wanted(gold: str, question: str) -> list[str]:
-    """The gold's words that a reply must hold: those the question does not already hold
-    (all of them when the question holds every one)."""
-    asked = set(_words(question))
-    wanted = _words(gold)
-    return [w for w in wanted if w not in asked] or wanted
-
-
-def _enough(have: set[str], wanted: list[str]) -> bool:
-    return bool(wanted) and sum(1 for w in wanted if w in have) >= needed(len(wanted))
-
-
-_USER = re.compile(r"(?i)li\s*hua")
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_MONTH = (
-    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
-_DAY_OF = r"(\d{1,2})(?:st|nd|rd|th)?"
-# A day as the gold or a reply writes it: 20260209 (its time after "_" too), 2026-02-09
-# or 2026/02/09, "February 9(, 2026)", "(the) 9(th) (of) February (2026)".
-_DAY = re.compile(
-    r"(?i)(?<!\d)(20\d\d)(\d\d)(\d\d)(?:_\d{1,2}:\d\d)?(?!\d)"
-    r"|(?<!\d)(20\d\d)[-/](\d{1,2})[-/](\d{1,2})(?!\d)"
-    rf"|\b{_MONTH}\.?\s+{_DAY_OF}\b(?:,?\s+(20\d\d)\b)?"
-    rf"|\b(?:the\s+)?{_DAY_OF}\s+(?:of\s+)?{_MONTH}\b(?:,?\s+(20\d\d)\b)?"
-)
-
-
-def _one_day(m: re.Match[str]) -> str:
-    g = m.groups()
-    if g[0]:
-        month, day = int(g[1]), int(g[2])
-    elif g[3]:
-        month, day = int(g[4]), int(g[5])
-    elif g[6]:
-        month, day = _MONTHS.index(g[6][:3].casefold()) + 1, int(g[7])
-    else:
-        month, day = _MONTHS.index(g[10][:3].casefold()) + 1, int(g[9])
-    if not (1 <= month <= 12 and 1 <= day <= 31):
-        return m.group()
-    return f" day{month:02d}{day:02d} "
-
-
-def _words(text: str) -> list[str]:
-    """:func:`content_words`, each day one word (``day0209``)."""
-    return content_words(_DAY.sub(_one_day, text))
+    right = bool(wanted) and matched >= needed(len(wanted)) and not quiet
+    return Verdict(right, quiet, "words", matched, len(wanted))

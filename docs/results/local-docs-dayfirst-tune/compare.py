@@ -17,8 +17,6 @@ from pathlib import Path
 from drag_bench.localdocs import rescore
 from drag_bench.localdocs.scoring import score
 
-SCORER = "words-v1"  # the scorer of the run this script was written for
-
 HERE = Path(__file__).resolve().parent
 BASE = HERE.parent / "local-docs-sureness-tune" / "local-docs-items.jsonl"
 HELD = "Your files do not say."
@@ -26,14 +24,14 @@ SURE_AT_LEAST = -2.0  # written out here: the scorer side does not import the pr
 
 
 def load(path: Path) -> dict[str, dict]:
-    return {r["question"]: rescore(r, scorer=SCORER) for r in map(json.loads, path.open(encoding="utf-8"))}
+    return {r["question"]: rescore(r) for r in map(json.loads, path.open(encoding="utf-8"))}
 
 
 def with_kept_rule(item: dict) -> dict:
     probs = (item.get("support") or {}).get("logprobs") or []
     if item["held_back"] or not probs or min(probs) >= SURE_AT_LEAST:
         return item
-    verdict = score(HELD, item["gold"], item["type"], item["question"], scorer=SCORER)
+    verdict = score(HELD, item["gold"], item["type"])
     return {
         **item,
         "reply": HELD,

@@ -24,8 +24,6 @@ import numpy as np
 from drag_bench.localdocs import load_questions, part_of
 from drag_bench.localdocs.scoring import score
 
-SCORER = "words-v1"  # the scorer of the run this script was written for
-
 from assistant.base import config
 from assistant.core import localfiles
 from assistant.core.session import Session
@@ -109,7 +107,7 @@ with Session(settings) as rt, out.open("a") as fh:
             lp_top=float(row.max()),
             mean8=float(np.mean(lps[:8])) if lps else None,
             mean_all=float(np.mean(lps)) if lps else None,
-            right=score(text, q["Gold Answer"], q["Type"], q["Question"], scorer=SCORER).right,
+            right=score(text, q["Gold Answer"], q["Type"]).right,
             min8=float(min(lps)) if lps else None,
             judge_no=float(no - np.logaddexp(y, no)),
             judge_text=jtext,

@@ -20,8 +20,6 @@ from pathlib import Path
 from drag_bench.localdocs import load_questions, part_of
 from drag_bench.localdocs.scoring import score
 
-SCORER = "words-v1"  # the scorer of the run this script was written for
-
 from assistant.base import config
 from assistant.core import localfiles
 from assistant.core.session import Session
@@ -70,8 +68,8 @@ with Session(settings) as rt, out.open("a") as fh:
             type=q["Type"],
             gold=q["Gold Answer"],
             reply=reply,
-            right=score(reply, q["Gold Answer"], q["Type"], q["Question"], scorer=SCORER).right,
-            abstained=score(reply, q["Gold Answer"], q["Type"], q["Question"], scorer=SCORER).abstained,
+            right=score(reply, q["Gold Answer"], q["Type"]).right,
+            abstained=score(reply, q["Gold Answer"], q["Type"]).abstained,
             support=sup.to_dict(),
             found_all_read=round(len(said & union) / len(said), 3) if said else None,
             found_whole=round(len(said & whole) / len(said), 3) if said else None,

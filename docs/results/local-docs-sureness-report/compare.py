@@ -22,8 +22,6 @@ import sys
 
 from drag_bench.localdocs.scoring import score
 
-SCORER = "words-v1"  # the scorer of the run this script was written for
-
 HELD = "Your files do not say."
 LOWEST_AT = -2.0
 MEAN_AT = -0.35
@@ -58,7 +56,7 @@ def main(path: str) -> None:
         assert product == r["reply"] or (product == HELD and r["reply"] == answer == HELD), r
         with_mean = HELD if product != HELD and mean else product
         for way, reply in (("words", words), ("product", product), ("mean", with_mean)):
-            ways[way].append((r, reply, score(reply, r["gold"], r["type"], r["question"], scorer=SCORER)))
+            ways[way].append((r, reply, score(reply, r["gold"], r["type"])))
         if product != words:
             held_by["product"].append((r, answer))
         if with_mean != product:
@@ -85,7 +83,7 @@ def main(path: str) -> None:
         print(f"held back by {way}'s rule alone: {len(rows)}")
         for r, answer in rows:
             lp = r["support"]["logprobs"]
-            verdict = score(answer, r["gold"], r["type"], r["question"], scorer=SCORER)
+            verdict = score(answer, r["gold"], r["type"])
             print(f"  [{r['type']}] lowest {min(lp):.3f}, mean {sum(lp) / len(lp):.3f}; the "
                   f"answer {'right' if verdict.right else 'wrong'}: {r['question']}")
 

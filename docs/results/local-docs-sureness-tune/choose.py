@@ -17,8 +17,6 @@ import sys
 
 from drag_bench.localdocs.scoring import abstains, score
 
-SCORER = "words-v1"  # the scorer of the run this script was written for
-
 HELD = "Your files do not say."
 STATS = {"mean": statistics.fmean, "lowest": min}
 
@@ -41,7 +39,7 @@ def main(path: str) -> None:
         for t in sorted(set(values.values())) + [0.01]:
             back = [r for r in let if values.get(id(r), 0.0) < t]
             lost = sum(r["right"] for r in back if r["type"] != "Null")
-            caught = sum(score(HELD, r["gold"], r["type"], r["question"], scorer=SCORER).right for r in back)
+            caught = sum(score(HELD, r["gold"], r["type"]).right for r in back)
             right = base_right - sum(r["right"] for r in back) + caught
             errors = sum(r["error"] for r in items) - sum(r["error"] for r in back)
             row = (name, t, len(back), lost, caught, right, errors)
