@@ -241,6 +241,30 @@ def date_spans(text: str | View) -> list[tuple[int, int, set[Date]]]:
 _COMPACT_DATE = re.compile(r"(?<!\w)((?:19|20)\d\d)(\d\d)(\d\d)(?![^\W_])")
 
 
+# The same, and the time after it ("20260901_13:00"): the whole stamp, to set aside.
+_COMPACT_STAMP = re.compile(_COMPACT_DATE.pattern + r"(?:_\d{1,2}:\d\d(?!\d))?")
+
+
+def day_spans(text: str, *, compact: bool = False) -> list[tuple[int, int]]:
+    """(start, end) of each day :func:`dates_in` reads in ``text`` (with ``compact``, a
+    compact day with its time after "_"), in order; spans that overlap are joined."""
+    spans = sorted((start, end) for start, end, _ in date_spans(text))
+    if compact:
+        spans += [
+            m.span()
+            for m in _COMPACT_STAMP.finditer(text)
+            if _date(m.group(1), int(m.group(2)), int(m.group(3)))
+        ]
+        spans.sort()
+    joined: list[tuple[int, int]] = []
+    for start, end in spans:
+        if joined and start < joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(end, joined[-1][1]))
+        else:
+            joined.append((start, end))
+    return joined
+
+
 def dates_in(text: str, *, compact: bool = False) -> set[Date]:
     """The days ``text`` names (:func:`date_spans`); with ``compact``, also those
     written ``20260405`` (as LiHuaWorld's questions and chat exports write a day), for

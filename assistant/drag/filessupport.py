@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assistant.base.textform import Date, dates_in
+from assistant.base.textform import Date, dates_in, day_spans
 from assistant.drag.filescut import question_weights, stems
 from assistant.drag.querywords import wordset
 
@@ -53,13 +53,17 @@ NOT_THE_ANSWERS = wordset(
 
 
 _YES_OR_NO = re.compile(r"(?i)\s*(?:yes|no)\b")
-# The words of a day as an answer writes it ("2026-02-09", "20260209", "20260209_13:00",
-# "February 9, 2026", "9th of Feb"): looked for as a day, not as words.
-_DAYS = re.compile(
-    r"(?i)\b\d{4}-\d\d-\d\d\b|(?<!\w)\d{8}(?:_\d{1,2}:\d\d)?(?!\w)"
-    r"|\b\d{1,2}(?:st|nd|rd|th)?\b|\b\d{4}\b"
-    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b"
-)
+
+
+def _without_days(text: str) -> str:
+    """``text`` less the days it names ("2026-02-09", "20260209_13:00", "February 9,
+    2026"): a day is looked for as a day, not as words.  Its other numbers and words
+    stay to be found ("12 pizzas on 2026-02-09" still asks for the 12)."""
+    out, last = [], 0
+    for start, end in day_spans(text, compact=True):
+        out += [text[last:start], " "]
+        last = end
+    return "".join(out) + text[last:]
 
 
 def day_of(time: str) -> Date | None:
@@ -129,7 +133,7 @@ def check(
     # in a passage of that day, or one that writes it.
     yes_or_no = bool(_YES_OR_NO.match(reply))
     named = set() if yes_or_no else dates_in(reply, compact=True)
-    said = set() if yes_or_no else stems(_DAYS.sub(" ", reply) if named else reply)
+    said = set() if yes_or_no else stems(_without_days(reply))
     said = said - asked.keys() - NOT_THE_ANSWERS
     total = sum(asked.values())
     days = dates_in(question, compact=True)
