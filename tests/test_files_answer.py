@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from assistant.base.textform import day_spans
 from assistant.drag import filescut, filessupport
 from assistant.drag.filescut import GAP
 from assistant.drag.querywords import stem
@@ -168,6 +169,25 @@ def test_a_day_the_answer_names_is_found_in_a_passage_of_that_day() -> None:
         assert (found.said, found.found, found.passage) == (1, 1.0, 2), written
     assert check(asked, "2026-06-03").found == 0.0
     assert check(asked, "2026-06-03").not_in_files
+
+
+def test_an_answer_naming_a_day_has_its_other_numbers_and_words_checked() -> None:
+    # The day is looked for as a day; what else the answer says is looked for as words
+    # ("12", "3", "marathon" are not in the passage of that day).
+    asked = "When did Wolfgang mention the Thai spot?"
+    counted = check(asked, "On 2026-06-02: 12 friends, 3 cars.")
+    assert (counted.said, counted.found, counted.passage) == (5, 0.2, 2)
+    assert counted.not_in_files
+    named = check(asked, "20260602_20:00, the marathon.")
+    assert (named.said, named.found, named.passage) == (2, 0.5, 2)
+    assert not check(asked, "On 2026-06-02, tonight.").not_in_files
+
+
+def test_the_days_an_answer_names_are_read_where_they_stand() -> None:
+    text = "On 20260901_13:00 and June 2, 2026 (not 20261345, not May 3) we met 12 friends."
+    spans = day_spans(text, compact=True)
+    assert [text[s:e] for s, e in spans] == ["20260901_13:00", "June 2, 2026"]
+    assert day_spans(text) == [spans[1]]  # a compact day only with compact
 
 
 def test_words_about_the_files_are_not_the_answers_own() -> None:

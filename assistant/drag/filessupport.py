@@ -37,7 +37,7 @@ from assistant.base.textform import Date, dates_in, day_spans
 from assistant.drag.filescut import question_weights, stems
 from assistant.drag.querywords import wordset
 
-CHECK_VERSION = "files-support-v2"
+CHECK_VERSION = "files-support-v3"  # v3: only the days an answer names set aside
 FOUND_AT_LEAST = 0.25
 COVERED_AT_LEAST = 0.2
 # The least likely token of an answer let through (natural log-probability).  Chosen on

@@ -45,18 +45,20 @@ def main(database: str) -> None:
             changed = []
             for r in items:
                 ps = localfiles.search(rt, r["question"], k=5, method="minirag")
-                assert [p.time for p in ps] == [s["time"] for s in r["sources"]], r["question"]
                 cuts = filescut.cut(
                     r["question"], [p.text for p in ps], weight, rt.student.count_tokens, 500
                 )
                 read = [(c.text, ps[c.index].time) for c in cuts]
-                said = r["support"].get("unsupported", r["reply"]) if r["held_back"] else r["reply"]
+                # The passages read, as the run read them (its sources: the cut ones).
+                assert [t for _, t in read] == [s["time"] for s in r["sources"]], r["question"]
+                # The student's answer: kept under "unsupported" where the check held it.
+                said = r["support"]["unsupported"] if "unsupported" in r["support"] else r["reply"]
                 lp = r["support"]["logprobs"]
                 held = {}
                 for way, strip in (("old", old_without_days), ("new", now)):
                     filessupport._without_days = strip
                     verdict = filessupport.check(r["question"], said, read, weight, lp)
-                    held[way] = verdict.not_in_files and said != HELD  # the student's own stands
+                    held[way] = verdict.not_in_files  # as the record's held_back reads it
                 filessupport._without_days = now
                 assert held["old"] == r["held_back"], ("the stored check differs", r["question"])
                 for way in ("old", "new"):

@@ -1,9 +1,11 @@
-"""Issue 51: the stored runs' replies graded by blind readers (docs/results/local-docs-graded)
-agree with the docs.
+"""Issue 51's results of 2026-12-06 agree with the docs: the stored runs' replies graded
+by blind readers (docs/results/local-docs-graded), the side-by-side time run
+(local-docs-speed-report) and the check's days (local-docs-days-check).
 
-Recounted here by plain counting from the stored items and labels, without the folder's
-own ``blind.py`` or ``compare.py``: what the graders were shown is the stored replies
-and nothing of the scorer's, and every figure the docs give is what the labels say.
+Recounted here by plain counting from the stored items and labels, without the folders'
+own ``blind.py`` or ``compare.py`` (each is run once, to show it makes its stored
+output): what the graders were shown is the stored replies and nothing of the scorer's,
+and every figure the docs give is what the stored files say.
 """
 
 from __future__ import annotations
@@ -276,3 +278,55 @@ def test_the_tried_scorer_is_as_the_docs_say() -> None:
     assert '"march 3" and "may 5" become days' in flat
     # Not kept: the benchmark scores with words-v1 (no question read, no day rule).
     assert not score("2026-02-09", "20260209", "Single").right
+
+
+def _mcnemar(b: int, c: int) -> float:
+    n = b + c
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n if n else 0.5
+    return min(1.0, 2 * tail)
+
+
+def test_the_side_by_side_time_run_is_as_the_docs_say() -> None:
+    import statistics
+
+    rows = _jsonl(RESULTS / "local-docs-speed-report" / "local-docs-items.jsonl")
+    assert all("scorer" not in r for r in rows)  # scored again by words-v1
+    cut = {r["question"]: r for r in rows if r["read_tokens"] == 500}
+    whole = {r["question"]: r for r in rows if r["read_tokens"] == 0}
+    assert len(cut) == len(whole) == 87 and cut.keys() == whole.keys()
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    p50 = [statistics.median(r["seconds"] for r in run.values()) for run in (cut, whole)]
+    faster = sum(cut[q]["seconds"] < whole[q]["seconds"] for q in cut)
+    said = (
+        f"**The answer took {p50[0]:.2f} s at the median** reading at most 500 tokens, "
+        f"against {p50[1]:.2f} s reading the passages whole, question by question in the "
+        f"same run: **{p50[0] / p50[1]:.2f}** (faster on {faster} of the 87 questions)."
+    )
+    assert said in docs, said
+    assert p50[0] > 8 and "The target, 8 s at the median, is **not met** on this day" in docs
+    before = {r["question"]: r for r in _items("dayfirst-report")}
+    same = sum(cut[q]["reply"] == before[q]["reply"] for q in cut)
+    earlier = statistics.median(r["seconds"] for r in before.values())
+    assert f"day-first run above ({same} of 87), whose median was {earlier:.2f} s" in docs
+    only_whole = sum(whole[q]["right"] and not cut[q]["right"] for q in cut)
+    only_cut = sum(cut[q]["right"] and not whole[q]["right"] for q in cut)
+    said = (
+        f"The whole passages were right {only_whole} times where the budget was wrong, the "
+        f"budget {only_cut} times where they were wrong (exact McNemar p = "
+        f"{_mcnemar(only_whole, only_cut):.3f})"
+    )
+    assert said in docs, said
+
+
+def test_the_days_check_judges_the_stored_replies_as_the_docs_say() -> None:
+    made = (RESULTS / "local-docs-days-check" / "rejudge.txt").read_text("utf-8")
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    for name, half in (("dayfirst-tune", "tune"), ("dayfirst-report", "report")):
+        items = _items(name)
+        right, errors = sum(r["right"] for r in items), sum(r["error"] for r in items)
+        section = made.split(f"## {half}:")[1].split("\n## ")[0]
+        assert f"check old: right {right}, errors {errors}" in section
+        assert f"check new: right {right}, errors {errors}" in section
+        assert "replies the mend judges otherwise: 0" in section
+    assert "(`files-support-v3`)" in docs
+    assert "tune 62 right, 33 errors; report 46, 40;" in docs
