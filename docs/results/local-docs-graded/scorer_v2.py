@@ -4,8 +4,9 @@ Built on the benchmark's scorer (drag_bench.localdocs.scoring, words-v1), which 
 changes in four rules: a day is one word however it is written, its time of day not
 asked (R1); a gold list joined by "&" is right when more than half of its items are
 (R2); the gold's words that the question already holds are not asked (R3); a gold that
-is only the user's name asks for it (R4).  As it was committed in 83a2052 (and taken
-back: docs/benchmarks.md, "Two graders read the replies").
+is only the user's name asks for it (R4).  Its verdicts are those of the version committed in
+83a2052 (and taken back: docs/benchmarks.md, "Two graders read the replies") on every
+stored files reply.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from drag_bench.localdocs.scoring import (
     is_null,
     needed,
 )
+from drag_bench.localdocs.scoring import score as words_v1
 
 _USER = re.compile(r"(?i)li\s*hua")
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -66,14 +68,9 @@ def _enough(have: set[str], wanted: list[str]) -> bool:
 
 
 def score(reply: str, gold: str, kind: str, question: str) -> Verdict:
+    if is_null(gold, kind) or (_YES_NO.match(gold.strip()) and len(gold.split()) <= 3):
+        return words_v1(reply, gold, kind)  # a Null or a yes/no gold: as words-v1
     quiet = abstains(reply)
-    if is_null(gold, kind):
-        return Verdict(quiet, quiet, "null")
-    verdict = _YES_NO.match(gold.strip())
-    if verdict and len(gold.split()) <= 3:
-        said = _YES_NO.search(reply)
-        right = said is not None and said.group(1).casefold() == verdict.group(1).casefold()
-        return Verdict(right and not quiet, quiet, "yes-no")
     have = set(_words(reply))
     if not _words(gold) and _USER.search(gold):
         right = _USER.search(reply) is not None and not quiet
