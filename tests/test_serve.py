@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -992,6 +993,60 @@ def test_a_second_signal_stops_the_wait_for_the_request_under_way(
     assert asked and isinstance(asked[0], openai.APIConnectionError)
 
 
+def _busy(url: str) -> int:
+    """Chat requests in flight or waiting at the `drag serve` at ``url`` (its /health)."""
+    request = urllib.request.Request(
+        url.removesuffix("/v1") + "/health",
+        headers={"Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return int(json.loads(reply.read())["busy"])
+
+
+def test_a_request_waiting_behind_the_one_under_way_does_not_start_once_stopped(
+    holding: hostile_teacher.HostileTeacher,
+) -> None:
+    """A stop lets the request under way end (its ledger row written whole); a request
+    that waits for it then does not start (a lock is not fair: without the check, the
+    waiting request, not the stop, may take the models next and send its question):
+    it is refused or dropped, never reaches the teacher, and the server stops at once."""
+    curious = holding
+    env = held_env(curious)
+    first: list[BaseException] = []
+    second: list[BaseException] = []
+    serve, url = start_serve(env)
+    one = threading.Thread(target=ask_through, args=(url, "What is 2+2?", first))
+    two = threading.Thread(target=ask_through, args=(url, "What is 3+3?", second))
+    try:
+        one.start()
+        curious.held.get(timeout=120)  # the first has reached the teacher
+        two.start()
+        deadline = time.monotonic() + 60
+        while _busy(url) < 2:  # the second waits for the first (a poll of a count)
+            assert time.monotonic() < deadline, "the second request never arrived"
+            time.sleep(0.05)
+        serve.send_signal(signal.SIGTERM)
+        assert serve.stdout is not None
+        said = serve.stdout.readline()
+        assert "stopping when the request under way ends" in said, said
+        curious.release.set()
+        assert serve.wait(timeout=60) == 0
+        one.join(timeout=60)
+        two.join(timeout=60)
+        assert not first  # the first was answered
+        assert len(second) == 1, "the waiting request was answered after the stop"
+        assert isinstance(second[0], openai.InternalServerError | openai.APIConnectionError)
+        assert curious.held.empty(), "the waiting request reached the teacher"
+        assert "stopped with a request under way" not in serve.stdout.read()
+    finally:
+        curious.release.set()
+        one.join(timeout=60)
+        two.join(timeout=60)
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+
+
 @pytest.mark.integration
 def test_drag_model_answers_through_the_pipeline_streamed(
     on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
@@ -1423,6 +1478,28 @@ def test_ctrl_c_in_drag_ask_stops_the_servers_student_as_it_would_here(
         )
         assert done is not None and done.answer.strip()
         assert len(server.session.store.questions()) == 1
+
+
+def test_a_request_that_takes_the_models_after_the_stop_is_refused(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    """Once the server is closing, a request that gets the models does not start:
+    `drag ask` through it fails with its reason, a program gets 503, and nothing
+    reaches the teacher."""
+    from assistant.base.errors import DragError
+    from assistant.serve import client
+
+    with serving_to(echo_env) as server, recorded(server):
+        before = len(curious.seen)
+        server.closing.set()
+        settings = config.load()
+        with pytest.raises(DragError, match="drag serve is stopping; nothing was sent"):
+            client.ask(settings, "What is 2+2?", {"pipeline.mode": "none"}, yes=True, on_text=None)
+        with pytest.raises(openai.InternalServerError, match="drag serve is stopping"):
+            client_of(server).chat.completions.create(
+                model="hostile", messages=[{"role": "user", "content": "What is 2+2?"}]
+            )
+        assert server.session.store.questions() == [] and len(curious.seen) == before
 
 
 def test_a_client_gone_before_anything_was_sent_has_nothing_sent(

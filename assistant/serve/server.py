@@ -114,6 +114,9 @@ class Server(ThreadingHTTPServer):
         self.waiting = 0  # chat requests in flight or waiting (busy())
         # Set when the ledger could not record an upload: nothing more is sent.
         self.stopped: str | None = None
+        # Set when the server stops: a request still waiting for the models does not
+        # start (a lock is not fair: the waiting one, not the stop, may take it next).
+        self.closing = threading.Event()
         names = [shapes.DRAG_MODEL]
         teacher = localserver.ALIAS if session.teacher_is_local else session.settings.teacher.model
         self.models = tuple(names + ([teacher] if teacher else []))
@@ -329,7 +332,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             self._json(200, shapes.models(self.server.models))
         elif self.path == "/health":
-            self._json(200, {"status": "ok", "loaded": self.server.loaded()})
+            self._json(
+                200, {"status": "ok", "loaded": self.server.loaded(), "busy": self.server.busy()}
+            )
         else:
             self._refuse(404, f"no such path {self.path[:80]!r}", "invalid_request_error", "404")
 
@@ -397,6 +402,14 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(call, native.AskCall):  # taken: from now on it never falls back
                 stream.event({"accepted": True})
             with self.server.work:
+                if self.server.closing.is_set():
+                    told = "drag serve is stopping; nothing was sent (ask again once it runs)"
+                    if isinstance(call, native.AskCall):  # accepted: told on its stream
+                        stream.event({"error": {"kind": "DragError", "message": told}})
+                        stream.event(None)
+                    else:
+                        self._refuse(503, told, "server_error", "stopping")
+                    return
                 if isinstance(call, native.AskCall):
 
                     def emit(event: dict[str, Any]) -> None:
@@ -552,6 +565,7 @@ def run(
             pass
         finally:
             stop.set()
+            server.closing.set()  # from now on a waiting request does not start
             with contextlib.suppress(DragError):  # a state file that cannot be read: left
                 tokens.forget_state()
             # The request under way ends before the models close (its ledger row and

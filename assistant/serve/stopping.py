@@ -53,7 +53,8 @@ def request_ended(work: threading.Lock, hurry: threading.Event) -> bool:
     """Whether the request under way (the holder of ``work``) ended within :data:`WAIT`
     seconds, before ``hurry`` was set; if so, ``work`` is held (and never let go: a
     request still queued then waits and ends with the process, never starting on models
-    being closed)."""
+    being closed; one that takes ``work`` first sees the server closing and does not
+    start either: Server.closing)."""
     deadline = time.monotonic() + WAIT
     while not hurry.is_set() and time.monotonic() < deadline:
         if work.acquire(timeout=0.2):
