@@ -181,6 +181,10 @@ def test_an_answer_naming_a_day_has_its_other_numbers_and_words_checked() -> Non
     named = check(asked, "20260602_20:00, the marathon.")
     assert (named.said, named.found, named.passage) == (2, 0.5, 2)
     assert not check(asked, "On 2026-06-02, tonight.").not_in_files
+    # A time of day written after the day is part of the day, as a passage's time is.
+    for timed in ("On 2026-06-02 20:00, tonight.", "June 2, 2026 at 8 pm, tonight."):
+        found = check(asked, timed)
+        assert (found.said, found.found, found.passage) == (2, 1.0, 2), timed
 
 
 def test_the_days_an_answer_names_are_read_where_they_stand() -> None:

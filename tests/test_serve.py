@@ -1502,6 +1502,37 @@ def test_a_request_that_takes_the_models_after_the_stop_is_refused(
         assert server.session.store.questions() == [] and len(curious.seen) == before
 
 
+def test_a_request_waiting_when_the_ledger_fails_is_not_sent(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    """The ledger failed (nothing more is sent) while a request waited for the models:
+    it does not start once it has them; it gets the reason (503), and nothing of it
+    reaches the teacher."""
+    answered: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            client_of(server).chat.completions.create(
+                model="hostile", messages=[{"role": "user", "content": "What is 2+2?"}]
+            )
+        except openai.OpenAIError as exc:
+            answered.append(exc)
+
+    with serving_to(echo_env) as server:
+        before = len(curious.seen)
+        asking = threading.Thread(target=ask)
+        with server.work:  # the request under way
+            asking.start()
+            deadline = time.monotonic() + 60
+            while server.busy() < 1:  # it waits for the models (a poll of a count)
+                assert time.monotonic() < deadline, "the request never arrived"
+                time.sleep(0.05)
+            server.stopped = "drag serve sends nothing more: the ledger failed"
+        asking.join(timeout=120)
+        assert len(answered) == 1 and isinstance(answered[0], openai.InternalServerError)
+        assert "the ledger failed" in str(answered[0]) and len(curious.seen) == before
+
+
 def test_a_client_gone_before_anything_was_sent_has_nothing_sent(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher, monkeypatch: pytest.MonkeyPatch
 ) -> None:

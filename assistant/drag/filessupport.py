@@ -55,14 +55,27 @@ NOT_THE_ANSWERS = wordset(
 _YES_OR_NO = re.compile(r"(?i)\s*(?:yes|no)\b")
 
 
+# A time of day right after a day ("2026-06-02 20:00", "June 2, 2026 at 8 pm",
+# "20260602_2000"): part of the day's stamp, as a passage's time is not in its text.
+_TIME_AFTER = re.compile(
+    r"(?:[ T]\d{1,2}:\d\d|_\d{4}|,?\s+at\s+\d{1,2}(?::\d\d)?(?:\s*[ap]\.?m\b\.?)?"
+    r"|\s+\d{1,2}(?::\d\d)?\s*[ap]\.?m\b\.?)(?![\w:])",
+    re.IGNORECASE,
+)
+
+
 def _without_days(text: str) -> str:
     """``text`` less the days it names ("2026-02-09", "20260209_13:00", "February 9,
-    2026"): a day is looked for as a day, not as words.  Its other numbers and words
-    stay to be found ("12 pizzas on 2026-02-09" still asks for the 12)."""
+    2026 at 8 pm"), with a time of day written right after one: a day is looked for as
+    a day, not as words.  Its other numbers and words stay to be found ("12 pizzas on
+    2026-02-09" still asks for the 12)."""
     out, last = [], 0
     for start, end in day_spans(text, compact=True):
+        if start < last:  # inside the time of the day before
+            continue
+        time = _TIME_AFTER.match(text, end)
         out += [text[last:start], " "]
-        last = end
+        last = time.end() if time else end
     return "".join(out) + text[last:]
 
 

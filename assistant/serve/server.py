@@ -5,7 +5,10 @@ Every request is checked in this order, and refused with an OpenAI-shaped error:
 gets 403), it must carry a client's token (401), a chat request's body must be a JSON
 object of at most :data:`MAX_BODY` bytes (413) that :func:`proxy.parse` accepts (400),
 and at most ``queue`` chat requests are in flight or waiting (429 beyond).  The models
-do one request's work at a time; the models stay loaded between requests.
+do one request's work at a time; the models stay loaded between requests.  A request
+that gets the models once the server is stopping, or after the ledger failed, is not
+started (503).  ``/health`` says what is loaded and how many requests are in flight or
+waiting.
 """
 
 from __future__ import annotations
@@ -402,13 +405,22 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(call, native.AskCall):  # taken: from now on it never falls back
                 stream.event({"accepted": True})
             with self.server.work:
-                if self.server.closing.is_set():
-                    told = "drag serve is stopping; nothing was sent (ask again once it runs)"
+                # Stopping, or the ledger failed while this request waited: it does not
+                # start (nothing of it is sent).
+                refused = (
+                    ("drag serve is stopping; nothing was sent (ask again)", "stopping")
+                    if self.server.closing.is_set()
+                    else (self.server.stopped, "ledger_failed")
+                    if self.server.stopped is not None
+                    else None
+                )
+                if refused is not None:
+                    told, code = refused
                     if isinstance(call, native.AskCall):  # accepted: told on its stream
                         stream.event({"error": {"kind": "DragError", "message": told}})
                         stream.event(None)
                     else:
-                        self._refuse(503, told, "server_error", "stopping")
+                        self._refuse(503, told, "server_error", code)
                     return
                 if isinstance(call, native.AskCall):
 
