@@ -148,6 +148,16 @@ class Server(ThreadingHTTPServer):
         finally:
             self.connections.release()
 
+    def refusal(self) -> tuple[str, str] | None:
+        """Why a request that now has the models does not start (nothing of it is sent):
+        the server is stopping, or the ledger failed while it waited; the message and
+        its code.  None: it starts."""
+        if self.closing.is_set():
+            return "drag serve is stopping; nothing was sent (ask again)", "stopping"
+        if self.stopped is not None:
+            return self.stopped, "ledger_failed"
+        return None
+
     def unload_if_idle(self, now: float | None = None) -> bool:
         """After ``keep_alive`` seconds without a chat request, the models are let go:
         a new session takes the old one's place and loads each again when it is asked
@@ -405,15 +415,7 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(call, native.AskCall):  # taken: from now on it never falls back
                 stream.event({"accepted": True})
             with self.server.work:
-                # Stopping, or the ledger failed while this request waited: it does not
-                # start (nothing of it is sent).
-                refused = (
-                    ("drag serve is stopping; nothing was sent (ask again)", "stopping")
-                    if self.server.closing.is_set()
-                    else (self.server.stopped, "ledger_failed")
-                    if self.server.stopped is not None
-                    else None
-                )
+                refused = self.server.refusal()
                 if refused is not None:
                     told, code = refused
                     if isinstance(call, native.AskCall):  # accepted: told on its stream
