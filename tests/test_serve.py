@@ -1003,13 +1003,14 @@ def _busy(url: str) -> int:
         return int(json.loads(reply.read())["busy"])
 
 
-def test_a_request_waiting_behind_the_one_under_way_does_not_start_once_stopped(
+def test_a_request_waiting_behind_the_one_under_way_is_refused_once_stopped(
     holding: hostile_teacher.HostileTeacher,
 ) -> None:
     """A stop lets the request under way end (its ledger row written whole); a request
-    that waits for it then does not start (a lock is not fair: without the check, the
-    waiting request, not the stop, may take the models next and send its question):
-    it is refused or dropped, never reaches the teacher, and the server stops at once."""
+    that waits for it is refused at once with the reason (503), while the first still
+    runs: it never starts (a lock is not fair: the waiting request, not the stop, could
+    take the models next and send its question), never reaches the teacher, and is not
+    left to end with the process; the server then stops at once."""
     curious = holding
     env = held_env(curious)
     first: list[BaseException] = []
@@ -1029,13 +1030,14 @@ def test_a_request_waiting_behind_the_one_under_way_does_not_start_once_stopped(
         assert serve.stdout is not None
         said = serve.stdout.readline()
         assert "stopping when the request under way ends" in said, said
+        two.join(timeout=60)  # the first still holds the models
+        assert not two.is_alive(), "the waiting request was not told while the first ran"
+        assert len(second) == 1 and isinstance(second[0], openai.InternalServerError)
+        assert "drag serve is stopping; nothing was sent" in str(second[0])
         curious.release.set()
         assert serve.wait(timeout=60) == 0
         one.join(timeout=60)
-        two.join(timeout=60)
         assert not first  # the first was answered
-        assert len(second) == 1, "the waiting request was answered after the stop"
-        assert isinstance(second[0], openai.InternalServerError | openai.APIConnectionError)
         assert curious.held.empty(), "the waiting request reached the teacher"
         assert "stopped with a request under way" not in serve.stdout.read()
     finally:
@@ -1502,6 +1504,48 @@ def test_a_request_that_takes_the_models_after_the_stop_is_refused(
         assert server.session.store.questions() == [] and len(curious.seen) == before
 
 
+def started_waiting(asking: threading.Thread, server: serving.Server) -> None:
+    """Start ``asking`` (a request) and return once it waits for the models that the
+    caller holds (a poll of the server's count, with a deadline)."""
+    asking.start()
+    deadline = time.monotonic() + 60
+    while server.busy() < 1:
+        assert time.monotonic() < deadline, "the request never arrived"
+        time.sleep(0.05)
+
+
+def test_drag_ask_waiting_for_the_models_is_told_at_once_when_the_server_stops(
+    echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
+) -> None:
+    """`drag ask` through the server waits behind the request under way; the server
+    stops: the question fails at once with the reason (not a cut connection, nor "the
+    server may still finish it"), while the other request still holds the models, and
+    nothing of it reaches the teacher."""
+    from assistant.base.errors import DragError
+    from assistant.serve import client
+
+    failed: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            client.ask(
+                config.load(), "What is 2+2?", {"pipeline.mode": "none"}, yes=True, on_text=None
+            )
+        except DragError as exc:
+            failed.append(exc)
+
+    with serving_to(echo_env) as server, recorded(server):
+        before = len(curious.seen)
+        asking = threading.Thread(target=ask)
+        with server.work:  # the request under way
+            started_waiting(asking, server)
+            server.closing.set()
+            asking.join(timeout=60)
+            assert not asking.is_alive(), "the waiting question was not told while stopping"
+        assert len(failed) == 1 and "drag serve is stopping; nothing was sent" in str(failed[0])
+        assert len(curious.seen) == before
+
+
 def test_a_request_waiting_when_the_ledger_fails_is_not_sent(
     echo_env: SocketLog, curious: hostile_teacher.HostileTeacher
 ) -> None:
@@ -1522,11 +1566,7 @@ def test_a_request_waiting_when_the_ledger_fails_is_not_sent(
         before = len(curious.seen)
         asking = threading.Thread(target=ask)
         with server.work:  # the request under way
-            asking.start()
-            deadline = time.monotonic() + 60
-            while server.busy() < 1:  # it waits for the models (a poll of a count)
-                assert time.monotonic() < deadline, "the request never arrived"
-                time.sleep(0.05)
+            started_waiting(asking, server)
             server.stopped = "drag serve sends nothing more: the ledger failed"
         asking.join(timeout=120)
         assert len(answered) == 1 and isinstance(answered[0], openai.InternalServerError)

@@ -6,9 +6,9 @@ gets 403), it must carry a client's token (401), a chat request's body must be a
 object of at most :data:`MAX_BODY` bytes (413) that :func:`proxy.parse` accepts (400),
 and at most ``queue`` chat requests are in flight or waiting (429 beyond).  The models
 do one request's work at a time; the models stay loaded between requests.  A request
-that gets the models once the server is stopping, or after the ledger failed, is not
-started (503).  ``/health`` says what is loaded and how many requests are in flight or
-waiting.
+waiting for them when the server stops, or that gets them after the ledger failed, is
+not started (503).  ``/health`` says what is loaded and how many requests are in flight
+or waiting.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class Server(ThreadingHTTPServer):
         self.waiting = 0  # chat requests in flight or waiting (busy())
         # Set when the ledger could not record an upload: nothing more is sent.
         self.stopped: str | None = None
-        # Set when the server stops: a request still waiting for the models does not
-        # start (a lock is not fair: the waiting one, not the stop, may take it next).
+        # Set when the server stops: a request waiting for the models is refused at once
+        # (stopping.take_turn), and one that took them does not start (Server.refusal).
         self.closing = threading.Event()
         names = [shapes.DRAG_MODEL]
         teacher = localserver.ALIAS if session.teacher_is_local else session.settings.teacher.model
@@ -414,8 +414,9 @@ class Handler(BaseHTTPRequestHandler):
             stream = _Stream(self, "", "drag")
             if isinstance(call, native.AskCall):  # taken: from now on it never falls back
                 stream.event({"accepted": True})
-            with self.server.work:
-                refused = self.server.refusal()
+            held = stopping.take_turn(self.server.work, self.server.closing)
+            try:
+                refused = self.server.refusal()  # never None when not held: closing
                 if refused is not None:
                     told, code = refused
                     if isinstance(call, native.AskCall):  # accepted: told on its stream
@@ -451,6 +452,9 @@ class Handler(BaseHTTPRequestHandler):
                     self._chat(call, client)
                 self.server.tidy_now()
                 self.server.note_loaded()
+            finally:
+                if held:
+                    self.server.work.release()
         finally:
             self.server.last_used = time.monotonic()
             with self.server._count:
@@ -583,10 +587,9 @@ def run(
             with contextlib.suppress(DragError):  # a state file that cannot be read: left
                 tokens.forget_state()
             # The request under way ends before the models close (its ledger row and
-            # history are written whole); a stuck one is given a minute, and another
-            # signal ends the wait.  Models are never freed under a request that still
-            # runs: the process then ends without closing them (an upload it began is
-            # settled by the next drag, as after a kill).
+            # history written whole); a stuck one gets a minute, another signal ends the
+            # wait, and the process then ends without freeing the models under it (an
+            # upload it began is settled by the next drag, as after a kill).
             if not server.work.acquire(blocking=False):  # held from here on, as below
                 announce(
                     "drag serve: stopping when the request under way ends (a minute at "
@@ -597,4 +600,6 @@ def run(
                 announce("drag serve: stopped with a request under way")
             else:
                 server.session.close()
+            # Each request still waiting stops waiting and is refused with its reason.
+            stopping.told(server.busy, stops.hurry, 1 if abandoned else 0)
     return not abandoned

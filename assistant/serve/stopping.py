@@ -13,12 +13,14 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 from assistant.base import signals
 
 WAIT = 60.0  # seconds the stop gives the request under way
+TELL = 5.0  # seconds the stop gives the requests still waiting to be told they do not start
+POLL = 0.2  # seconds between looks at a stop while waiting for the models
 
 
 class Stops:
@@ -52,11 +54,34 @@ def stopped_by_signals() -> Iterator[Stops]:
 def request_ended(work: threading.Lock, hurry: threading.Event) -> bool:
     """Whether the request under way (the holder of ``work``) ended within :data:`WAIT`
     seconds, before ``hurry`` was set; if so, ``work`` is held (and never let go: a
-    request still queued then waits and ends with the process, never starting on models
-    being closed; one that takes ``work`` first sees the server closing and does not
-    start either: Server.closing)."""
+    request still waiting for it never starts on models being closed; it stops waiting
+    once the server is closing, :func:`take_turn`, and so does one that takes ``work``
+    first: Server.refusal)."""
     deadline = time.monotonic() + WAIT
     while not hurry.is_set() and time.monotonic() < deadline:
-        if work.acquire(timeout=0.2):
+        if work.acquire(timeout=POLL):
             return True
     return False
+
+
+def take_turn(work: threading.Lock, closing: threading.Event) -> bool:
+    """Wait for ``work`` (the models, which the request under way holds) until the server
+    is closing: True with ``work`` held; False, not held, once ``closing`` is set (the
+    request is then refused at once, with its reason, rather than waiting to end with
+    the process)."""
+    while not work.acquire(timeout=POLL):
+        if closing.is_set():
+            return False
+    return True
+
+
+def told(waiting: Callable[[], int], hurry: threading.Event, until: int = 0) -> bool:
+    """Whether the requests still waiting when the server stopped were told so (their
+    count, ``waiting()``, down to ``until``) within :data:`TELL` seconds, before
+    ``hurry``: each stops waiting within :data:`POLL` and writes its refusal."""
+    deadline = time.monotonic() + TELL
+    while waiting() > until:
+        if hurry.is_set() or time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL / 4)
+    return True
