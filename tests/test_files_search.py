@@ -85,5 +85,16 @@ def test_a_day_is_read_without_a_year_and_not_from_a_verb() -> None:
     assert month_days("March 3 or August 12") == {(3, 3), (8, 12)}
     assert not month_days("January 6th, 2026")  # a whole date: dates_in reads it
     assert not month_days("June 32nd")
+
+
+def test_a_day_is_read_in_the_forms_people_write_it() -> None:
+    """Short month names ("Jan 6", "3rd Sept"; capitalised, as "May"), a weekday before,
+    "the" between: each the same day; a lower-case short form is a word, not a month."""
+    for text in ("on Jan 6", "on Jan. 6th", "on the 6th of Jan", "on Tuesday, January 6"):
+        assert month_days(text) == {(1, 6)}, text
+    assert month_days("on Sept 3 and 3rd Sept and Sep 3") == {(9, 3)}
+    assert not month_days("ask jan 6 things") and not month_days("a dec 24 star")
+    assert not month_days("on 6 Janet")
+    assert dates_in("on January the 6th, 2026") == dates_in("on 2026-01-06") == {(26, 1, 6)}
     assert dates_in("the chat of 20260901_13:00", compact=True) == {(26, 9, 1)}
     assert not dates_in("x20260901", compact=True)

@@ -196,6 +196,8 @@ def test_item_4_a_date_of_birth_in_another_format(guard: EgressGuard) -> None:
     vault.placeholder("DATE_OF_BIRTH", "03/04/1985")
     redacted = vault.redact("born March 4, 1985 or 1985-04-03?", [])
     assert "1985" not in redacted.text
+    redacted = vault.redact("born on March the 4th, 1985", [])
+    assert "1985" not in redacted.text
 
 
 # -- property tests: any variant of a detected value ----------------------------------------

@@ -200,7 +200,7 @@ _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DATES = (
     re.compile(r"(?<![\d/.-])(\d{1,4})([./-])(\d{1,2})\2(\d{1,4})(?![\d/.-]*\d)"),
     re.compile(rf"(?<!\w){_DAY}(?:\s+of)?\s+{_MONTH},?\s+(\d{{4}}|'\d\d)(?!\w)"),
-    re.compile(rf"(?<!\w){_MONTH}\s+{_DAY},?\s+(\d{{4}}|'\d\d)(?!\w)"),
+    re.compile(rf"(?<!\w){_MONTH}\s+(?:the\s+)?{_DAY},?\s+(\d{{4}}|'\d\d)(?!\w)"),
 )
 
 Date = tuple[int, int, int]  # (year % 100, month, day): "85" and "1985" compare equal
@@ -278,9 +278,12 @@ def dates_in(text: str, *, compact: bool = False) -> set[Date]:
 
 
 _MONTH_NAME = (
-    r"(january|february|march|april|may|june|july|august|september|october|november|december)"
+    r"(january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.?"
 )
-_ALSO_WORDS = ("may", "march", "august")  # a month only as a name is written
+# A month only as a name is written: these words, and every short form ("Jan 6", not
+# "ask jan 6 things"; "Dec 24", not "dec 24" of a declination).
+_ALSO_WORDS = ("may", "march", "august", *_MONTHS, "sept")
 _NO_YEAR = r"(?!,?\s+(?:\d{4}|'\d\d)(?!\w))"
 _YEARLESS = (
     re.compile(rf"(?<!\w){_MONTH_NAME}\s+(?:the\s+)?{_DAY}(?!\w){_NO_YEAR}"),
@@ -290,9 +293,9 @@ _YEARLESS = (
 
 def month_days(text: str) -> set[tuple[int, int]]:
     """(month, day) of each day ``text`` names without a year ("January 6th", "the 6th
-    of January"; month names written whole), for the files' search: a question about a
-    chat "on January 6th" means that day of any year the files hold.  "May", "March"
-    and "August" are months only capitalised ("you may 2 …" is not a day)."""
+    of January", "Jan 6"), for the files' search: a question about a chat "on January
+    6th" means that day of any year the files hold.  "May", "March", "August" and the
+    short forms are months only capitalised ("you may 2 …" is not a day)."""
     v = folded(text)
     found: set[tuple[int, int]] = set()
     for form, (at_month, at_day) in zip(_YEARLESS, ((1, 2), (2, 1)), strict=True):
