@@ -429,6 +429,53 @@ def test_the_docs_reader_v6_times_are_counted_from_the_records() -> None:
         assert f"took {took[0]:.0f} s for the 60 readings against {took[1]:.0f} s" in section
 
 
+def test_the_docs_reader_prototypes_are_counted_from_their_records() -> None:
+    """Issue 48: the two prototypes tried and not kept (a shorter reply form; the
+    detector's values hidden from the reader), each table row as docs/benchmarks.md
+    gives it, counted again from the stored per-query numbers."""
+    folder = RESULTS / "privacy-reader" / "reader-prototypes"
+    text = DOCS.read_text("utf-8")
+    after = text[text.index("](results/privacy-reader/reader-prototypes/)") :]
+    lines = after[: after.index("\n#")].splitlines()
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        stored = (folder / f"{name}-items.jsonl").read_text("utf-8").splitlines()
+        return [json.loads(line) for line in stored]
+
+    forms = [
+        ("forms-seen", "json", "JSON (drag's)"),
+        ("forms-seen", "lines", "a line a value (`person: priya`; `none`)"),
+        ("compact-seen", "json", "JSON (drag's), a second run"),
+        ("compact-seen", "compact", 'a compact JSON list (`[["person","priya"]]`)'),
+    ]
+    for name, way, label in forms:
+        got = [r[way] for r in rows(name)]
+        assert len(got) == 40
+        row = (
+            f"| {label} | {statistics.median(g['seconds'] for g in got):.2f} s "
+            f"| {sum(g['seconds'] for g in got):.1f} | {sum(g['tokens'] for g in got)} "
+            f"| {sum(g['parsed'] for g in got)} "
+            f"| {sum(g['parsed'] and not g['values'] for g in got)} "
+            f"| {sum(g['units_hit'] for g in got)} |"
+        )
+        assert row in lines, row
+        assert sum(g["units"] for g in got) == 99
+    masked = rows("masked-seen")
+    for way, label in (
+        ("raw", "the question as it is (drag's)"),
+        ("masked", "the question with the detector's values hidden"),
+    ):
+        got = [r[way] for r in masked]
+        assert len(got) == 40 and sum(g["units"] for g in got) == 104
+        row = (
+            f"| {label} | {statistics.median(g['seconds'] for g in got):.2f} s "
+            f"| {sum(g['seconds'] for g in got):.1f} | {sum(g['leaked'] for g in got)} "
+            f"| {sum(g['refused'] for g in got)} "
+            f"| {sum(not g['complete'] and not g['refused'] for g in got)} |"
+        )
+        assert row in lines, row
+
+
 def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:
     """Issue 48: the figures without the units the rule calls public, and those units,
     as docs/benchmarks.md gives them, counted again from the per-item records."""
