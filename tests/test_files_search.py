@@ -85,6 +85,8 @@ def test_a_day_is_read_without_a_year_and_not_from_a_verb() -> None:
     assert month_days("March 3 or August 12") == {(3, 3), (8, 12)}
     assert not month_days("January 6th, 2026")  # a whole date: dates_in reads it
     assert not month_days("June 32nd")
+    assert dates_in("the chat of 20260901_13:00", compact=True) == {(26, 9, 1)}
+    assert not dates_in("x20260901", compact=True)
 
 
 def test_a_day_is_read_in_the_forms_people_write_it() -> None:
@@ -96,5 +98,5 @@ def test_a_day_is_read_in_the_forms_people_write_it() -> None:
     assert not month_days("ask jan 6 things") and not month_days("a dec 24 star")
     assert not month_days("on 6 Janet")
     assert dates_in("on January the 6th, 2026") == dates_in("on 2026-01-06") == {(26, 1, 6)}
-    assert dates_in("the chat of 20260901_13:00", compact=True) == {(26, 9, 1)}
-    assert not dates_in("x20260901", compact=True)
+    # With a year, a month is read by its first letters: other languages' names too.
+    assert dates_in("3 marzo 1985") == {(85, 3, 3)} and dates_in("12 janvier 2026") == {(26, 1, 12)}

@@ -11,17 +11,42 @@ import pytest
 from assistant.serve import stopping
 
 
-def test_a_request_waiting_for_the_models_stops_waiting_once_the_server_closes() -> None:
-    work, closing = threading.Lock(), threading.Event()
+class FakeClosing(threading.Event):
+    """The server's closing flag, which says when a waiting request first looked at it
+    (it had waited for the models one poll)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked = threading.Event()
+
+    def is_set(self) -> bool:
+        self.looked.set()
+        return super().is_set()
+
+
+def test_a_request_waits_for_the_models_until_the_server_closes() -> None:
+    work, closing = threading.Lock(), FakeClosing()
     assert stopping.take_turn(work, closing) and work.locked()  # free: taken
-    result: list[bool] = []
-    waiter = threading.Thread(
-        target=lambda: result.append(stopping.take_turn(work, closing)), daemon=True
-    )
-    waiter.start()
-    closing.set()  # the models still held by the request under way
-    waiter.join(timeout=30)
-    assert result == [False] and work.locked()  # it gave up without them
+
+    def waiter(into: list[bool]) -> threading.Thread:
+        closing.looked.clear()
+        thread = threading.Thread(
+            target=lambda: into.append(stopping.take_turn(work, closing)), daemon=True
+        )
+        thread.start()
+        assert closing.looked.wait(30), "the request never waited"
+        return thread
+
+    first: list[bool] = []
+    one = waiter(first)
+    work.release()  # the request under way ends: the waiting one gets the models
+    one.join(timeout=30)
+    assert first == [True] and work.locked()
+    second: list[bool] = []
+    two = waiter(second)
+    closing.set()  # the models still held by the first
+    two.join(timeout=30)
+    assert second == [False] and work.locked()  # it gave up without them
 
 
 def test_the_stop_waits_until_each_waiting_request_was_told() -> None:

@@ -195,6 +195,8 @@ def digit_spans(text: str | View) -> list[tuple[int, int, str]]:
 # -- dates ---------------------------------------------------------------------------------
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+# A month by its first letters: "Sept.", "January", and other languages' names too
+# ("marzo", "janvier": a birth date so written is the same date to the vault).
 _MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DATES = (

@@ -7,8 +7,8 @@ object of at most :data:`MAX_BODY` bytes (413) that :func:`proxy.parse` accepts 
 and at most ``queue`` chat requests are in flight or waiting (429 beyond).  The models
 do one request's work at a time; the models stay loaded between requests.  A request
 waiting for them when the server stops, or that gets them after the ledger failed, is
-not started (503).  ``/health`` says what is loaded and how many requests are in flight
-or waiting.
+not started (503; on drag's own route, an error event).  ``/health`` says what is
+loaded and how many requests are in flight or waiting.
 """
 
 from __future__ import annotations
