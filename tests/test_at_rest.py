@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from assistant.base import paths, secrets
 from assistant.base.config import load
-from assistant.base.errors import ConfigError, StoreError
+from assistant.base.errors import ConfigError, InputError, StoreError
 from assistant.cli import cli
 from assistant.core import drafts
 from assistant.core.session import Session
@@ -362,6 +362,8 @@ def test_item_15_audit_head_and_verify_head_on_the_cli() -> None:
     assert runner.invoke(cli, ["audit", "verify", "--head", noted]).exit_code == 0
     wrong = noted[:-1] + ("0" if noted[-1] != "0" else "1")
     assert runner.invoke(cli, ["audit", "verify", "--head", wrong]).exit_code == 1
+    typo = runner.invoke(cli, ["audit", "verify", "--head", "bogus"])  # not a broken ledger
+    assert isinstance(typo.exception, InputError) and "is not ID:HASH" in str(typo.exception)
 
 
 def test_item_15_blanked_macs_are_not_signed_again_when_the_store_opens(tmp_path: Path) -> None:

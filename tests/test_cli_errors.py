@@ -193,3 +193,69 @@ def test_a_model_privacy_or_database_error_exits_with_its_own_code(tmp_path: Pat
     bad.write_bytes(b"not a database, only text long enough to fill a header" * 4)
     store = drag("audit", "list", env={"DRAG_STORE_DATABASE": str(bad)})
     assert "file is not a database" in one_line_error(store) and store.returncode == 6
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["ask", "--mode", "bogus", "x"], "Invalid value for '--mode'"),
+        (["ask", "--bogus"], "No such option '--bogus'"),
+        (["audit", "show", str(2**63)], "Invalid value for 'UPLOAD_ID'"),  # past SQLite's
+        (["audit", "verify", "--head", "bogus"], "is not ID:HASH"),  # a typo, not a broken ledger
+        (["nosuch"], "No such command 'nosuch'"),
+        (["teacher", "serve", "--port", "70000"], "Invalid value for '--port'"),  # no model loads
+        (["config", "set-key"], "no key on standard input"),  # was a getpass warning
+    ],
+)
+def test_a_command_line_mistake_is_one_line_and_exit_2(args: list[str], said: str) -> None:
+    proc = drag(*args)
+    assert proc.returncode == 2 and said in one_line_error(proc)
+
+
+def test_a_group_named_alone_shows_its_help_as_written() -> None:
+    proc = drag("audit")
+    help_text = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in help_text
+    assert "\nCommands:\n" in help_text and "\n  verify " in help_text
+
+
+def test_forget_takes_one_path_and_never_indexes_the_next(tmp_path: Path) -> None:
+    """`drag index --forget a b` read b as a path to index: the file the user wanted
+    gone was added.  Refused, and nothing is indexed."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Priya's notes on the Zenlytics offer.\n", "utf-8")
+    proc = drag("index", "--forget", str(tmp_path / "old.txt"), str(secret))
+    assert proc.returncode == 2 and "--forget takes one path" in one_line_error(proc)
+    listed = drag("index", "--list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["files"] == []
+
+
+def test_text_piped_beside_a_typed_question_is_part_of_it() -> None:
+    """`git diff | drag ask "explain this"`: the piped text, then the typed words; it
+    used to be dropped without a word (here offline with an empty cache: the question
+    is kept whole as a draft, which shows what was asked)."""
+    proc = drag("ask", "--offline", "explain this", stdin=b"diff --git a/notes.md\n+Priya\n")
+    record = kept(one_line_error(proc))
+    assert record["question"] == "diff --git a/notes.md\n+Priya\n\nexplain this"
+
+
+def test_a_pipe_left_open_with_nothing_in_it_is_not_waited_for() -> None:
+    """A job runner's standard input, a pipe nobody writes to: the typed question is
+    asked after a short wait, with a note, rather than waiting for the pipe's end."""
+    reader, writer = os.pipe()  # the write end stays open: no end of input comes
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "assistant", "ask", "--offline", "explain this"],
+            stdin=reader,
+            capture_output=True,
+            env={**os.environ, "DRAG_TEACHER_MAX_RETRIES": "0"},
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(reader)
+        os.close(writer)
+    err = proc.stderr.decode()
+    assert "standard input was not read" in err and "Traceback" not in err
+    record = kept(err.splitlines()[-1])
+    assert record["question"] == "explain this"

@@ -77,6 +77,11 @@ def test_with_flags_keeps_lower_layers(tmp_path: Path) -> None:
         # Issue 47, item 12: a million days made every drag ask an internal error.
         ({"DRAG_STORE_RETENTION_DAYS": "1000000"}, "above the maximum"),
         ({"DRAG_STORE_DRAFT_DAYS": "99999999999"}, "above the maximum"),
+        # No setting means "nan" or "inf"; a wait past a day overflowed the clock.
+        ({"DRAG_TEACHER_TIMEOUT": "nan"}, "'nan' is not a number"),
+        ({"DRAG_STORE_COVERAGE": "inf"}, "'inf' is not a number"),
+        ({"DRAG_TEACHER_TIMEOUT": "1e308"}, "above the maximum 86400"),
+        ({"DRAG_PRIVACY_READER_TIMEOUT": "1e308"}, "above the maximum 86400"),
     ],
 )
 def test_bad_env_values(tmp_path: Path, env: dict[str, str], message: str) -> None:
@@ -93,6 +98,8 @@ def test_bad_files(tmp_path: Path) -> None:
         config.load(env={}, config_file=write(tmp_path / "c.toml", "[pipeline]\nkk=1"))
     with pytest.raises(ConfigError, match="is not a whole number"):
         config.load(env={}, config_file=write(tmp_path / "d.toml", "[pipeline]\nk=1.5"))
+    with pytest.raises(ConfigError, match="is not a number"):  # TOML's own inf
+        config.load(env={}, config_file=write(tmp_path / "e.toml", "[teacher]\ntimeout=inf"))
 
 
 def test_errors_are_one_line(tmp_path: Path) -> None:

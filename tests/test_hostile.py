@@ -173,6 +173,7 @@ def test_a_reply_cut_off_before_its_first_statement_is_a_one_line_error(
     proc = subprocess.run(
         [sys.executable, "-m", "assistant", "ask", "--yes", "--mode", "evidence", "What is tea?"],
         env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,  # not the test runner's, which may be a pipe
         capture_output=True,
         timeout=300,
         check=False,

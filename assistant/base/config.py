@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import tomllib
@@ -35,6 +36,7 @@ Structured = Literal["auto", "json_schema", "json_object", "off"]
 Source = Literal["default", "file", "env", "flag"]
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
+DAY = 86_400.0  # seconds: the longest wait a setting may ask for (a clock past it overflows)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,9 @@ class TeacherSettings:
         default="auto",
         metadata={"help": "structured output: auto, json_schema, json_object (llama.cpp), off"},
     )
-    timeout: float = field(default=300.0, metadata={"help": "seconds per request", "min": 1})
+    timeout: float = field(
+        default=300.0, metadata={"help": "seconds per request", "min": 1, "max": DAY}
+    )
     max_retries: int = field(
         default=3, metadata={"help": "retries with backoff on 429/5xx/connection errors", "min": 0}
     )
@@ -117,6 +121,7 @@ class TeacherSettings:
             "help": "seconds the embedded local server stays up after the last drag process "
             "using it exits (0: it stops at once)",
             "min": 0,
+            "max": DAY,
         },
     )
 
@@ -205,7 +210,11 @@ class PrivacySettings:
     )
     guard_timeout: float = field(
         default=10.0,
-        metadata={"help": "seconds the egress guard may take; slower = not sent", "min": 0.1},
+        metadata={
+            "help": "seconds the egress guard may take; slower = not sent",
+            "min": 0.1,
+            "max": DAY,
+        },
     )
     reader: Literal["on", "off"] = field(
         default="on",
@@ -227,6 +236,7 @@ class PrivacySettings:
             "help": "seconds the reader may take for each 1,000 characters of the question "
             "(at least this); slower = not sent",
             "min": 0.1,
+            "max": DAY,
         },
     )
 
@@ -443,6 +453,8 @@ def coerce(spec: KeySpec, value: Any, origin: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             number = float(value)
+            if not math.isfinite(number):  # "nan", "inf": no setting means either
+                raise ValueError
         else:
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: expected text, got {value!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -75,10 +76,19 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
 
 @config_group.command("set-key")
 def config_set_key() -> None:
-    """Store the teacher API key in the system keyring (read without echo)."""
+    """Store the teacher API key in the system keyring (typed without echo, or piped:
+    `pass show teacher | drag config set-key`)."""
     from assistant.base import secrets
 
-    key = click.prompt("Teacher API key", hide_input=True, err=True)
+    if sys.stdin is not None and not sys.stdin.isatty():  # piped: its first line
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise errors.InputError(
+                "no key on standard input: type it in a terminal, or pipe it "
+                "(… | drag config set-key)"
+            )
+    else:
+        key = click.prompt("Teacher API key", hide_input=True, err=True)
     secrets.store_api_key(key)
     echo("stored in the system keyring (it is never written to the config file)")
 

@@ -17,7 +17,7 @@ from assistant.cli.common import (
     kept,
     mode_option,
     n_option,
-    read_stdin_question,
+    question_of,
     secho,
     settings_of,
     status_printer,
@@ -140,7 +140,7 @@ def ask(
 
     chosen = flags(**kw)
     settings = settings_of(ctx, chosen)
-    text = read_stdin_question() if not question or question == ("-",) else " ".join(question)
+    text = question_of(question)
     stream = not as_json and sys.stdout.isatty()
     on_text = (lambda piece: echo(piece, nl=False)) if stream else None
     try:

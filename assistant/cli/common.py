@@ -4,10 +4,14 @@ question that failed."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import select
+import stat
 import sys
 from collections.abc import Callable
-from typing import Any, get_args
+from typing import Any, TextIO, get_args
 
 import click
 
@@ -56,6 +60,43 @@ def read_stdin_question() -> str:
         raise errors.InputError(
             'no question: give it as an argument (drag ask "...") or on standard input'
         )
+    return _read_stdin(stream)
+
+
+PIPE_WAIT = 2.0  # seconds a pipe on standard input gets to start, beside a typed question
+
+
+def question_of(words: tuple[str, ...]) -> str:
+    """The question of ``drag ask WORDS``: the words; with text piped in as well (`git
+    diff | drag ask "explain this"`), that text, a blank line, then the words, so that
+    nothing typed or piped is dropped.  Standard input is read for it only where it is
+    a file, or a pipe that has begun (or ended) within :data:`PIPE_WAIT` seconds: a pipe
+    left open with nothing in it (a job runner's) is said and not waited for; a
+    terminal, /dev/null or a socket is not read."""
+    if not words or words == ("-",):
+        return read_stdin_question()
+    typed = " ".join(words)
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return typed
+    try:
+        fd = stream.fileno()
+        kind = os.fstat(fd).st_mode
+        begun = stat.S_ISREG(kind) or (
+            stat.S_ISFIFO(kind) and bool(select.select([fd], [], [], PIPE_WAIT)[0])
+        )
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return typed
+    if stat.S_ISFIFO(kind) and not begun:
+        echo(f"drag: note: standard input was not read (nothing came in {PIPE_WAIT:g} s)", err=True)
+    if not begun:
+        return typed
+    piped = _read_stdin(stream)
+    return f"{piped.rstrip()}\n\n{typed}" if piped.strip() else typed
+
+
+def _read_stdin(stream: TextIO) -> str:
+    """Standard input, decoded strictly as UTF-8 (what is not is kept as a draft)."""
     raw = stream.buffer.read(_STDIN_LIMIT + 1)
     try:
         return raw.decode("utf-8")

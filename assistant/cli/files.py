@@ -57,6 +57,11 @@ def index_command(
 
     if not (paths or list_ or forget or names):
         raise click.UsageError("name files or folders to index, or use --list, --names or --forget")
+    if forget and paths:  # "--forget a b" would index b: each path to forget has its --forget
+        raise click.UsageError(
+            f"--forget takes one path: --forget {forget[-1]} --forget {paths[0]} to forget "
+            "both; indexing and forgetting are two commands (nothing was done)"
+        )
     settings = settings_of(ctx, {})
     out: dict[str, Any] = {}
     with Session(settings, status=status_printer(not as_json and sys.stderr.isatty())) as rt:

@@ -41,6 +41,14 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         echo("drag: cancelled", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group named alone ("drag audit"): its help, as written
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:  # one line, with where its help is
+        told = exc.ctx.command_path if exc.ctx is not None else "drag"
+        message = safetext.one_line(exc.format_message())
+        secho(f"drag: error: {message} ({told} --help)", err=True, fg="red")
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.message = safetext.one_line(exc.message)  # type: ignore[misc]
         exc.show()

@@ -21,7 +21,12 @@ def teacher_group() -> None:
 
 
 @teacher_group.command("serve")
-@click.option("--port", type=int, default=0, help="Port on 127.0.0.1 (default: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Port on 127.0.0.1 (default: a free one).",
+)
 @click.option("--model", "model", help="Manifest name or .gguf path (default: teacher.model).")
 @click.pass_context
 def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
