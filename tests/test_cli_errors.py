@@ -138,6 +138,25 @@ def test_a_negative_config_value_is_a_value_not_an_option(tmp_path: Path) -> Non
     assert proc.returncode == 78
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("privacy.categories", "LOCATION=bogus", "the entity must be one of the policy's"),
+        ("privacy.categories", "PLANET=strict", "the entity must be one of the policy's"),
+        ("student.threads", "-5", "is below the minimum 0"),
+    ],
+)
+def test_config_set_refuses_what_drag_would_refuse_later(
+    tmp_path: Path, key: str, value: str, said: str
+) -> None:
+    """`config set` says "validated": a value every question would then fail on (exit 5
+    of a privacy error, before) is refused when it is set, and nothing is written."""
+    cfg = tmp_path / "config.toml"
+    proc = drag("--config", str(cfg), "config", "set", key, value)
+    assert said in one_line_error(proc) and proc.returncode == 78
+    assert not cfg.exists()
+
+
 def test_remote_teacher_without_model_says_what_to_set() -> None:
     proc = drag("ask", "hello", env={"DRAG_TEACHER_ENDPOINT": "http://127.0.0.1:9/v1"})
     assert "teacher.model is not set" in one_line_error(proc)
@@ -205,6 +224,7 @@ def test_a_model_privacy_or_database_error_exits_with_its_own_code(tmp_path: Pat
         (["nosuch"], "No such command 'nosuch'"),
         (["teacher", "serve", "--port", "70000"], "Invalid value for '--port'"),  # no model loads
         (["config", "set-key"], "no key on standard input"),  # was a getpass warning
+        (["ask", "--offline", "--k", "-1", "x"], "pipeline.k (flag): -1 is below the minimum"),
     ],
 )
 def test_a_command_line_mistake_is_one_line_and_exit_2(args: list[str], said: str) -> None:

@@ -102,6 +102,17 @@ def test_bad_files(tmp_path: Path) -> None:
         config.load(env={}, config_file=write(tmp_path / "e.toml", "[teacher]\ntimeout=inf"))
 
 
+@pytest.mark.timeout(30)  # the bug: reading a FIFO waited for a writer forever
+def test_a_config_path_that_is_no_file_is_an_error_not_a_wait(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        config.load(env={}, config_file=fifo)
+    big = write(tmp_path / "big.toml", "# " + "x" * (2 * 1024 * 1024))
+    with pytest.raises(ConfigError, match="not a settings file"):
+        config.load(env={}, config_file=big)
+
+
 def test_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         config.load(env={}, config_file=write(tmp_path / "a.toml", "[pipeline\nk=1\n\n\n"))

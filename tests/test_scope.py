@@ -15,7 +15,7 @@ import pytest
 from drag_bench import leakscore
 from drag_bench import privacy as leakage
 
-from assistant.base.errors import GuardBlocked, PrivacyError
+from assistant.base.errors import ConfigError, GuardBlocked, PrivacyError
 from assistant.base.textform import normalise
 from assistant.privacy import recognizers
 from assistant.privacy.detector import Detector
@@ -119,7 +119,7 @@ def test_category_modes_strict_and_off() -> None:
 
 @pytest.mark.parametrize("bad", [["LOCATION"], ["=strict"]])
 def test_a_malformed_category_setting_is_a_clear_error(bad: list[str]) -> None:
-    with pytest.raises(PrivacyError, match="ENTITY=MODE"):
+    with pytest.raises(ConfigError, match="ENTITY=MODE"):
         category_modes(bad)
 
 
@@ -127,7 +127,7 @@ def test_a_malformed_category_setting_is_a_clear_error(bad: list[str]) -> None:
     "bad", [{"LOCATION": "sometimes"}, {"PLANET": "strict"}, {"LOCATION": "\x1b]52;c;x\x07"}]
 )
 def test_an_unknown_category_or_mode_is_a_clear_error(bad: dict[str, str]) -> None:
-    with pytest.raises(PrivacyError, match=r"privacy\.categories") as err:
+    with pytest.raises(ConfigError, match=r"privacy\.categories") as err:
         load_policy().with_categories(bad)
     assert "\x1b" not in str(err.value)  # the user's value is shown escaped
 

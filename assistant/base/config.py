@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from assistant.base import paths
-from assistant.base.errors import ConfigError
+from assistant.base.errors import ConfigError, FlagError
 
 Mode = Literal["evidence", "graph", "combined", "none"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -48,7 +48,9 @@ class StudentSettings:
     gpu: Literal["auto", "off"] = field(
         default="auto", metadata={"help": "offload all layers when llama.cpp supports it"}
     )
-    threads: int = field(default=0, metadata={"help": "CPU threads, 0 = llama.cpp's choice"})
+    threads: int = field(
+        default=0, metadata={"help": "CPU threads, 0 = llama.cpp's choice", "min": 0}
+    )
     max_tokens: int = field(default=384, metadata={"help": "longest answer", "min": 1})
     temperature: float = field(default=0.0, metadata={"help": "0 = deterministic", "min": 0})
 
@@ -478,7 +480,13 @@ def _build(base: Settings, values: Mapping[str, Any], source: Source) -> Setting
         spec = SCHEMA.get(key)
         if spec is None:
             raise ConfigError(f"unknown setting {key!r} ({source}); `drag config show` lists them")
-        sections.setdefault(key.split(".")[0], {})[key.split(".")[1]] = coerce(spec, raw, source)
+        try:
+            value = coerce(spec, raw, source)
+        except ConfigError as exc:  # a flag's value is what the user just typed: bad input
+            if source == "flag":
+                raise FlagError(str(exc)) from None
+            raise
+        sections.setdefault(key.split(".")[0], {})[key.split(".")[1]] = value
         sources[key] = source
     changes: dict[str, Any] = {
         name: dataclasses.replace(getattr(base, name), **fields)
@@ -487,13 +495,23 @@ def _build(base: Settings, values: Mapping[str, Any], source: Source) -> Setting
     return dataclasses.replace(base, sources=sources, **changes)
 
 
+_CONFIG_LIMIT = 1024 * 1024  # bytes: a settings file is a few hundred
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
+        if path.exists() and not path.is_file():  # a FIFO, a device: never waited on
+            raise ConfigError(f"config file {path} is not a regular file")
+        with path.open("rb") as handle:
+            raw = handle.read(_CONFIG_LIMIT + 1)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    if len(raw) > _CONFIG_LIMIT:
+        raise ConfigError(
+            f"config file {path} is over {_CONFIG_LIMIT // 1024} KB: not a settings file"
+        )
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -37,6 +37,13 @@ class ConfigError(DragError):
     exit_code = 78  # EX_CONFIG
 
 
+class FlagError(ConfigError):
+    """A setting given as a command-line flag is invalid: what the user just typed, so
+    bad input (exit 2), not the configuration."""
+
+    exit_code = 2
+
+
 class ModelError(DragError):
     """A model file is missing, corrupt or cannot be loaded."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from assistant.base.errors import PrivacyError, one_line
+from assistant.base.errors import ConfigError, PrivacyError, one_line
 from assistant.privacy.recognizers import (
     ContactBlockRule,
     CuedNameRule,
@@ -151,7 +151,7 @@ def category_modes(items: Sequence[str]) -> dict[str, str]:
     for item in items:
         entity, sep, mode = item.partition("=")
         if not sep or not entity.strip():
-            raise PrivacyError(
+            raise ConfigError(
                 f"privacy.categories: {item!r} is not ENTITY=MODE (e.g. LOCATION=strict)"
             )
         modes[entity.strip().upper()] = mode.strip().lower()
@@ -200,7 +200,7 @@ class Policy:
         """This policy with some categories' modes changed (the user's settings)."""
         for entity, mode in overrides.items():
             if entity not in self.entities or mode not in MODES:
-                raise PrivacyError(
+                raise ConfigError(
                     f"privacy.categories: {f'{entity}={mode}'!r}: the entity must be one of the "
                     f"policy's and the mode one of {', '.join(MODES)}"
                 )
