@@ -250,32 +250,50 @@ def test_forget_takes_one_path_and_never_indexes_the_next(tmp_path: Path) -> Non
     assert listed.returncode == 0 and json.loads(listed.stdout)["files"] == []
 
 
-def test_text_piped_beside_a_typed_question_is_part_of_it() -> None:
-    """`git diff | drag ask "explain this"`: the piped text, then the typed words; it
-    used to be dropped without a word (here offline with an empty cache: the question
-    is kept whole as a draft, which shows what was asked)."""
-    proc = drag("ask", "--offline", "explain this", stdin=b"diff --git a/notes.md\n+Priya\n")
+def test_piped_text_is_read_before_the_words_when_asked_with_a_dash() -> None:
+    """`git diff | drag ask - "explain this"`: the piped text, then the typed words
+    (here offline with an empty cache: the question is kept whole as a draft, which
+    shows what was asked)."""
+    proc = drag("ask", "--offline", "-", "explain this", stdin=b"diff --git a/notes.md\n+Priya\n")
     record = kept(one_line_error(proc))
     assert record["question"] == "diff --git a/notes.md\n+Priya\n\nexplain this"
 
 
-def test_a_pipe_left_open_with_nothing_in_it_is_not_waited_for() -> None:
-    """A job runner's standard input, a pipe nobody writes to: the typed question is
-    asked after a short wait, with a note, rather than waiting for the pipe's end."""
-    reader, writer = os.pipe()  # the write end stays open: no end of input comes
+def _asked_beside(stdin: int) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "assistant", "ask", "--offline", "explain this"],
+        stdin=stdin,
+        capture_output=True,
+        env={**os.environ, "DRAG_TEACHER_MAX_RETRIES": "0"},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_words_beside_piped_text_leave_it_unread_and_say_so() -> None:
+    """A script fed to a shell on standard input, or a loop's list: the rest of it is
+    not the question (it would be sent), and is left for the script; a note says how to
+    read it."""
+    reader, writer = os.pipe()
+    os.write(writer, b"export SECRET_TOKEN=abc123\nnext command\n")
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "assistant", "ask", "--offline", "explain this"],
-            stdin=reader,
-            capture_output=True,
-            env={**os.environ, "DRAG_TEACHER_MAX_RETRIES": "0"},
-            timeout=120,
-            check=False,
-        )
+        proc = _asked_beside(reader)
+        left = os.read(reader, 100)  # still there for the shell
     finally:
         os.close(reader)
         os.close(writer)
     err = proc.stderr.decode()
-    assert "standard input was not read" in err and "Traceback" not in err
-    record = kept(err.splitlines()[-1])
-    assert record["question"] == "explain this"
+    assert "the text piped in was not read" in err and "Traceback" not in err
+    assert kept(err.splitlines()[-1])["question"] == "explain this"
+    assert left == b"export SECRET_TOKEN=abc123\nnext command\n"
+
+
+def test_words_beside_a_file_on_standard_input_leave_it_unread(tmp_path: Path) -> None:
+    """`while read q; do drag ask "$q"; done < questions.txt`: each call asks its own
+    words and leaves the file where the loop reads it."""
+    listed = tmp_path / "questions.txt"
+    listed.write_bytes(b"second question\nthird question\n")
+    with listed.open("rb") as handle:
+        proc = _asked_beside(handle.fileno())
+        assert handle.read() == b"second question\nthird question\n"
+    assert kept(one_line_error(proc))["question"] == "explain this"

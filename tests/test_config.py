@@ -89,6 +89,13 @@ def test_bad_env_values(tmp_path: Path, env: dict[str, str], message: str) -> No
         config.load(env=env, config_file=tmp_path / "x.toml")
 
 
+def test_an_idle_time_past_a_day_is_still_a_setting(tmp_path: Path) -> None:
+    """The day's cap is for waits a clock computes with; the local teacher's idle time
+    is only compared (a week worked before the cap and must go on working)."""
+    env = {"DRAG_TEACHER_KEEP_ALIVE": "604800"}
+    assert config.load(env=env, config_file=tmp_path / "x.toml").teacher.keep_alive == 604800
+
+
 def test_bad_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         config.load(env={}, config_file=write(tmp_path / "a.toml", "[pipeline\nk=1"))

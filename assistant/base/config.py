@@ -123,7 +123,6 @@ class TeacherSettings:
             "help": "seconds the embedded local server stays up after the last drag process "
             "using it exits (0: it stops at once)",
             "min": 0,
-            "max": DAY,
         },
     )
 

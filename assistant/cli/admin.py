@@ -86,7 +86,7 @@ def config_set_key() -> None:
     from assistant.base import secrets
 
     if sys.stdin is not None and not sys.stdin.isatty():  # piped: its first line
-        key = sys.stdin.readline().strip()
+        key = sys.stdin.readline(4096).strip()  # a key is a line; a runaway pipe is not
         if not key:
             raise errors.InputError(
                 "no key on standard input: type it in a terminal, or pipe it "

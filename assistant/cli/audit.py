@@ -164,7 +164,7 @@ def audit_show(ctx: click.Context, upload_id: int, as_json: bool) -> None:
 def audit_verify(ctx: click.Context, as_json: bool, noted: str | None, adopt: bool) -> None:
     """Recompute the hash chain and each row's MAC (the store key); name the first row
     that does not match (exit 1)."""
-    if noted is not None and not re.fullmatch(r"[0-9]{1,18}:[0-9a-f]+", noted):
+    if noted is not None and not re.fullmatch(r"[0-9]{1,19}:[0-9a-f]+", noted):
         raise errors.InputError(f"--head {noted!r} is not ID:HASH (as `drag audit head` prints)")
     with open_store(ctx) as store:
         signed, refused = store.adopt_ledger() if adopt else (0, None)

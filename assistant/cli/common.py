@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import select
 import stat
 import sys
 from collections.abc import Callable
@@ -63,36 +62,41 @@ def read_stdin_question() -> str:
     return _read_stdin(stream)
 
 
-PIPE_WAIT = 2.0  # seconds a pipe on standard input gets to start, beside a typed question
-
-
 def question_of(words: tuple[str, ...]) -> str:
-    """The question of ``drag ask WORDS``: the words; with text piped in as well (`git
-    diff | drag ask "explain this"`), that text, a blank line, then the words, so that
-    nothing typed or piped is dropped.  Standard input is read for it only where it is
-    a file, or a pipe that has begun (or ended) within :data:`PIPE_WAIT` seconds: a pipe
-    left open with nothing in it (a job runner's) is said and not waited for; a
-    terminal, /dev/null or a socket is not read."""
+    """The question of ``drag ask WORDS``: the words.  Standard input is read only when
+    asked: no words, or "-" alone (the question is piped), or "-" first (`git diff | drag
+    ask - "why?"`: the piped text, a blank line, then the words).  Words beside a pipe
+    that holds text leave it unread, with a note: a script's loop (`while read q; do drag
+    ask "$q"; done < list`) or a here-document must not have its rest taken for the
+    question, nor sent."""
     if not words or words == ("-",):
         return read_stdin_question()
-    typed = " ".join(words)
+    if words[0] == "-":
+        piped = read_stdin_question()
+        typed = " ".join(words[1:])
+        return f"{piped.rstrip()}\n\n{typed}" if piped.strip() else typed
+    if _pipe_holds_text():
+        echo('drag: note: the text piped in was not read (drag ask - "…" reads it first)', err=True)
+    return " ".join(words)
+
+
+def _pipe_holds_text() -> bool:
+    """Whether standard input is a pipe with bytes in it now (counted, never read:
+    FIONREAD; an ended or empty pipe holds none)."""
     stream = sys.stdin
-    if stream is None or stream.isatty():
-        return typed
     try:
+        if stream is None or stream.isatty():
+            return False
         fd = stream.fileno()
-        kind = os.fstat(fd).st_mode
-        begun = stat.S_ISREG(kind) or (
-            stat.S_ISFIFO(kind) and bool(select.select([fd], [], [], PIPE_WAIT)[0])
-        )
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return typed
-    if stat.S_ISFIFO(kind) and not begun:
-        echo(f"drag: note: standard input was not read (nothing came in {PIPE_WAIT:g} s)", err=True)
-    if not begun:
-        return typed
-    piped = _read_stdin(stream)
-    return f"{piped.rstrip()}\n\n{typed}" if piped.strip() else typed
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        import fcntl
+        import termios
+
+        count = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+        return int.from_bytes(count, sys.byteorder) > 0
+    except (OSError, ValueError, ImportError, io.UnsupportedOperation):
+        return False
 
 
 def _read_stdin(stream: TextIO) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,6 +32,11 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
         ctx.invoke(chat)
 
 
+# A group named alone ("drag audit") raises this from click 8.2 on; on 8.1 it prints its
+# help itself, and an empty tuple here catches nothing.
+_NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors, no tracebacks (DRAG_DEBUG=1 shows them)."""
     try:
@@ -41,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         echo("drag: cancelled", err=True)
         sys.exit(130)
-    except click.exceptions.NoArgsIsHelpError as exc:
+    except _NO_ARGS as exc:
         exc.show()  # a group named alone ("drag audit"): its help, as written
         sys.exit(exc.exit_code)
     except click.UsageError as exc:  # one line, with where its help is
