@@ -135,7 +135,8 @@ def ask(
     from_files: bool,
     **kw: Any,
 ) -> None:
-    """Ask one QUESTION (or read it from standard input; "-" forces that)."""
+    """Ask one QUESTION (or read it from standard input; "-" forces that; "-" before the
+    words: the piped text, then the words, as in `git diff | drag ask - "why?"`)."""
     from assistant.serve import client  # the models, store and pipeline: only in-process
 
     chosen = flags(**kw)
