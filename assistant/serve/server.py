@@ -5,10 +5,10 @@ Every request is checked in this order, and refused with an OpenAI-shaped error:
 gets 403), it must carry a client's token (401), a chat request's body must be a JSON
 object of at most :data:`MAX_BODY` bytes (413) that :func:`proxy.parse` accepts (400),
 and at most ``queue`` chat requests are in flight or waiting (429 beyond).  The models
-do one request's work at a time; the models stay loaded between requests.  A request
-waiting for them when the server stops, or that gets them after the ledger failed, is
-not started (503; on drag's own route, an error event).  ``/health`` says what is
-loaded and how many requests are in flight or waiting.
+do one request's work at a time, and stay loaded between requests.  A request waiting
+for them when the server stops, or that gets them after the ledger failed, is not
+started (503; on drag's own route, an error event).  ``/health``: what is loaded, and
+how many requests are in flight or waiting.
 """
 
 from __future__ import annotations
@@ -117,8 +117,7 @@ class Server(ThreadingHTTPServer):
         self.waiting = 0  # chat requests in flight or waiting (busy())
         # Set when the ledger could not record an upload: nothing more is sent.
         self.stopped: str | None = None
-        # Set when the server stops: a request waiting for the models is refused at once
-        # (stopping.take_turn), and one that took them does not start (Server.refusal).
+        # Set when the server stops: no request waiting for the models starts (refusal()).
         self.closing = threading.Event()
         names = [shapes.DRAG_MODEL]
         teacher = localserver.ALIAS if session.teacher_is_local else session.settings.teacher.model
@@ -149,9 +148,8 @@ class Server(ThreadingHTTPServer):
             self.connections.release()
 
     def refusal(self) -> tuple[str, str] | None:
-        """Why a request that now has the models does not start (nothing of it is sent):
-        the server is stopping, or the ledger failed while it waited; the message and
-        its code.  None: it starts."""
+        """Why a request that now has the models does not start (nothing is sent): the
+        server is stopping, or the ledger failed while it waited; message, code."""
         if self.closing.is_set():
             return "drag serve is stopping; nothing was sent (ask again)", "stopping"
         if self.stopped is not None:
@@ -163,9 +161,8 @@ class Server(ThreadingHTTPServer):
         a new session takes the old one's place and loads each again when it is asked
         for.  Never while a request runs or waits."""
         idle = (time.monotonic() if now is None else now) - self.last_used
-        if not self.keep_alive or idle < self.keep_alive or not self.loaded():
-            return False
-        if not self.work.acquire(blocking=False):
+        due = bool(self.keep_alive) and idle >= self.keep_alive and bool(self.loaded())
+        if not due or not self.work.acquire(blocking=False):
             return False
         try:
             if self.waiting:
@@ -586,10 +583,9 @@ def run(
             server.closing.set()  # from now on a waiting request does not start
             with contextlib.suppress(DragError):  # a state file that cannot be read: left
                 tokens.forget_state()
-            # The request under way ends before the models close (its ledger row and
-            # history written whole); a stuck one gets a minute, another signal ends the
-            # wait, and the process then ends without freeing the models under it (an
-            # upload it began is settled by the next drag, as after a kill).
+            # The request under way ends before the models close (ledger row and history
+            # written whole); a stuck one gets a minute (another signal ends the wait),
+            # then the process ends without freeing them (the next drag settles its upload).
             if not server.work.acquire(blocking=False):  # held from here on, as below
                 announce(
                     "drag serve: stopping when the request under way ends (a minute at "
@@ -600,6 +596,5 @@ def run(
                 announce("drag serve: stopped with a request under way")
             else:
                 server.session.close()
-            # Each request still waiting stops waiting and is refused with its reason.
-            stopping.told(server.busy, stops.hurry, 1 if abandoned else 0)
+            stopping.told(server.busy, stops.hurry, 1 if abandoned else 0)  # those waiting
     return not abandoned
