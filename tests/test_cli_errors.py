@@ -222,6 +222,8 @@ def test_a_model_privacy_or_database_error_exits_with_its_own_code(tmp_path: Pat
         (["audit", "show", str(2**63)], "Invalid value for 'UPLOAD_ID'"),  # past SQLite's
         (["audit", "verify", "--head", "bogus"], "is not ID:HASH"),  # a typo, not a broken ledger
         (["nosuch"], "No such command 'nosuch'"),
+        # A mistyped config path ran on the defaults without a word.
+        (["--config", "/nonexistent/drag.toml", "ask", "--offline", "x"], "no such file"),
         (["teacher", "serve", "--port", "70000"], "Invalid value for '--port'"),  # no model loads
         (["config", "set-key"], "no key on standard input"),  # was a getpass warning
         (["ask", "--offline", "--k", "-1", "x"], "pipeline.k (flag): -1 is below the minimum"),

@@ -25,7 +25,12 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     only ever sees the question, and gives evidence and a knowledge graph."""
 
     ctx.ensure_object(dict)
-    ctx.obj["settings"] = config_mod.load(config_file=Path(config_path) if config_path else None)
+    named = Path(config_path) if config_path else None
+    if named is not None and not named.exists() and ctx.invoked_subcommand != "config":
+        # A mistyped path would run on the defaults (another teacher) without a word;
+        # `drag config set` creates the file, `config show` shows what it would hold.
+        raise errors.InputError(f"--config {named}: no such file (drag config set creates one)")
+    ctx.obj["settings"] = config_mod.load(config_file=named)
     if ctx.invoked_subcommand is None:
         from assistant.cli.ask import chat
 
