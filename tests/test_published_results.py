@@ -1244,6 +1244,40 @@ def test_the_reader_v5_table_is_counted_from_the_records() -> None:
     assert said in " ".join(DOCS.read_text("utf-8").split())
 
 
+def test_the_quiz_names_table_is_counted_from_the_records() -> None:
+    """docs/benchmarks.md, "Names in a multiple-choice question": the controls each row
+    changed (refused) counted from its records, and PUPA-TNB's two detector rows alike on
+    every query, as the text says."""
+    folder = RESULTS / "privacy-reader" / "quiz-names"
+    records = [
+        json.loads(line)
+        for line in (folder / "mmlu-controls-120-199" / "privacy-items.jsonl").open(
+            encoding="utf-8"
+        )
+    ]
+    lines = DOCS.read_text("utf-8").splitlines()
+    for label, suffix in (
+        ("with the two rules, not kept", ""),
+        ("without them (drag's)", " -quiz"),
+    ):
+        alone = _controls_changed(records, "full" + suffix).split(" (")[0]
+        read = _controls_changed(records, "full+reader" + suffix)
+        assert f"| {label} | {alone} | {read} |" in lines, label
+    pupa = [
+        json.loads(line)
+        for line in (folder / "pupa-all-detector" / "privacy-items.jsonl").open(encoding="utf-8")
+    ]
+
+    def sent(method: str) -> list[Any]:
+        return [
+            (r["id"], r["values"], r["blocked"], r.get("kept_words"))
+            for r in pupa
+            if r["method"] == method
+        ]
+
+    assert len(sent("full")) == 237 and sent("full") == sent("full -quiz")
+
+
 RULE_SEARCHES = sorted(RESULTS.glob("*/rules.md"))
 
 
