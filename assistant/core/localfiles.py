@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 from assistant.base import paths
 from assistant.base.config import FilesMethod
@@ -148,9 +149,12 @@ def ask_files(
     read_tokens: int | None = None,
     on_text: Callable[[str], None] | None = None,
     remember: bool = True,
+    headings: Literal["path", "name"] = "path",
 ) -> AskResult:
     """Answer ``question`` from the user's indexed files alone; nothing is sent.
-    ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys."""
+    ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys.
+    ``headings``: each passage headed in the student's prompt by its whole path, or by
+    its file's name (issue 51: ``drag bench local-docs --headings path,name``)."""
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
@@ -162,7 +166,9 @@ def ask_files(
     runtime.preload("student", "embedder")
     f = runtime.settings.files
     result = AskResult(question=question, mode="evidence", n=0, k=k or f.k, source="files")
-    result.prompt_versions = {"answer": answer.FILES_PROMPT_VERSION}
+    result.prompt_versions = {
+        "answer": answer.FILES_PROMPT_VERSION if headings == "path" else "files-answer-v3"
+    }
     runtime.status("looking in your files…")
     with timed(result.timings, "files_search"):
         result.passages = search(runtime, question, k=result.k, method=method)
@@ -191,7 +197,8 @@ def ask_files(
     budget = s.n_ctx - s.max_tokens - 64
     while True:
         messages = answer.build_files_messages(
-            question, [(p.label, p.text) for p in result.passages]
+            question,
+            [(p.label if headings == "path" else p.heading, p.text) for p in result.passages],
         )
         used = runtime.student.count_tokens("\n".join(m["content"] for m in messages))
         if used <= budget or not result.passages:

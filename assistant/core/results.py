@@ -10,6 +10,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from assistant.base import safetext
@@ -73,6 +74,14 @@ class ScoredPassage:
         files list) and where in it, for the sources list and the student's prompt."""
         where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
         return safetext.name_line(f"{self.path}{where}")
+
+    @property
+    def heading(self) -> str:
+        """The passage's source as the student may read it: the file's name, without its
+        folders (the user's own layout, tens of tokens before every passage), and where
+        in it; the sources list keeps the whole path (:attr:`label`)."""
+        where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
+        return safetext.name_line(f"{PurePath(self.path).name or self.path}{where}")
 
 
 Source = str  # "teacher" | "cache" | "files" | "none" (mode none: the student alone)

@@ -49,7 +49,7 @@ ITEMS = "local-docs-items.jsonl"
 SUMMARY = "local-docs-summary.json"
 METHODS = ("minirag", "vector")
 TYPES = ("Single", "Multi", "Null")
-Row = tuple[str, int]  # method, read tokens
+Row = tuple[str, int, str]  # method, read tokens, headings
 
 
 def load_questions(path: Path) -> list[dict[str, str]]:
@@ -173,13 +173,20 @@ def run(args: Any) -> dict[str, Any]:
             file=sys.stderr,
         )
         with items_path.open("a", encoding="utf-8") as handle:
-            paths: list[Row] = [(m, r) for m in args.methods for r in args.read_tokens]
+            paths: list[Row] = [
+                (m, r, h) for m in args.methods for r in args.read_tokens for h in args.headings
+            ]
+            named = args.headings != ["path"]  # rows named by their headings too
             for number, q in enumerate(questions, start=1):
-                for method, read in in_turn(paths, number, args.alternate):
+                for method, read, headings in in_turn(paths, number, args.alternate):
                     item = {"question": q["Question"], "method": method, "read_tokens": read}
+                    if named:
+                        item["headings"] = headings
                     if q["Question"] + "\0" + path_of(item) in done:
                         continue
-                    item = _ask(rt, q, method, read, args.docs)
+                    item = _ask(rt, q, method, read, args.docs, headings)
+                    if named:
+                        item["headings"] = headings
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
@@ -212,7 +219,9 @@ def _relative(path: str, docs: Path) -> str:
         return path
 
 
-def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> dict[str, Any]:
+def _ask(
+    rt: Session, q: dict[str, str], method: str, read: int, docs: Path, headings: str = "path"
+) -> dict[str, Any]:
     # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
     # would otherwise reuse the prompt another row of the same question has just read);
     # the product loads its prompt's fixed head from the cache folder.
@@ -225,6 +234,7 @@ def _ask(rt: Session, q: dict[str, str], method: str, read: int, docs: Path) -> 
             method=method,  # type: ignore[arg-type]
             read_tokens=read,
             remember=False,
+            headings=headings,  # type: ignore[arg-type]
         )
         reply, passages, error = result.answer, result.passages, ""
         support, held = result.provenance.get("support"), result.held_back
@@ -388,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the student's tokens of passages, comma-separated (each a row; 0: whole)",
     )
     parser.add_argument(
+        "--headings",
+        default="path",
+        help="how the student's prompt heads each passage, comma-separated (each a row): "
+        "path (the product's), name (the file's name, without its folders)",
+    )
+    parser.add_argument(
         "--alternate",
         action="store_true",
         help="take the rows in turns, question by question, each first in its turn",
@@ -399,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.methods = split_choices(args.methods, METHODS, "method")
         args.read_tokens = _budgets(args.read_tokens)
+        args.headings = split_choices(args.headings, ("path", "name"), "headings")
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
