@@ -350,6 +350,18 @@ async def test_the_conversation_list_is_searchable() -> None:
         assert sorted(shown) == ["Glutamate vs GABA", "Glutamine and sleep"]
 
 
+async def test_a_new_conversation_at_any_time_keeps_the_app() -> None:
+    """ctrl+n on the first screen (its welcome still shown) ended the app: the new welcome
+    was mounted while the old one, with the same id, was still being removed."""
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(3):
+            await pilot.press("ctrl+n")
+            await pilot.pause()
+        assert app.is_running and isinstance(app.screen, ChatScreen)
+        assert len(app.screen.query("#messages .welcome")) == 1
+
+
 @pytest.fixture
 def env(teacher_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     # The key is read from the environment itself, not from the settings: the app's.

@@ -222,7 +222,9 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     if interactive and sys.stdout.isatty() and not plain:
         from assistant.tui.app import run
 
-        run(settings, base=ctx.obj["settings"], flags=chosen)
+        ended = run(settings, base=ctx.obj["settings"], flags=chosen)
+        if ended:
+            ctx.exit(ended)
         return
     from assistant.serve import client
 

@@ -267,6 +267,9 @@ class DragApp(App[None]):
         self.ui_store.close()
 
 
-def run(settings: Settings, *, base: Settings, flags: dict[str, Any]) -> None:
-    """``settings``: ``base`` with the command line's ``flags``."""
-    DragApp(settings, base=base, flags=flags).run()
+def run(settings: Settings, *, base: Settings, flags: dict[str, Any]) -> int:
+    """``settings``: ``base`` with the command line's ``flags``; the app's exit status
+    (not 0 when it ended on an error of its own, whose traceback Textual has printed)."""
+    app = DragApp(settings, base=base, flags=flags)
+    app.run()
+    return app.return_code or 0

@@ -254,7 +254,7 @@ class ChatScreen(DragScreen):
                 yield ListView(id="conversations")
             with Vertical(id="main"):
                 with VerticalScroll(id="messages"):
-                    yield Plain(WELCOME, id="welcome")
+                    yield Plain(WELCOME, classes="welcome")
                 yield Input(placeholder="Ask a question (Enter sends)", id="question")
             with VerticalScroll(id="context"):
                 yield Plain(
@@ -316,8 +316,10 @@ class ChatScreen(DragScreen):
             self.notify("wait for the answer first", severity="warning")
             return
         messages = self.query_one("#messages", VerticalScroll)
+        # Removing is done after this handler returns: the welcome is known by its class,
+        # not an id, so the new one never meets the old one still there (ctrl+n twice).
         messages.remove_children()
-        messages.mount(Plain(WELCOME, id="welcome"))
+        messages.mount(Plain(WELCOME, classes="welcome"))
         self.query_one("#context-body", Plain).update("")
         self.drag.runtime.new_conversation()
         self.query_one("#question", Input).focus()
@@ -431,7 +433,7 @@ class ChatScreen(DragScreen):
             self.notify("one question at a time: wait for the answer", severity="warning")
             return
         event.input.value = ""
-        self.query("#welcome").remove()
+        self.query(".welcome").remove()
         where = " (from your files)" if self.from_files else ""
         turn = Turn(
             question,
