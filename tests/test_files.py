@@ -13,7 +13,7 @@ from drag_bench.localdocs import evidence_times, load_questions, part_of
 from drag_bench.localdocs.scoring import content_words, score
 
 from assistant.files import chunks, readers
-from assistant.privacy.entities import name_key, personal, spellings
+from assistant.privacy.entities import name_key, name_parts, personal, spellings
 from tests.conftest import need_data
 
 CHAT = (
@@ -295,6 +295,18 @@ def test_learnt_names_leave_out_common_words_the_files_write_in_lower_case() -> 
     assert personal([("Rose", True), ("Also", False)], common) == ["Rose"]
 
 
+def test_each_word_of_a_learnt_persons_name_is_a_name_of_its_own() -> None:
+    """A question writes "marta" for the files' Marta Nowicka (an exploratory test of the
+    app sent it as written): each word of a person's name of two words or more is
+    learnt, in any case; a word of two letters or an everyday word only as written; a
+    stop word, a country or one letter never."""
+    everyday = frozenset({"rose", "will"})
+    people = ["Marta Nowicka", "LiHua", "Rose Park", "Will Jordan", "J. Smith", "Quillan"]
+    parts, cased = name_parts(people, everyday, frozenset({"the"}))
+    assert parts == ["Marta", "Nowicka", "Li", "Hua", "Rose", "Park", "Will", "Smith"]
+    assert cased == ["Li", "Rose", "Will"]
+
+
 def test_a_folder_reached_twice_is_a_loop_and_a_link_inside_a_folder_is_not_followed(
     tmp_path: Path,
 ) -> None:
@@ -517,6 +529,20 @@ def test_a_passages_file_name_is_one_line_of_the_sources() -> None:
     result = AskResult("Where?", "none", 5, 5, source="files", passages=[passage])
     shown = _format_result(result, streamed=True).splitlines()
     assert [ln for ln in shown if ln.lstrip().startswith(("1.", "2."))] == ["  1. " + passage.label]
+
+
+def test_a_passages_heading_is_its_files_name_and_where() -> None:
+    """Issue 51 (``--headings name``): the student may read a passage under its file's
+    name and time or page, without the folders; on one line, as the label is."""
+    from assistant.core.results import ScoredPassage
+
+    chat = ScoredPassage(1, "x", "/home/ana/chats/week40/1005.txt", "2026-10-05 10:05", 0, 1, 1, 0)
+    assert chat.heading == "1005.txt, 2026-10-05 10:05"
+    assert chat.label == "/home/ana/chats/week40/1005.txt, 2026-10-05 10:05"
+    pdf = ScoredPassage(1, "x", "/home/ana/docs/lease.pdf", "", 3, 1, 1, 0)
+    assert pdf.heading == "lease.pdf, page 3"
+    odd = ScoredPassage(1, "x", "/notes/a\nb.md", "", 0, 1, 1, 0)
+    assert odd.heading == "a\\nb.md"
 
 
 def test_a_skipped_files_name_is_written_as_in_the_list() -> None:

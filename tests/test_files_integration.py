@@ -314,6 +314,31 @@ def test_a_name_known_only_from_an_indexed_file_is_kept_from_the_teacher(
         assert "Sage" in rt.sanitize(question).text
 
 
+def test_a_learnt_persons_first_name_in_lower_case_is_kept_from_the_teacher(
+    tmp_path: Path,
+) -> None:
+    """An exploratory test of the app: the files named Marta Nowicka, and "how should
+    marta prepare a budget review?" went to the teacher as written (the whole name was
+    learnt, not its words)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "meeting notes.md").write_text(
+        "The project kickoff meeting with Marta Nowicka is on Tuesday in room B204.\n"
+        "Li Hua will bring the slides.\n",
+        encoding="utf-8",
+    )
+    settings = config.load({"privacy.rewrite": "never", "privacy.reader": "off"})
+    question = "how should marta prepare a budget review with nowicka?"
+    with Session(settings) as rt:
+        assert "marta" in rt.sanitize(question).text  # before: nothing names her
+        localfiles.index(rt, [notes])
+        learnt = rt.learnt()
+        assert {"Marta Nowicka", "Marta", "Nowicka", "Li", "Hua"} <= set(learnt.people)
+        assert "Li" in learnt.written and "Marta" not in learnt.written  # "li" as written
+        sent = rt.sanitize(question).text
+    assert "marta" not in sent.casefold() and "nowicka" not in sent.casefold(), sent
+
+
 def test_a_link_the_student_writes_with_a_name_from_your_files_is_withheld(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

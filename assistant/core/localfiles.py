@@ -21,7 +21,13 @@ from assistant.core.results import AskResult, ScoredPassage, student_record, tim
 from assistant.core.session import Session
 from assistant.drag import answer, filescut, filesindex, filessupport
 from assistant.files import readers
-from assistant.privacy.entities import EntityReader, learnt_as_written, lower_words, personal
+from assistant.privacy.entities import (
+    EntityReader,
+    learnt_as_written,
+    lower_words,
+    name_parts,
+    personal,
+)
 from assistant.privacy.guard import LinkHold, withhold_links
 from assistant.store import Store
 from assistant.store import files as stored
@@ -75,7 +81,12 @@ def _relearn(store: Store, reader: EntityReader) -> None:
     people = personal(
         [(name, sender) for name, sender, person in found if person], common, words, stop
     )
+    # Each word of a person's name is a name too ("marta" for Marta Nowicka).
+    parts, cased = name_parts(people, words, stop)
+    people += [p for p in parts if p not in people]
+    names += [p for p in parts if p not in names]
     written = learnt_as_written(names, words)
+    written += [c for c in cased if c not in written]
     stored.save_learnt(db, sealer, stored.Learnt(tuple(names), tuple(people), tuple(written)))
 
 

@@ -143,6 +143,31 @@ def personal(
     return sorted(out)
 
 
+def name_parts(
+    people: Iterable[str], words: frozenset[str], stop: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
+    """The words of each learnt person's name of two words or more, each a name of its
+    own: a question writes "marta" for the files' Marta Nowicka.  Returns (the parts, those
+    of them found only as a name is written: a word of two letters, "Li" of "Li Hua", or
+    an everyday word of ``words``, "Will", "Rose").  Never a stop word alone, a country's
+    name, or one letter; at most :data:`MAX_LEARNT` parts."""
+    parts: dict[str, None] = {}
+    cased: dict[str, None] = {}
+    for name in people:
+        if len(parts) >= MAX_LEARNT:
+            break
+        found = [_EDGE.sub("", w) for w in _CAMEL.sub(" ", name).split()]
+        if len(found) < 2:
+            continue
+        for word in found:
+            if len(word) < 2 or word.casefold() in stop or _country(word):
+                continue
+            parts[word] = None
+            if len(word) == 2 or word.casefold() in words:
+                cased[word] = None
+    return list(parts), list(cased)
+
+
 def learnt_as_written(names: Iterable[str], words: frozenset[str]) -> list[str]:
     """Of the learnt ``names``, those made of everyday words alone (a chat's sender
     "Will", "Rose"): found only as a name is written, capitalised or in capitals, so
