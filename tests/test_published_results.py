@@ -1615,4 +1615,4 @@ def test_the_prompt_trials_are_as_the_docs_say() -> None:
     assert "(7 words with the kept prompt, 9 with A, 5 with B)" in " ".join(docs.split())
     sources = [[_read_times(r) for r in items] for items in runs.values()]
     assert sources[0] == sources[1] == sources[2]
-    assert answer.FILES_PROMPT_VERSION == "files-answer-v1"
+    assert answer.FILES_PROMPT_VERSION_PATHS == "files-answer-v1"  # whole paths, as then

@@ -160,12 +160,13 @@ def ask_files(
     read_tokens: int | None = None,
     on_text: Callable[[str], None] | None = None,
     remember: bool = True,
-    headings: Literal["path", "name"] = "path",
+    headings: Literal["path", "name"] = "name",
 ) -> AskResult:
     """Answer ``question`` from the user's indexed files alone; nothing is sent.
     ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys.
-    ``headings``: each passage headed in the student's prompt by its whole path, or by
-    its file's name (issue 51: ``drag bench local-docs --headings path,name``)."""
+    ``headings``: each passage headed in the student's prompt by its file's name and
+    time or page (the product's), or by its whole path, as before (issue 51, to measure
+    them side by side: ``drag bench local-docs --headings name,path``)."""
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
@@ -178,7 +179,9 @@ def ask_files(
     f = runtime.settings.files
     result = AskResult(question=question, mode="evidence", n=0, k=k or f.k, source="files")
     result.prompt_versions = {
-        "answer": answer.FILES_PROMPT_VERSION if headings == "path" else "files-answer-v3"
+        "answer": answer.FILES_PROMPT_VERSION
+        if headings == "name"
+        else answer.FILES_PROMPT_VERSION_PATHS
     }
     runtime.status("looking in your files…")
     with timed(result.timings, "files_search"):

@@ -25,8 +25,10 @@ SYSTEM = (
 
 
 # Answering from the user's own files (assistant.core.localfiles): excerpts, each
-# headed by its source; no answer there is said in one fixed sentence.
-FILES_PROMPT_VERSION = "files-answer-v1"
+# headed by its source (its file's name and time or page: v3; its whole path: v1, kept
+# to measure against), no answer there is said in one fixed sentence.
+FILES_PROMPT_VERSION = "files-answer-v3"
+FILES_PROMPT_VERSION_PATHS = "files-answer-v1"
 NOT_IN_FILES = "Your files do not say."
 FILES_SYSTEM = (
     "You answer questions about the user's own messages and files, using only the "

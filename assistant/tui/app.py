@@ -74,6 +74,11 @@ class DragApp(App[None]):
             markup=False,
         )
 
+    def action_help_quit(self) -> None:
+        """ctrl+c where nothing is copied: Textual's own notice, written as plain text
+        (its "[b]ctrl+q[/b]" showed as written, every notice here being plain)."""
+        self.notify("Press ctrl+q to quit the app", title="Do you want to quit?")
+
     def __init__(
         self,
         settings: Settings,

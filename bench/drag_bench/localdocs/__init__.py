@@ -176,7 +176,7 @@ def run(args: Any) -> dict[str, Any]:
             paths: list[Row] = [
                 (m, r, h) for m in args.methods for r in args.read_tokens for h in args.headings
             ]
-            named = args.headings != ["path"]  # rows named by their headings too
+            named = args.headings != ["name"]  # rows named by their headings too
             for number, q in enumerate(questions, start=1):
                 for method, read, headings in in_turn(paths, number, args.alternate):
                     item = {"question": q["Question"], "method": method, "read_tokens": read}
@@ -220,7 +220,7 @@ def _relative(path: str, docs: Path) -> str:
 
 
 def _ask(
-    rt: Session, q: dict[str, str], method: str, read: int, docs: Path, headings: str = "path"
+    rt: Session, q: dict[str, str], method: str, read: int, docs: Path, headings: str = "name"
 ) -> dict[str, Any]:
     # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
     # would otherwise reuse the prompt another row of the same question has just read);
@@ -399,9 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--headings",
-        default="path",
+        default="name",
         help="how the student's prompt heads each passage, comma-separated (each a row): "
-        "path (the product's), name (the file's name, without its folders)",
+        "name (the product's: the file's name and time), path (the whole path, as before)",
     )
     parser.add_argument(
         "--alternate",
