@@ -362,6 +362,19 @@ async def test_a_new_conversation_at_any_time_keeps_the_app() -> None:
         assert len(app.screen.query("#messages .welcome")) == 1
 
 
+async def test_ctrl_c_says_how_to_quit_in_plain_words() -> None:
+    """An exploratory test of the app: ctrl+c's notice read "Press [b]ctrl+q[/b] to quit
+    the app" (Textual's markup, shown as written by the app's plain notices)."""
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.screen.query_one("#conversations", ListView).focus()
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert said == ["Press ctrl+q to quit the app"], said
+        assert app.is_running
+
+
 @pytest.fixture
 def env(teacher_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     # The key is read from the environment itself, not from the settings: the app's.
@@ -563,6 +576,57 @@ async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
             assert "internal error: AttributeError" in note and "kept in drag drafts" in note
         assert app.is_running and app.screen is chat
         assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
+
+
+async def test_the_app_quits_while_a_model_is_still_loading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Closing joins the threads that load the models; one that reported its status to
+    the app then (call_from_thread: it waits for the app, which waited for it) hung the
+    quit for good.  A fake loader reports once the close has begun."""
+    closing = threading.Event()
+    close = Session.close
+
+    def signalling_close(self: Session) -> None:
+        closing.set()
+        close(self)
+
+    monkeypatch.setattr(Session, "close", signalling_close)
+    app = DragApp(settings_from(), warm=False)
+    fake_loader = threading.Thread(
+        target=lambda: closing.wait(30) and app.report("loading the student model…")
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.runtime._loaders.append(fake_loader)
+        fake_loader.start()
+    fake_loader.join(5)
+    assert closing.is_set() and not fake_loader.is_alive()
+
+
+async def test_the_chat_follows_a_new_question_to_its_last_line() -> None:
+    """An exploratory test of the app: below earlier turns, a new answer showed its first
+    line only, and a refusal ("the question is 10,000 characters long…") was written out
+    of sight, so that nothing seemed to happen."""
+    from textual.containers import VerticalScroll
+
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        messages = chat.query_one("#messages", VerticalScroll)
+        for n in range(12):
+            messages.mount(Turn(f"Question {n}?", "An answer.\n" * 4, "◇ teacher"))
+        await pilot.pause()
+        messages.scroll_home(animate=False)
+        chat.query_one("#question", Input).value = "x " * 5000
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.pending is None and "✗" in chat.query(Turn).last().note)
+        await pilot.pause()
+        last = chat.query(Turn).last()
+        assert "characters long" in last.note
+        assert messages.max_scroll_y > 0 and messages.scroll_y == messages.max_scroll_y
+        assert last.region.bottom <= messages.region.bottom
 
 
 async def test_a_question_keeps_the_mode_it_was_asked_in_while_it_waits(

@@ -8,7 +8,6 @@ work.  The app talks to the database through its own connection (WAL), so a
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -104,14 +104,25 @@ class DragApp(App[None]):
 
     # -- status ---------------------------------------------------------------------------
 
+    class Status(Message):
+        """A status line from another thread."""
+
+        def __init__(self, line: str) -> None:
+            super().__init__()
+            self.line = line
+
     def report(self, message: str) -> None:
-        """Status from any thread (the pipeline reports from workers)."""
+        """Status from any thread (the pipeline reports from workers).  From another
+        thread it is posted, not waited for: the app closing joins the model loaders, and
+        a loader waiting on the app for its status line (call_from_thread) hung the quit.
+        Once the app closes, nothing is posted (no one to tell)."""
         if threading.get_ident() == self._thread_id:
             self.status = message
         else:
-            # A loader thread can outlive the app (closed while loading): no one to tell.
-            with contextlib.suppress(RuntimeError):  # "App is not running"
-                self.call_from_thread(setattr, self, "status", message)
+            self.post_message(self.Status(message))
+
+    def on_drag_app_status(self, message: Status) -> None:
+        self.status = message.line
 
     def ready_line(self) -> str:
         s = self.settings
