@@ -431,6 +431,18 @@ def test_the_benchmark_reads_each_budget_as_a_row_of_its_own() -> None:
     assert path_of(shorter) == "minirag, 500 tokens, short headings"
 
 
+@pytest.mark.parametrize("headings", ["", "name,name", "title"])
+def test_the_benchmark_refuses_headings_it_cannot_read(
+    headings: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from drag_bench.localdocs import main
+
+    argv = ["--docs", str(tmp_path), "--questions", "q.csv", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--headings", headings]) == 2
+    assert "headings" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_benchmark_can_take_its_rows_in_turns() -> None:
     from drag_bench.localdocs import in_turn
 

@@ -416,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         args.methods = split_choices(args.methods, METHODS, "method")
         args.read_tokens = _budgets(args.read_tokens)
         args.headings = split_choices(args.headings, ("path", "name"), "headings")
+        if not args.headings or len(set(args.headings)) != len(args.headings):
+            raise ValueError("--headings: name, path or both, each once")
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
