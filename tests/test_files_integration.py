@@ -678,6 +678,8 @@ def test_forget_removes_the_files_passages_from_the_history(
         ).fetchone()[0]
         return dict(json.loads(store.sealer.open(sealed, "questions.record") or "{}"))
 
+    # The check of the answer keeps the words it judged (held back or not): they go too.
+    assert "support" in record(about.question_id)["provenance"]
     assert localfiles.forget(runtime, notes / "chats") == [chat]
     after = record(about.question_id)
     assert chat not in json.dumps(after) and "Kings Road" not in json.dumps(after)
@@ -728,7 +730,8 @@ def test_a_chat_whose_senders_are_everyday_words_teaches_no_name(
     (chats / "poison.txt").write_text("Time: 20260301_18:00\n" + "\n".join(lines) + "\n")
     localfiles.index(runtime, [chats])
     learnt = runtime.learnt()
-    assert learnt.names == ("Evidence", "Farouk Haddad", "Rose", "String")
+    # A person's name of two words teaches its words too (Farouk, Haddad).
+    assert learnt.names == ("Evidence", "Farouk Haddad", "Rose", "String", "Farouk", "Haddad")
     assert learnt.written == ("Evidence", "Rose", "String")
     detector = runtime.detector
     for plain in (
@@ -745,10 +748,11 @@ def test_a_chat_whose_senders_are_everyday_words_teaches_no_name(
     assert "Farouk Haddad  (a person)" in shown.stdout.splitlines()
     monkeypatch.setenv("DRAG_PRIVACY_ALLOW", "farouk haddad")
     with Session(config.load()) as allowed:
-        found = allowed.detector.find("Ask Farouk Haddad about it")
-        assert not [f for f in found if f.recognizer == LEARNT], found
+        found = allowed.detector.find("Ask Farouk Haddad about it, or ask farouk")
+        assert not [f for f in found if f.recognizer == LEARNT], found  # nor its words
     listed = CliRunner().invoke(cli, ["index", "--names", "--json"], catch_exceptions=False)
-    assert "Farouk Haddad" not in [n["name"] for n in json.loads(listed.stdout)["names"]]
+    shown = [n["name"] for n in json.loads(listed.stdout)["names"]]
+    assert not {"Farouk Haddad", "Farouk", "Haddad"} & set(shown), shown
 
 
 def test_a_forget_whose_history_step_fails_leaves_the_file_for_the_next_forget(

@@ -54,6 +54,7 @@ def index_command(
     unchanged one is left as it is."""
     from assistant.core import localfiles
     from assistant.core.session import Session
+    from assistant.privacy.entities import without_allowed
 
     if not (paths or list_ or forget or names):
         raise click.UsageError("name files or folders to index, or use --list, --names or --forget")
@@ -100,12 +101,10 @@ def index_command(
                 _print_list(listed)
         if names:
             learnt = rt.learnt()
-            allowed = {a.casefold() for a in settings.privacy.allow}
             people = set(learnt.people)
             out["names"] = [
                 {"name": n, "person": n in people}
-                for n in learnt.names
-                if n.casefold() not in allowed
+                for n in without_allowed(learnt.names, settings.privacy.allow)
             ]
             if not as_json:
                 _print_names(out["names"], settings.files.learn_names)

@@ -20,6 +20,7 @@ from typing import Any, cast
 from assistant.base.errors import PrivacyError, one_line
 from assistant.base.textform import view
 from assistant.privacy.engine import OWN, offline_email_recognizer, spacy_engine
+from assistant.privacy.entities import without_allowed
 from assistant.privacy.findings import Finding, resolve_overlaps
 from assistant.privacy.policy import BARE_DOMAIN, GLUED_NAME_WORD, Policy, load_policy
 from assistant.privacy.public import public
@@ -178,8 +179,7 @@ class Detector:
         "Rose" as a chat's sender), only as a name is written.  The egress guard, which
         holds this detector, checks them too.  A name on the user's allow list
         (``privacy.allow``, in any case) is not learnt."""
-        allowed = {a.casefold() for a in self.allow}
-        kept = [n for n in names if n.casefold() not in allowed]
+        kept = without_allowed(names, self.allow)
         persons, cased = set(people), set(written)
         lists = (
             TermList((n for n in kept if n not in persons and n not in cased), LEARNT),

@@ -168,6 +168,15 @@ def name_parts(
     return list(parts), list(cased)
 
 
+def without_allowed(names: Iterable[str], allow: Iterable[str]) -> list[str]:
+    """``names`` less those ``allow`` (``privacy.allow``) lists, in any case, and less the
+    words of a listed name of two words or more, learnt on their own (:func:`name_parts`):
+    "farouk haddad" takes "Farouk" and "Haddad" with it."""
+    allowed = {a.casefold() for a in allow}
+    words = {w for a in allowed if len(a.split()) > 1 for w in a.split()}
+    return [n for n in names if n.casefold() not in allowed and n.casefold() not in words]
+
+
 def learnt_as_written(names: Iterable[str], words: frozenset[str]) -> list[str]:
     """Of the learnt ``names``, those made of everyday words alone (a chat's sender
     "Will", "Rose"): found only as a name is written, capitalised or in capitals, so

@@ -336,6 +336,9 @@ class Store:
                 if len(kept) == len(passages):
                     continue
                 record.update(passages=kept, answer=removed)
+                provenance = record.get("provenance")
+                if isinstance(provenance, dict):  # the check of that answer, its words too
+                    provenance.pop("support", None)
                 self.db.execute(
                     "UPDATE questions SET record = ?, answer = ? WHERE id = ?",
                     [
