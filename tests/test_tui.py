@@ -604,31 +604,6 @@ async def test_the_app_quits_while_a_model_is_still_loading(
     assert closing.is_set() and not fake_loader.is_alive()
 
 
-async def test_the_chat_follows_a_new_question_to_its_last_line() -> None:
-    """An exploratory test of the app: below earlier turns, a new answer showed its first
-    line only, and a refusal ("the question is 10,000 characters long…") was written out
-    of sight, so that nothing seemed to happen."""
-    from textual.containers import VerticalScroll
-
-    app = DragApp(settings_from(), warm=False)
-    async with app.run_test(size=(100, 30)) as pilot:
-        chat = app.screen
-        assert isinstance(chat, ChatScreen)
-        messages = chat.query_one("#messages", VerticalScroll)
-        for n in range(12):
-            messages.mount(Turn(f"Question {n}?", "An answer.\n" * 4, "◇ teacher"))
-        await pilot.pause()
-        messages.scroll_home(animate=False)
-        chat.query_one("#question", Input).value = "x " * 5000
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: chat.pending is None and "✗" in chat.query(Turn).last().note)
-        await pilot.pause()
-        last = chat.query(Turn).last()
-        assert "characters long" in last.note
-        assert messages.max_scroll_y > 0 and messages.scroll_y == messages.max_scroll_y
-        assert last.region.bottom <= messages.region.bottom
-
-
 async def test_a_question_keeps_the_mode_it_was_asked_in_while_it_waits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -442,11 +442,8 @@ class ChatScreen(DragScreen):
             else "… working",
             from_files=self.from_files,
         )
-        messages = self.query_one("#messages", VerticalScroll)
-        messages.mount(turn)
-        # Follow the answer, its notes and any error as they are written, until the user
-        # scrolls (it showed the question and the answer's first line only).
-        messages.anchor()
+        self.query_one("#messages", VerticalScroll).mount(turn)
+        turn.scroll_visible()
         now = self.questions.add(question, turn)
         if now is not None:
             self._start(now)
