@@ -72,16 +72,19 @@ class ScoredPassage:
     def label(self) -> str:
         """The passage's file (its name on one line: escapes for line breaks, as in the
         files list) and where in it, for the sources list and the student's prompt."""
-        where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
-        return safetext.name_line(f"{self.path}{where}")
+        return safetext.name_line(f"{self.path}{self._where}")
 
     @property
     def heading(self) -> str:
         """The passage's source as the student may read it: the file's name, without its
         folders (the user's own layout, tens of tokens before every passage), and where
         in it; the sources list keeps the whole path (:attr:`label`)."""
-        where = f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
-        return safetext.name_line(f"{PurePath(self.path).name or self.path}{where}")
+        return safetext.name_line(f"{PurePath(self.path).name or self.path}{self._where}")
+
+    @property
+    def _where(self) -> str:
+        """Where in its file the passage stands: its time, or its page, or nothing."""
+        return f", {self.time}" if self.time else f", page {self.page}" if self.page else ""
 
 
 Source = str  # "teacher" | "cache" | "files" | "none" (mode none: the student alone)
