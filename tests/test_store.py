@@ -450,9 +450,13 @@ def test_deleted_content_is_overwritten_even_where_sqlite_keeps_it_by_default(
 def test_an_upload_noted_and_then_recorded_leaves_no_note(store: Store) -> None:
     begun = store.begin_upload(upload(1))
     assert store.db.execute("SELECT count(*) FROM upload_journal").fetchone()[0] == 1
+    noted = store.db.execute("SELECT created FROM upload_journal").fetchone()[0]
     store.record_upload(upload(1), begun)
     assert store.db.execute("SELECT count(*) FROM upload_journal").fetchone()[0] == 0
-    assert [r["status"] for r in ledger.select(store.db)] == ["ok"]
+    rows = list(ledger.select(store.db))
+    assert [r["status"] for r in rows] == ["ok"]
+    # The row's time is when the request left (its note's), not when the reply came.
+    assert rows[0]["created"] == noted
 
 
 def gone_note(store: Store, sent: Upload) -> int:

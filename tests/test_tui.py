@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Input, ListItem, ListView, Static
+from textual.widgets import DataTable, Input, ListItem, ListView, Markdown, Static
 
 from assistant.base import config, secrets
 from assistant.base.errors import PrivacyError
@@ -25,7 +25,8 @@ from assistant.net.upload import Upload
 from assistant.privacy.guard import EgressGuard
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
-from assistant.tui.chat import ChatScreen, NotSent, Turn
+from assistant.tui.chat import ChatScreen, Turn
+from assistant.tui.dialogs import NotSent
 from assistant.tui.review import ReviewModal
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address, use_teacher
 from tests.test_privacy_integration import QUESTION, VALUES, FailAfter
@@ -113,7 +114,7 @@ async def test_no_widget_on_any_screen_reads_markup() -> None:
     the benchmark screen's failure path and sees it shown as written."""
     from textual.widgets import Label, Static
 
-    from assistant.tui.chat import Confirm, NotSent, TextPrompt
+    from assistant.tui.dialogs import Confirm, NotSent, TextPrompt
 
     hostile = "[/] [@click=app.quit]click[/] [b]bold"
     app = DragApp(settings_from(), warm=False)
@@ -195,17 +196,23 @@ async def test_settings_are_validated_and_saved_to_the_cli_config() -> None:
     app = DragApp(settings_from(), warm=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.press("f4")
+        path = app.settings.config_file
+        assert path is not None
+        # Saving with nothing changed writes nothing (the numbers shown are text).
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not path.exists()
         k = app.screen.query_one("#set-pipeline-k", Input)
         k.value = "500"
         await pilot.press("ctrl+s")
         error = app.screen.query_one("#set-pipeline-k-error", Static)
         assert "above the maximum" in str(error.render())
-        path = app.settings.config_file
-        assert path is not None and not path.exists()  # nothing saved while a field is wrong
+        assert not path.exists()  # nothing saved while a field is wrong
         k.value = "7"
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert config.load(config_file=path).pipeline.k == 7
+        assert "pipeline.n" not in path.read_text()  # only what was changed
         assert app.settings.pipeline.k == 7  # and the app uses it
 
 
@@ -348,6 +355,15 @@ async def test_the_conversation_list_is_searchable() -> None:
         assert app.screen.query_one("#search", Input).value == "GLUTA"
         shown = [str(item.query_one(Static).render()) for item in listing.query(ListItem)]
         assert sorted(shown) == ["Glutamate vs GABA", "Glutamine and sleep"]
+        # Opening one: the right-hand panel no longer shows the last answer's context
+        # (here a stand-in for it), which belonged to another conversation.
+        panel = app.screen.query_one("#context-body", Static)
+        panel.update("Evidence used (3 of 4): of the conversation before")
+        listing.focus()
+        listing.index = 0
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "of the conversation before" not in str(panel.render())
 
 
 async def test_a_new_conversation_at_any_time_keeps_the_app() -> None:
@@ -360,6 +376,46 @@ async def test_a_new_conversation_at_any_time_keeps_the_app() -> None:
             await pilot.pause()
         assert app.is_running and isinstance(app.screen, ChatScreen)
         assert len(app.screen.query("#messages .welcome")) == 1
+
+
+async def test_a_narrow_terminal_leaves_the_chat_room() -> None:
+    """An exploratory test at 70 columns: the side panels left the chat 11 columns."""
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(70, 20)) as pilot:
+        await pilot.pause()
+        assert app.screen.query_one("#main").size.width >= 30
+    async with DragApp(settings_from(), warm=False).run_test(size=(140, 40)) as pilot:
+        await pilot.pause()  # and a wide one keeps its panels as they were
+        assert pilot.app.screen.query_one("#sidebar").outer_size.width == 28
+
+
+async def test_ctrl_d_deletes_the_conversation_from_the_question_box() -> None:
+    """An exploratory test: ctrl+d, shown in the footer as Delete, was taken by the question
+    box (the focus, nearly always) as "delete the character right"; with no conversation
+    yet it did nothing and said nothing.  Then an answered conversation asks first."""
+    from assistant.privacy.placeholders import Vault
+
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:  # as an answer leaves it
+        store.save_vault(store.new_conversation("Glutamine and sleep"), Vault().dump())
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        box = app.screen.query_one("#question", Input)
+        box.value = "What is"
+        box.cursor_position = 0
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        assert box.value == "What is"  # not a character deleted
+        said = [n.message for n in app._notifications]
+        assert said == ["nothing to delete yet: no answer in this one"], said
+        listing = app.screen.query_one("#conversations", ListView)
+        listing.focus()
+        listing.index = 0
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.runtime.conversation_id is not None)
+        box.focus()
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "Confirm"
 
 
 async def test_ctrl_c_says_how_to_quit_in_plain_words() -> None:
@@ -520,6 +576,8 @@ async def test_declined_and_blocked_uploads_keep_the_question(
         await pilot.press("n")  # declined
         await wait_for(pilot, lambda: chat.pending is None)
         assert "you declined" in chat.query(Turn).last().note
+        # ... and the question is back in the box, to be edited and asked again.
+        assert chat.query_one("#question", Input).value == QUESTION
         # The guard's own re-check fails (sanitize looks three times first): nothing is
         # sent, the app says why.
         faulty = FailAfter(3)
@@ -574,6 +632,7 @@ async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
             )
             note = chat.query(Turn).last().note
             assert "internal error: AttributeError" in note and "kept in drag drafts" in note
+            assert chat.query_one("#question", Input).value == question  # to ask again
         assert app.is_running and app.screen is chat
         assert len(set(drafts.unsent_dir().iterdir()) - before) == 2
 
@@ -637,13 +696,16 @@ async def test_a_question_keeps_the_mode_it_was_asked_in_while_it_waits(
             chat.query_one("#question", Input).value = "What is photosynthesis?"
             await pilot.press("enter")
             await wait_for(pilot, lambda: chat.questions.answered)
-            await pilot.press("ctrl+l")  # files mode on
-            chat.query_one("#question", Input).value = "Where is the noodle bar?"
+            await pilot.press("ctrl+l")  # files mode on, and the question box says so
+            box = chat.query_one("#question", Input)
+            assert "Ask your files" in box.placeholder and box.has_class("files-mode")
+            box.value = "Where is the noodle bar?"
             await pilot.press("enter")
             waiting = chat.query(Turn).last()
             assert "asked (from your files) once" in waiting.note
             await pilot.press("ctrl+l")  # and off again while it waits
             assert not chat.from_files
+            assert "Ask your files" not in box.placeholder and not box.has_class("files-mode")
         finally:
             graph_held.set()
         await wait_for(pilot, lambda: chat.pending is None and waiting.result is not None)
@@ -746,6 +808,10 @@ async def test_review_modal_keeps_a_value_only_when_the_user_says_so() -> None:
         await pilot.press("space")
         await pilot.pause()
         assert "Marie Curie" in str(sent.render()) and "Thompson" not in str(sent.render())
+        # Each line says what is sent for its value now: the kept one as it is.
+        rows = [str(entities.get_option_at_index(i).prompt) for i in range(2)]
+        assert rows[curie].endswith("→ sent as it is") and "<PERSON_" not in rows[curie]
+        assert "→ <PERSON_" in rows[1 - curie]
         await pilot.press("y")
         await pilot.pause()
     assert len(verdicts) == 1
@@ -775,6 +841,8 @@ async def test_bench_screen_runs_the_privacy_benchmark() -> None:
         await wait_for(pilot, lambda: not screen.query_one("#bench-run").disabled, 180)
         live = str(screen.query_one("#bench-live", Static).render())
         assert "10/10" in live  # 4 questions + 1 control, two methods
+        table = screen.query_one("#bench-table", Markdown).source
+        assert "4 questions with personal data and 1 without (controls)" in table
         plot = str(screen.query_one("#bench-plot", Static).render())
         assert "full" in plot and "presidio-default" in plot and "%" in plot
 

@@ -36,6 +36,8 @@ def ask_in_terminal(shown: Shown) -> bool:
     """The review of a question sanitized here or by `drag serve` (its review event)."""
     import shutil
 
+    from assistant.privacy.sanitize import rewrite_line
+
     width = min(shutil.get_terminal_size((100, 20)).columns, 160)
     echo("", err=True)
     for line in side_by_side("YOUR QUESTION (stays here)", "SENT TO THE TEACHER", width):
@@ -43,11 +45,7 @@ def ask_in_terminal(shown: Shown) -> bool:
     for line in side_by_side(shown.original, shown.text, width):
         echo(line, err=True)
     counts = ", ".join(f"{k} ×{v}" for k, v in sorted(shown.counts.items())) or "nothing"
-    rewrite = (
-        "the student's rewrite is used"
-        if shown.rewrite_used
-        else (f"rewrite not used: {shown.rewrite_note}" if shown.rewrite_note else "")
-    )
+    rewrite = rewrite_line(shown.rewrite_used, shown.rewrite_note)
     by = f" · {shown.read} found by the local model" if shown.read else ""
     secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
     for line in shown.unchecked:

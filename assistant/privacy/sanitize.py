@@ -76,6 +76,13 @@ def drift(candidate: str, original: str) -> str:
     return ""
 
 
+def rewrite_line(used: bool, note: str) -> str:
+    """The review's line on the student's rewrite of the question, in a user's words."""
+    if used:
+        return "the student's shorter wording of your question is sent"
+    return f"your question is sent as written, placeholders in place ({note})" if note else ""
+
+
 Rewriter = Callable[[str, str], str]  # (system, text) -> rewritten text
 
 

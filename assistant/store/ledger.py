@@ -135,12 +135,16 @@ def append(
     """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
     (the app always gives it; without it the row has a chain hash only).  ``begun``: the
     upload's note (assistant.store.journal), removed with this write; its MAC is kept in
-    the row, so that a copy of it put back is never recorded again."""
+    the row, so that a copy of it put back is never recorded again, and its time is the
+    row's: when the request left (the reply's time is ``created`` + ``seconds``)."""
     with transaction(db):
         note = None
         if begun is not None:
-            kept = db.execute("SELECT mac FROM upload_journal WHERE id = ?", [begun]).fetchone()
-            note = kept[0] if kept else None
+            kept = db.execute(
+                "SELECT mac, created FROM upload_journal WHERE id = ?", [begun]
+            ).fetchone()
+            if kept:  # the row's time is the request's, when it was noted, not the reply's
+                note, created = kept[0], created or str(kept[1])
             db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])
         last = head(db)
         # A head record that no longer names the newest row (rows removed) is left as it

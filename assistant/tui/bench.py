@@ -59,7 +59,8 @@ ABOUT = {
     "privacy": (
         "Privacy leakage: bundled MMLU questions with synthetic personal data go through the "
         "real redaction path; what would be sent is measured, nothing is sent. Baseline: "
-        "Presidio with its default settings."
+        "Presidio with its default settings. With them, one question in five without "
+        "personal data (a control): what changes in those is counted too."
     ),
     "accuracy": (
         "Accuracy (the DRAG effect): ARC-Challenge questions answered by the student alone "
@@ -130,7 +131,8 @@ class BenchScreen(DragScreen):
             return
         items = leakage.load_dataset("bundled")
         pii = [i for i in items if not i.control][:limit]
-        items = pii + [i for i in items if i.control][: max(1, limit // 5)]
+        controls = [i for i in items if i.control][: max(1, limit // 5)]
+        items = pii + controls
         methods = {
             "full": leakage.make_full(Detector(), None, None),  # its own: the chat may run
             "presidio-default": leakage.make_presidio_default(),
@@ -149,7 +151,7 @@ class BenchScreen(DragScreen):
         except (DragError, OSError) as exc:
             app.call_from_thread(self._failed, str(exc))
         else:
-            app.call_from_thread(self._show_privacy, summaries, len(items))
+            app.call_from_thread(self._show_privacy, summaries, len(pii), len(controls))
 
     @work(thread=True, exclusive=True, group="bench")
     def run_accuracy(self, limit: int) -> None:
@@ -192,10 +194,11 @@ class BenchScreen(DragScreen):
         self.query_one("#bench-live", Static).update(f"✗ the benchmark stopped: {message}")
         self.query_one("#bench-run", Button).disabled = False
 
-    def _show_privacy(self, summaries: dict[str, dict[str, Any]], count: int) -> None:
+    def _show_privacy(self, summaries: dict[str, dict[str, Any]], pii: int, controls: int) -> None:
         from drag_bench import privacy as leakage  # installed: the run used it
 
-        title = f"Privacy leakage · bundled · {count} items"
+        asked = f"{pii} question{'s' * (pii != 1)} with personal data"
+        title = f"Privacy leakage · bundled · {asked} and {controls} without (controls)"
         self.query_one("#bench-table", Markdown).update(leakage.render(summaries, title))
         self.query_one("#bench-plot", Static).update(
             "Values leaked (partial form), by type:\n\n" + bar_chart(leakage_groups(summaries))

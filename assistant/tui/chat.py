@@ -11,9 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import (
-    Button,
     Footer,
     Header,
     Input,
@@ -27,6 +25,7 @@ from assistant.core.conversation import Asked, Offer, Queue
 from assistant.core.results import AskResult
 from assistant.drag import gate
 from assistant.serve import client
+from assistant.tui.dialogs import Confirm, NotSent, TextPrompt
 from assistant.tui.review import ReviewModal, Verdict
 from assistant.tui.widgets import DragScreen, Plain, PlainLabel, StatusBar
 
@@ -112,6 +111,11 @@ WELCOME = (
 )
 
 
+ASK_TEACHER = "Ask a question (Enter sends)"
+ASK_FILES = "Ask your files: nothing is sent (Enter asks; ctrl+l: back to the teacher)"
+CONTEXT_HINT = "Evidence and triples used for the answer appear here."
+
+
 class Turn(Vertical):
     """One question and its answer."""
 
@@ -151,84 +155,22 @@ class Turn(Vertical):
         self.set_note(badge(result))
 
 
-class TextPrompt(ModalScreen[str | None]):
-    """Ask for one line of text (rename)."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, title: str, value: str = "") -> None:
-        super().__init__()
-        self.title_text, self.value = title, value
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield PlainLabel(self.title_text)
-            yield Input(self.value, id="prompt-input")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class Confirm(ModalScreen[bool]):
-    BINDINGS = [Binding("y", "yes", "Yes"), Binding("n,escape", "no", "No")]
-
-    def __init__(self, question: str) -> None:
-        super().__init__()
-        self.question = question
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield PlainLabel(self.question)
-            with Horizontal(id="buttons"):
-                yield Button("Yes (y)", variant="error", id="yes")
-                yield Button("No (n)", id="no")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_yes(self) -> None:
-        self.dismiss(True)
-
-    def action_no(self) -> None:
-        self.dismiss(False)
-
-
-class NotSent(ModalScreen[None]):
-    """Why an upload was refused (the guard, the detector); the question is kept."""
-
-    BINDINGS = [Binding("enter,escape", "close", "OK")]
-
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog", id="not-sent"):
-            yield PlainLabel("Nothing was sent to the teacher", classes="heading")
-            yield Plain(self.reason, id="not-sent-reason")
-            with Horizontal(id="buttons"):
-                yield Button("OK (enter)", id="ok")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None)
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-
 class ChatScreen(DragScreen):
     BINDINGS = [
         Binding("ctrl+n", "new_conversation", "New"),
-        Binding("ctrl+r", "rename_conversation", "Rename"),
-        Binding("ctrl+d", "delete_conversation", "Delete"),
-        Binding("ctrl+y", "copy_answer", "Copy answer"),
+        # Rename and copy are in the command palette (ctrl+p), not the footer: with
+        # them it had no room for f4 Settings at 120 columns.
+        Binding("ctrl+r", "rename_conversation", "Rename", show=False),
+        # Before the question box's own ctrl+d (delete the character right: the Delete
+        # key does that), which took it while the box had the focus.
+        Binding("ctrl+d", "delete_conversation", "Delete", priority=True),
+        Binding("ctrl+y", "copy_answer", "Copy answer", show=False),
         Binding("ctrl+o", "toggle_offline", "Offline"),
         Binding("ctrl+l", "toggle_files", "Your files"),
         Binding("ctrl+f", "focus_search", "Search", show=False),
     ]
+    # Under 100 columns the side panels narrow (app.tcss), so the chat keeps its room.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     # The streamed answer is drawn at most this often (seconds): a redraw per token
     # would cost the student time on a small machine.
     STREAM_INTERVAL = 0.1
@@ -255,11 +197,9 @@ class ChatScreen(DragScreen):
             with Vertical(id="main"):
                 with VerticalScroll(id="messages"):
                     yield Plain(WELCOME, classes="welcome")
-                yield Input(placeholder="Ask a question (Enter sends)", id="question")
+                yield Input(placeholder=ASK_TEACHER, id="question")
             with VerticalScroll(id="context"):
-                yield Plain(
-                    "Evidence and triples used for the answer appear here.", id="context-body"
-                )
+                yield Plain(CONTEXT_HINT, id="context-body")
         yield StatusBar()
         yield Footer()
 
@@ -302,6 +242,8 @@ class ChatScreen(DragScreen):
             return
         messages = self.query_one("#messages", VerticalScroll)
         messages.remove_children()  # the welcome too
+        # The panel showed the last answer's context, of another conversation.
+        self.query_one("#context-body", Plain).update(CONTEXT_HINT)
         for q in self.drag.ui_store.questions(cid):
             messages.mount(Turn(q["question"] or "", q["answer"] or "", f"◇ {q['source']}"))
         self.resume(cid)
@@ -320,7 +262,7 @@ class ChatScreen(DragScreen):
         # not an id, so the new one never meets the old one still there (ctrl+n twice).
         messages.remove_children()
         messages.mount(Plain(WELCOME, classes="welcome"))
-        self.query_one("#context-body", Plain).update("")
+        self.query_one("#context-body", Plain).update(CONTEXT_HINT)
         self.drag.runtime.new_conversation()
         self.query_one("#question", Input).focus()
 
@@ -342,7 +284,11 @@ class ChatScreen(DragScreen):
 
     def action_delete_conversation(self) -> None:
         cid = self._current()
-        if cid is None or self.questions.busy:
+        if cid is None:
+            self.notify("nothing to delete yet: no answer in this one", severity="warning")
+            return
+        if self.questions.busy:
+            self.notify("wait for the answer first", severity="warning")
             return
 
         def done(yes: bool | None) -> None:
@@ -366,6 +312,10 @@ class ChatScreen(DragScreen):
 
     def action_toggle_files(self) -> None:
         self.from_files = not self.from_files
+        # Said for as long as it lasts, where the question is typed, not only in a notice.
+        box = self.query_one("#question", Input)
+        box.placeholder = ASK_FILES if self.from_files else ASK_TEACHER
+        box.set_class(self.from_files, "files-mode")
         self.notify(
             "answers from your indexed files: nothing is sent"
             if self.from_files
@@ -526,6 +476,7 @@ class ChatScreen(DragScreen):
         except (DragError, KeyboardInterrupt) as exc:
             error = drafts.kept_error(question, exc) if not self._cancel.is_set() else exc
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
+            app.call_from_thread(self._put_back, question)
             if isinstance(exc, PrivacyError) and not isinstance(exc, Declined):
                 app.call_from_thread(app.push_screen, NotSent(str(error)))
         except Exception as exc:  # a fault of ours: said on the turn, the app goes on
@@ -533,6 +484,7 @@ class ChatScreen(DragScreen):
             # While the app closes, closing keeps the question (questions.close).
             error = drafts.kept_error(question, fault) if not self._cancel.is_set() else fault
             app.call_from_thread(turn.set_note, f"✗ {error}", True)
+            app.call_from_thread(self._put_back, question)
         else:
             app.call_from_thread(self.show_result, turn, result)
         finally:
@@ -554,6 +506,14 @@ class ChatScreen(DragScreen):
         elif result is None and app.served is not None:  # the status line says who answers
             app.served = client.serving(app.base, app.flags)
         return result
+
+    def _put_back(self, question: str) -> None:
+        """A question that was declined, refused or failed goes back in the question box
+        to be edited and asked again, unless the user has typed another meanwhile."""
+        box = self.query_one("#question", Input)
+        if not box.value and not self._cancel.is_set():
+            box.value = question
+            box.cursor_position = len(question)
 
     def show_result(self, turn: Turn, result: AskResult) -> None:
         turn.finish(result)

@@ -14,7 +14,7 @@ from textual.widgets import Button, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
 from assistant.privacy.placeholders import PLACEHOLDER
-from assistant.privacy.sanitize import Sanitized
+from assistant.privacy.sanitize import Sanitized, rewrite_line
 from assistant.tui.widgets import Plain, PlainLabel, highlighted
 
 
@@ -30,22 +30,24 @@ def highlighted_sent(sanitized: Sanitized) -> Text:
     return highlighted(sanitized.text, spans, "bold green")
 
 
+def entity_label(sanitized: Sanitized, value: str, *, kept: bool = False) -> Text:
+    """One detected value's line: its category and mode (privacy.categories), the value,
+    and what goes in its place (its placeholder, and the coarser value sent after it
+    where there is one), or that it goes as it is when the user keeps it."""
+    r = next(r for r in sanitized.redacted.replacements if r.value == value)
+    mode = sanitized.modes.get(r.entity, "")
+    category = f"{r.entity} ({mode})" if mode else r.entity
+    hint = sanitized.hints.get(r.placeholder)
+    sent = "sent as it is" if kept else f"{r.placeholder} ({hint})" if hint else r.placeholder
+    # Text(), not a markup string: a value may hold "[/]" and must show as written.
+    by = " · found by the local model" if r.value in sanitized.read_values else ""
+    return Text(f"{category:<27} {r.value!r:<32} → {sent}{by}")
+
+
 def entity_choices(sanitized: Sanitized) -> list[Selection[str]]:
-    """One line per detected value: checked = sent as its placeholder (the default).
-    The line says the value's category and its mode (privacy.categories), and the
-    coarser value sent after the placeholder, where there is one."""
-    choices = []
-    read = sanitized.read_values
-    for r in dict.fromkeys(sanitized.redacted.replacements):
-        mode = sanitized.modes.get(r.entity, "")
-        category = f"{r.entity} ({mode})" if mode else r.entity
-        hint = sanitized.hints.get(r.placeholder)
-        sent = f"{r.placeholder} ({hint})" if hint else r.placeholder
-        # Text(), not a markup string: a value may hold "[/]" and must show as written.
-        by = " · found by the local model" if r.value in read else ""
-        label = Text(f"{category:<27} {r.value!r:<32} → {sent}{by}")
-        choices.append(Selection(label, r.value, True))
-    return choices
+    """One line per detected value: checked = sent as its placeholder (the default)."""
+    values = dict.fromkeys(r.value for r in sanitized.redacted.replacements)
+    return [Selection(entity_label(sanitized, v), v, True) for v in values]
 
 
 Verdict = bool | Sanitized  # what a privacy.review.Review returns
@@ -108,19 +110,21 @@ class ReviewModal(ModalScreen[Verdict]):
                 yield Button("Don't send (n)", variant="error", id="cancel")
 
     def _note(self) -> str:
-        s = self.sanitized
-        if s.rewrite_used:
-            return "the student's rewrite is used"
-        return f"rewrite not used: {s.rewrite_note}" if s.rewrite_note else ""
+        return rewrite_line(self.sanitized.rewrite_used, self.sanitized.rewrite_note)
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()  # the safe choice has the focus
 
     @on(SelectionList.SelectedChanged, "#entities")
     def _toggled(self, event: SelectionList.SelectedChanged[str]) -> None:
-        placeholder = set(event.selection_list.selected)
+        entities = event.selection_list
+        placeholder = set(entities.selected)
         keep = [r.value for r in self.sanitized.redacted.replacements if r.value not in placeholder]
         self.chosen = self.sanitized.keeping(keep)
+        for i in range(entities.option_count):  # each line says what is sent for it now
+            value = entities.get_option_at_index(i).value
+            label = entity_label(self.sanitized, value, kept=value not in placeholder)
+            entities.replace_option_prompt_at_index(i, label)
         self.query_one("#sanitized", Static).update(highlighted_sent(self.chosen))
         note = self.query_one("#rewrite-note", Static)
         if self.chosen.kept:

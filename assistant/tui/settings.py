@@ -37,7 +37,11 @@ class SettingsScreen(DragScreen):
         settings = self.drag.settings
         yield Header()
         with VerticalScroll(id="settings"):
-            yield Plain(f"Saved to {settings.config_file} (the file `drag` reads).", id="where")
+            yield Plain(
+                f"Save (ctrl+s) writes what you change to {settings.config_file}, "
+                "the file `drag` reads.",
+                id="where",
+            )
             for key, kind in FIELDS:
                 spec = config.SCHEMA[key]
                 value = settings.get(key)
@@ -83,16 +87,19 @@ class SettingsScreen(DragScreen):
 
     def action_save(self) -> None:
         settings = self.drag.settings
-        changes = {k: v for k, v in self.values().items() if v != settings.get(k)}
+        changes: dict[str, Any] = {}
         problems = 0
-        for key, value in changes.items():  # each field says what is wrong with it
+        for key, value in self.values().items():  # each field says what is wrong with it
             error = self.query_one("#" + _field_id(key) + "-error", Static)
             try:
-                config.coerce(config.SCHEMA[key], value, "this field")
-                error.update("")
+                typed = config.coerce(config.SCHEMA[key], value, "this field")
             except ConfigError as exc:
                 error.update(f"✗ {exc}")
                 problems += 1
+                continue
+            error.update("")
+            if typed != settings.get(key):  # "4" typed is the 4 in use: not a change
+                changes[key] = value
         key_input = self.query_one("#set-api-key", Input)
         key_error = self.query_one("#set-api-key-error", Static)
         if key_input.value.strip():
