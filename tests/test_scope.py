@@ -75,6 +75,42 @@ def test_a_place_or_organisation_the_question_is_about_stays(
     assert value not in found(detector, text), text
 
 
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("Current address area: Surulere, Lagos.", ["Surulere", "Lagos"]),
+        ("Hometown: Kumasi\nEmployer: Kessler Logistics", ["Kumasi", "Kessler Logistics"]),
+        ("- Place of birth: Cluj-Napoca, Romania", ["Cluj-Napoca", "Romania"]),
+        ("Residence:   Bandung,   West Java.  Please shorten this.", ["Bandung", "West Java"]),
+        ("City: Enugu, Country: Nigeria", ["Enugu", "Nigeria"]),
+        ("Current location - pune", ["pune"]),
+        ("Nationality: Nigerian", ["Nigerian"]),
+    ],
+)
+def test_the_values_of_a_forms_fields_are_replaced(
+    detector: Detector, text: str, values: list[str]
+) -> None:
+    """A form is filled in about someone: where they live, come from and work, with no
+    "I" in the text (the quiz rules' review of 2026-12-06; none was found before)."""
+    hits = found(detector, text)
+    assert all(v in hits for v in values), (text, hits)
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Location-based services: which city benefits most, Paris or Rome?", "Paris"),
+        ("What is the capital city of France?", "France"),
+        ("Location: anywhere in the world", "anywhere in the world"),
+        ("Country: Japan. What was its GDP in 2020?", "Japan"),
+    ],
+)
+def test_a_field_that_holds_no_one_s_place_is_not_a_form(
+    detector: Detector, text: str, kept: str
+) -> None:
+    assert not any(kept in v for v in found(detector, text)), text
+
+
 def test_a_one_word_name_is_contextual_in_a_quiz_only(detector: Detector) -> None:
     problem = "Katrine buys 3 apples and eats one. How many are left?"
     assert "Katrine" in found(detector, problem)

@@ -253,6 +253,8 @@ class Detector:
             findings += p.lowercase.find(scan, self._nlp, p.entity_mapping)
             for cued in p.cued_names:
                 findings += cued.find(scan)
+            for field in p.form_fields:
+                findings += field.find(scan)
             findings += p.foreign_runs.find(scan)
             terms = (self._denied, *self._learnt_lists)
         findings += self._terms_in(text, terms)
@@ -414,6 +416,7 @@ class Detector:
                 tied = self._tie_phrase is not None and any(
                     p.end() >= len(before.rstrip()) - 4 for p in self._tie_phrase.finditer(before)
                 )
+                tied = tied or self._in_field(text, f)
                 # A public organisation is the question's subject, unless tied or, in a
                 # text about its writer, in a sentence about their work.
                 subject = f.entity in c.public and public(f.text)
@@ -423,6 +426,17 @@ class Detector:
                     continue
             kept.append(f)
         return kept
+
+    def _in_field(self, text: str, f: Finding) -> bool:
+        """Whether ``f`` is in the value of a form's field (FormFieldRule)."""
+        start = text.rfind("\n", 0, f.start) + 1
+        end = text.find("\n", f.end)
+        line = text[start : end if end >= 0 else len(text)]
+        for field in self.policy.form_fields:
+            span = field.value_span(line)
+            if span is not None and start + span[0] <= f.start and f.end <= start + span[1]:
+                return True
+        return False
 
     def _about_work(self, text: str, f: Finding) -> bool:
         """Whether the sentence holding ``f`` has one of the policy's work words."""

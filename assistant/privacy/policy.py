@@ -21,6 +21,7 @@ from assistant.privacy.recognizers import (
     ContactBlockRule,
     CuedNameRule,
     ForeignRunRule,
+    FormFieldRule,
     GivenNameRule,
     LowercaseRule,
     NameListRule,
@@ -174,6 +175,7 @@ class Policy:
     contact_block: ContactBlockRule = dataclasses.field(default_factory=ContactBlockRule)
     lowercase: LowercaseRule = dataclasses.field(default_factory=LowercaseRule)
     cued_names: tuple[CuedNameRule, ...] = ()
+    form_fields: tuple[FormFieldRule, ...] = ()
     given_names: GivenNameRule = dataclasses.field(default_factory=GivenNameRule)
     short_surnames: ShortSurnameRule = dataclasses.field(default_factory=ShortSurnameRule)
     foreign_runs: ForeignRunRule = dataclasses.field(default_factory=ForeignRunRule)
@@ -257,6 +259,9 @@ def _parse_policy(path: Path, data: Any) -> Policy:
         contact_block=ContactBlockRule(**section("contact_block")),
         lowercase=LowercaseRule(**section("lowercase_lines")),
         cued_names=tuple(CuedNameRule(**frozen(dict(rule))) for rule in data.get("cued_names", ())),
+        form_fields=tuple(
+            FormFieldRule(**frozen(dict(rule))) for rule in data.get("form_fields", ())
+        ),
         given_names=GivenNameRule(**section("lowercase_given_names")),
         short_surnames=ShortSurnameRule(**section("short_surnames")),
         foreign_runs=ForeignRunRule(**section("foreign_runs")),

@@ -10,6 +10,7 @@ from assistant.privacy.recognizers.lines import (
     ContactBlockRule,
     CuedNameRule,
     ForeignRunRule,
+    FormFieldRule,
     LowercaseRule,
 )
 from assistant.privacy.recognizers.names import (
@@ -26,6 +27,7 @@ __all__ = [
     "ContactBlockRule",
     "CuedNameRule",
     "ForeignRunRule",
+    "FormFieldRule",
     "GivenNameRule",
     "LowercaseRule",
     "NameListRule",

@@ -212,3 +212,65 @@ class ForeignRunRule:
             for m in LETTER_RUN.finditer(text)
             if self._foreign(m.group(0), 1)
         ]
+
+
+@dataclass(frozen=True)
+class FormFieldRule:
+    """A form's field at a line's start ("Hometown: Kumasi", "- Place of birth:
+    Cluj-Napoca, Romania", "Current location - Pune"): its value, up to the line's or the
+    sentence's end, is ``entity``, each comma-separated part of at most ``max_words``
+    words with no digit in it (an address has its own recognizers), and in lower case
+    with no stop word.  A form is filled in
+    about someone, so any finding in a field's value is tied to them
+    (:meth:`value_span`, the detector's judgement), "I" or not."""
+
+    entity: str = ""
+    fields: tuple[str, ...] = ()
+    max_words: int = 4
+    score: float = 0.6
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        names = sorted(self.fields, key=len, reverse=True)
+        alt = "|".join(re.escape(f).replace("\\ ", r"\s+") for f in names) or "(?!)"
+        # After a bullet or a quote mark; then ":" (any width) or a dash with a space.
+        return re.compile(rf"[ \t>*•·-]*(?i:{alt})[ \t]*(?::|：|[-–—][ \t])[ \t]*")
+
+    def value_span(self, line: str) -> tuple[int, int] | None:
+        """Where the field's value lies in ``line`` (None: the line opens no field)."""
+        m = self.pattern.match(line)
+        if m is None:
+            return None
+        end = _VALUE_END.search(line, m.end())
+        return m.end(), end.start() if end else len(line.rstrip())
+
+    def find(self, scan: Scan) -> list[Finding]:
+        found = []
+        for offset, line in scan.lines:
+            span = self.value_span(line)
+            if span is None:
+                continue
+            for part in re.finditer(r"[^,/]+", line[span[0] : span[1]]):
+                # "City: Enugu, Country: Nigeria": a part that opens another field.
+                raw = part.group(0)
+                cut = raw.rsplit(":", 1)[-1]
+                value = cut.strip()
+                lead = len(raw) - len(cut) + len(cut) - len(cut.lstrip())
+                if (
+                    not 1 <= len(value.split()) <= self.max_words
+                    or any(ch.isdigit() for ch in value)
+                    # prose in lower case ("anywhere in the world"), not a typed name
+                    or (value.islower() and any(scan.vocab[w].is_stop for w in value.split()))
+                    or not any(ch.isalpha() for ch in value)
+                    or scan.allowed(value)
+                    or not scan.accepts(self.entity, value, self.score)
+                ):
+                    continue
+                start = offset + span[0] + part.start() + lead
+                found.append(
+                    Finding(self.entity, start, start + len(value), value, self.score, "FormField")
+                )
+        return found
+
+
+_VALUE_END = re.compile(r"[.!?;](?=\s|$)|\n")
