@@ -157,6 +157,17 @@ def test_config_set_refuses_what_drag_would_refuse_later(
     assert not cfg.exists()
 
 
+def test_serve_refuses_to_start_on_categories_written_by_hand(tmp_path: Path) -> None:
+    """privacy.categories written into the file by hand, not through `config set`: drag
+    serve started and answered every request with an HTTP 500; it says so at its start,
+    and listens on nothing."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[privacy]\ncategories = ["LOCATION=bogus"]\n')
+    proc = drag("--config", str(cfg), "serve", "--port", str(free_port()))
+    assert "the entity must be one of the policy's" in one_line_error(proc)
+    assert proc.returncode == 78
+
+
 def test_remote_teacher_without_model_says_what_to_set() -> None:
     proc = drag("ask", "hello", env={"DRAG_TEACHER_ENDPOINT": "http://127.0.0.1:9/v1"})
     assert "teacher.model is not set" in one_line_error(proc)

@@ -71,10 +71,9 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
     """Write KEY = VALUE into the config file (validated; lists comma-separated)."""
     settings: Settings = ctx.obj["settings"]
     if key == "privacy.categories":  # its entities are the privacy policy's: checked there
-        from assistant.privacy.policy import category_modes, load_policy
+        from assistant.privacy.policy import check_categories
 
-        modes = config_mod.coerce(config_mod.SCHEMA[key], value, "new value")
-        load_policy().with_categories(category_modes(modes))
+        check_categories(config_mod.coerce(config_mod.SCHEMA[key], value, "new value"))
     path = config_mod.save({key: value}, settings.config_file)
     echo(f"{key} = {json.dumps(config_mod.load(config_file=path).get(key))} in {path}")
 

@@ -78,6 +78,11 @@ def serve(
     if running is not None:
         raise errors.InputError(f"{status_line(running)}; stop it first")
     settings: Settings = ctx.obj["settings"]
+    # A setting the detector would refuse at the first request (each then an HTTP 500)
+    # is said now, before the server listens: privacy.categories written by hand.
+    from assistant.privacy.policy import check_categories
+
+    check_categories(settings.privacy.categories)
     closed = server.run(
         settings,
         host=host,

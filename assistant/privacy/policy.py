@@ -209,6 +209,15 @@ class Policy:
         return dataclasses.replace(self, categories={**self.categories, **overrides})
 
 
+def check_categories(items: Sequence[str]) -> dict[str, str]:
+    """``privacy.categories`` as entity -> mode, checked against the shipped policy
+    (a ConfigError names a wrong one): what ``drag config set`` and ``drag serve``'s
+    start ask, so that a value written into the file by hand is said at once."""
+    modes = category_modes(items)
+    load_policy().with_categories(modes)
+    return modes
+
+
 @functools.cache
 def load_policy(path: Path = POLICY_FILE) -> Policy:
     try:
