@@ -30,6 +30,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,12 @@ HASHED = (
 
 def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def began(seconds: float) -> str:
+    """The time ``seconds`` ago (an upload's start, from its measured duration)."""
+    ago = dt.timedelta(seconds=max(0.0, seconds)) if math.isfinite(seconds) else dt.timedelta()
+    return (dt.datetime.fromisoformat(now()) - ago).isoformat(timespec="microseconds")
 
 
 def _digest(data: bytes) -> str:
@@ -135,16 +142,15 @@ def append(
     """Add a row at the head of the chain; returns its id.  ``key``: the ledger's MAC key
     (the app always gives it; without it the row has a chain hash only).  ``begun``: the
     upload's note (assistant.store.journal), removed with this write; its MAC is kept in
-    the row, so that a copy of it put back is never recorded again, and its time is the
-    row's: when the request left (the reply's time is ``created`` + ``seconds``)."""
+    the row, so that a copy of it put back is never recorded again.  ``created``: the
+    row's time; by default when the request left, its ``seconds`` ago (the reply's time
+    is ``created`` + ``seconds``), as this process measured them: nothing in the database
+    sets it (a note's time could be written there without the key)."""
     with transaction(db):
         note = None
         if begun is not None:
-            kept = db.execute(
-                "SELECT mac, created FROM upload_journal WHERE id = ?", [begun]
-            ).fetchone()
-            if kept:  # the row's time is the request's, when it was noted, not the reply's
-                note, created = kept[0], created or str(kept[1])
+            kept = db.execute("SELECT mac FROM upload_journal WHERE id = ?", [begun]).fetchone()
+            note = kept[0] if kept else None
             db.execute("DELETE FROM upload_journal WHERE id = ?", [begun])
         last = head(db)
         # A head record that no longer names the newest row (rows removed) is left as it
@@ -155,7 +161,7 @@ def append(
         )
         row: dict[str, Any] = {
             "id": last["id"] + 1,
-            "created": created or now(),
+            "created": created or began(upload.seconds),
             "endpoint": upload.endpoint,
             "model": upload.model,
             "purpose": upload.purpose,
