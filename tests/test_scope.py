@@ -81,10 +81,17 @@ def test_a_place_or_organisation_the_question_is_about_stays(
         ("Current address area: Surulere, Lagos.", ["Surulere", "Lagos"]),
         ("Hometown: Kumasi\nEmployer: Kessler Logistics", ["Kumasi", "Kessler Logistics"]),
         ("- Place of birth: Cluj-Napoca, Romania", ["Cluj-Napoca", "Romania"]),
-        ("Residence:   Bandung,   West Java.  Please shorten this.", ["Bandung", "West Java"]),
         ("City: Enugu, Country: Nigeria", ["Enugu", "Nigeria"]),
-        ("Current location - pune", ["pune"]),
+        ("Hometown: kumasi", ["kumasi"]),
         ("Nationality: Nigerian", ["Nigerian"]),
+        # The adversarial review's: quote and emphasis marks are not the value's (the
+        # same value later in the text went out), nor is a bracket; every line break
+        # ends a line; an abbreviation's dot ends no value.
+        ('City: "Kumasi"\nWhat is the weather like in Kumasi in March?', ["Kumasi"]),
+        ("**Hometown**: Kumasi (Ghana)", ["Kumasi", "Ghana"]),
+        ("Age: 34\rHometown: Kumasi", ["Kumasi"]),
+        ("Age: 34\u2028Hometown: Kumasi", ["Kumasi"]),
+        ("Place of birth: St. Petersburg, Russia", ["St. Petersburg", "Russia"]),
     ],
 )
 def test_the_values_of_a_forms_fields_are_replaced(
@@ -94,6 +101,7 @@ def test_the_values_of_a_forms_fields_are_replaced(
     "I" in the text (the quiz rules' review of 2026-12-06; none was found before)."""
     hits = found(detector, text)
     assert all(v in hits for v in values), (text, hits)
+    assert all(text[f.start : f.end] == f.text for f in detector.find(text))
 
 
 @pytest.mark.parametrize(
@@ -103,6 +111,18 @@ def test_the_values_of_a_forms_fields_are_replaced(
         ("What is the capital city of France?", "France"),
         ("Location: anywhere in the world", "anywhere in the world"),
         ("Country: Japan. What was its GDP in 2020?", "Japan"),
+        # The adversarial review's: a config file's keys, paths, words that are no
+        # place, a question in a field, a heading with a dash, a following line.
+        ("location: eastus\nsku: standard", "eastus"),
+        ("city: Paris\ncountry: France\nconvert this YAML to JSON", "Paris"),
+        ("Location: /usr/local/bin", "usr"),
+        ("Location: Zorbex.Server", "Zorbex.Server"),
+        ("Location: Remote", "Remote"),
+        ("Location: Main Office", "Main Office"),
+        ("Employer: Self-employed", "Self-employed"),
+        ("City: which is bigger, Paris or Rome?", "Paris"),
+        ("Village - level governance in India: explain", "India"),
+        ("Employer: Acme\rWhat is the population of Kumasi", "Kumasi"),
     ],
 )
 def test_a_field_that_holds_no_one_s_place_is_not_a_form(

@@ -26,6 +26,7 @@ from assistant.privacy.policy import BARE_DOMAIN, GLUED_NAME_WORD, Policy, load_
 from assistant.privacy.public import public
 from assistant.privacy.recognizers import Scan, find_in_tokens
 from assistant.privacy.recognizers.common import (
+    line_bounds,
     option_label,
     sentence_span,
     subject_words,
@@ -429,9 +430,8 @@ class Detector:
 
     def _in_field(self, text: str, f: Finding) -> bool:
         """Whether ``f`` is in the value of a form's field (FormFieldRule)."""
-        start = text.rfind("\n", 0, f.start) + 1
-        end = text.find("\n", f.end)
-        line = text[start : end if end >= 0 else len(text)]
+        start, end = line_bounds(text, f.start, f.end)
+        line = text[start:end]
         for field in self.policy.form_fields:
             span = field.value_span(line)
             if span is not None and start + span[0] <= f.start and f.end <= start + span[1]:

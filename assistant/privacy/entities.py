@@ -19,6 +19,7 @@ from assistant.base.errors import PrivacyError, one_line
 from assistant.privacy.engine import spacy_model
 from assistant.privacy.generalise import fold, place
 from assistant.privacy.policy import load_policy
+from assistant.privacy.recognizers.common import everyday_words
 
 # spaCy label -> the index's type.  Amounts, numbers and percentages are values, not nodes.
 TYPES = {
@@ -92,9 +93,6 @@ def common_word(name: str, common: set[str]) -> bool:
 # The most names the files teach (each in its spellings): a file cannot make every
 # question's detector compile an unbounded list.  Chat senders are counted first.
 MAX_LEARNT = 5000
-# Of the model's word vectors, the rows of its most frequent words (the rows are in
-# the order of frequency): a word that owns one, in lower case, is an everyday word.
-EVERYDAY_ROWS = 5000
 
 
 def everyday(name: str, words: frozenset[str]) -> bool:
@@ -211,22 +209,11 @@ class EntityReader:
         return frozenset(w.casefold() for w in self._nlp.Defaults.stop_words)
 
     def everyday_words(self) -> frozenset[str]:
-        """The words no learnt name is made of alone: spaCy's stop words, and the words
-        written in lower case that own one of the first :data:`EVERYDAY_ROWS` rows of
-        the model's vectors ("string", "evidence", "dinner", "rose"; not "france", whose
-        row is "France's")."""
+        """The words no learnt name is made of alone: spaCy's stop words, and the
+        everyday words of the model's vectors (:func:`recognizers.common.everyday_words`:
+        "string", "evidence", "dinner", "rose"; not "france")."""
         if self._everyday is None:
-            vocab = self._nlp.vocab
-            own: dict[int, int] = {}  # row -> the key that owns it: the first one listed
-            for key, row in vocab.vectors.key2row.items():
-                own.setdefault(row, key)
-            strings = vocab.strings
-            frequent = {
-                strings[key] for row, key in own.items() if row < EVERYDAY_ROWS and key in strings
-            }
-            self._everyday = (
-                frozenset(w for w in frequent if w.isalpha() and w.islower()) | self.stop_words()
-            )
+            self._everyday = everyday_words(self._nlp.vocab) | self.stop_words()
         return self._everyday
 
     def read(self, texts: Sequence[str], *, batch: int = 64) -> Iterator[list[Named]]:

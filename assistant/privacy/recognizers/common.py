@@ -77,6 +77,37 @@ def sentence_span(text: str, start: int, end: int) -> tuple[int, int]:
     return begins, min(ends, default=len(text))
 
 
+# Of the model's word vectors, the rows of its most frequent words (the rows are in
+# the order of frequency): a word that owns one, in lower case, is an everyday word.
+EVERYDAY_ROWS = 5000
+
+
+@functools.lru_cache(maxsize=2)  # one vocabulary per loaded model
+def everyday_words(vocab: Any) -> frozenset[str]:
+    """The words written in lower case that own one of the first :data:`EVERYDAY_ROWS`
+    rows of the model's vectors ("string", "evidence", "dinner", "rose"; not "france",
+    whose row is "France's"), and the model's stop words: no name is made of them alone."""
+    own: dict[int, int] = {}  # row -> the key that owns it: the first one listed
+    for key, row in vocab.vectors.key2row.items():
+        own.setdefault(row, key)
+    strings = vocab.strings
+    frequent = {strings[key] for row, key in own.items() if row < EVERYDAY_ROWS and key in strings}
+    return frozenset(w for w in frequent if w.isalpha() and w.islower())
+
+
+# Every line break str.splitlines() knows, not only "\n".
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile(f"[{_BREAKS}]")
+
+
+def line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """The line of ``text`` that holds ``start``..``end``, as str.splitlines() cuts
+    lines, without its break."""
+    first = max(text.rfind(ch, 0, start) for ch in _BREAKS) + 1
+    after = _LINE_BREAK.search(text, end)
+    return first, after.start() if after else len(text)
+
+
 def words_pattern(words: Sequence[str]) -> re.Pattern[str] | None:
     """Any of ``words`` as whole words, case-insensitive (None for no words)."""
     if not words:

@@ -14,6 +14,7 @@ from assistant.privacy.recognizers.common import (
     LETTER_RUN,
     OPTION_LABEL,
     Scan,
+    everyday_words,
     greek,
     latin,
     symbols,
@@ -216,12 +217,15 @@ class ForeignRunRule:
 
 @dataclass(frozen=True)
 class FormFieldRule:
-    """A form's field at a line's start ("Hometown: Kumasi", "- Place of birth:
-    Cluj-Napoca, Romania", "Current location - Pune"): its value, up to the line's or the
-    sentence's end, is ``entity``, each comma-separated part of at most ``max_words``
-    words with no digit in it (an address has its own recognizers), and in lower case
-    with no stop word.  A form is filled in
-    about someone, so any finding in a field's value is tied to them
+    """A form's field at a line's start, its name capitalised as a form writes it, then a
+    colon ("Hometown: Kumasi", "- Place of birth: Cluj-Napoca, Romania", "**Employer**:
+    Kessler Logistics"; not a config file's "location: eastus").  Its value, up to the
+    line's or the sentence's end, is ``entity``: each part between commas or brackets,
+    quote and emphasis marks aside, of at most ``max_words`` words; not a part with a
+    digit (an address has its own recognizers), a path, an address or code in it, nor
+    one of everyday words alone ("Remote", "Main Office"), nor in lower case a word
+    the vectors know.  A value that ends in "?" is a question, not a form's.  A form is
+    filled in about someone, so any finding in a field's value is tied to them
     (:meth:`value_span`, the detector's judgement), "I" or not."""
 
     entity: str = ""
@@ -232,17 +236,20 @@ class FormFieldRule:
     @functools.cached_property
     def pattern(self) -> re.Pattern[str]:
         names = sorted(self.fields, key=len, reverse=True)
-        alt = "|".join(re.escape(f).replace("\\ ", r"\s+") for f in names) or "(?!)"
-        # After a bullet or a quote mark; then ":" (any width) or a dash with a space.
-        return re.compile(rf"[ \t>*•·-]*(?i:{alt})[ \t]*(?::|：|[-–—][ \t])[ \t]*")
+        alt = "|".join(_typed_field(name) for name in names) or "(?!)"
+        return re.compile(rf"[ \t>*•·-]*(?:{alt})[*_]*[ \t]*[:：][ \t]*")
 
     def value_span(self, line: str) -> tuple[int, int] | None:
         """Where the field's value lies in ``line`` (None: the line opens no field)."""
         m = self.pattern.match(line)
         if m is None:
             return None
-        end = _VALUE_END.search(line, m.end())
-        return m.end(), end.start() if end else len(line.rstrip())
+        for end in _VALUE_END.finditer(line, m.end()):
+            if end.group(0) == "?":
+                return None  # "City: which is bigger, Paris or Rome?"
+            if end.group(0) != "." or not _ABBREVIATION.search(line, 0, end.start()):
+                return m.end(), end.start()  # not the dot of "St. Louis"
+        return m.end(), len(line.rstrip())
 
     def find(self, scan: Scan) -> list[Finding]:
         found = []
@@ -250,27 +257,63 @@ class FormFieldRule:
             span = self.value_span(line)
             if span is None:
                 continue
-            for part in re.finditer(r"[^,/]+", line[span[0] : span[1]]):
-                # "City: Enugu, Country: Nigeria": a part that opens another field.
-                raw = part.group(0)
-                cut = raw.rsplit(":", 1)[-1]
-                value = cut.strip()
-                lead = len(raw) - len(cut) + len(cut) - len(cut.lstrip())
-                if (
-                    not 1 <= len(value.split()) <= self.max_words
-                    or any(ch.isdigit() for ch in value)
-                    # prose in lower case ("anywhere in the world"), not a typed name
-                    or (value.islower() and any(scan.vocab[w].is_stop for w in value.split()))
-                    or not any(ch.isalpha() for ch in value)
-                    or scan.allowed(value)
-                    or not scan.accepts(self.entity, value, self.score)
-                ):
-                    continue
-                start = offset + span[0] + part.start() + lead
-                found.append(
-                    Finding(self.entity, start, start + len(value), value, self.score, "FormField")
-                )
+            first = True
+            for part in re.finditer(r"[^,()\[\]]+", line[span[0] : span[1]]):
+                # A part may open another field ("City: Enugu, Country: Nigeria"): what
+                # stands before a colon is its name, unless the part opens the value.
+                segments = list(re.finditer(r"[^:：]+", part.group(0)))
+                chosen = segments[:1] if first else []
+                chosen += segments[-1:] if len(segments) > 1 or not first else []
+                first = False
+                for seg in chosen:
+                    start = offset + span[0] + part.start() + seg.start()
+                    value = self._value(scan, seg.group(0))
+                    if value is not None:
+                        start += seg.group(0).index(value)
+                        found.append(
+                            Finding(
+                                self.entity,
+                                start,
+                                start + len(value),
+                                value,
+                                self.score,
+                                "FormField",
+                            )
+                        )
         return found
 
+    def _value(self, scan: Scan, raw: str) -> str | None:
+        """The value in one part of a field (``raw``), or None when it holds none."""
+        value = raw.strip(_MARKS)
+        words = value.split()
+        if (
+            not 1 <= len(words) <= self.max_words
+            or not any(ch.isalpha() for ch in value)
+            or _NOT_A_NAME.search(value)
+            or all(
+                w.lower().strip("-") in everyday_words(scan.vocab) or scan.vocab[w].is_stop
+                for w in re.findall(r"[^\W\d_]+", value)
+            )
+            or (value.islower() and any(scan.vocab.has_vector(w) for w in words))
+            or scan.allowed(value)
+            or not scan.accepts(self.entity, value, self.score)
+        ):
+            return None
+        return value
 
-_VALUE_END = re.compile(r"[.!?;](?=\s|$)|\n")
+
+def _typed_field(name: str) -> str:
+    """A field's name as a form types it: its first letter a capital, the rest in any
+    case, its words apart by any spaces."""
+    first, *rest = name.split()
+    tail = re.escape(first[1:]) + "".join(r"\s+" + re.escape(w) for w in rest)
+    return f"{re.escape(first[0].upper())}(?i:{tail})"
+
+
+# A value's end: a sentence's (a dot, "?", "!" or ";" before a space or the line's end).
+_VALUE_END = re.compile(r"[.!?;](?=\s|$)")
+_ABBREVIATION = re.compile(r"(?<![\w.])[A-Z][a-z]{0,2}$")  # "St", "Mt", "Ft", "Dr"
+# Quote and emphasis marks and spaces around a value.
+_MARKS = " \t\"'“”‘’«»„*_`"
+# A digit, a path, an address, code: not a name.
+_NOT_A_NAME = re.compile(r"\d|[/\\@=<>{}|$#~]|\w\.\w")
