@@ -412,6 +412,14 @@ async def test_ctrl_d_deletes_the_conversation_from_the_question_box() -> None:
         listing.index = 0
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.runtime.conversation_id is not None)
+        search = app.screen.query_one("#search", Input)  # the search box keeps its ctrl+d
+        search.value = "sleepy"
+        search.focus()
+        await pilot.pause()
+        search.cursor_position = 5  # no selection: focus selects the whole value
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        assert search.value == "sleep" and isinstance(app.screen, ChatScreen)
         box.focus()
         await pilot.press("ctrl+d")
         await pilot.pause()
@@ -608,6 +616,31 @@ def fake_fault(fault: Exception) -> Callable[..., object]:
     return raising
 
 
+async def test_a_question_answered_before_its_graph_failed_is_not_put_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failed question goes back in the box, but not one whose answer was written
+    before the graph built after it failed (the review of the put-back).  The pipeline
+    is a fake: it tells the app the answer is complete, then fails."""
+    from assistant.base.errors import TeacherError
+    from assistant.tui import chat as chat_module
+
+    def fake_pipeline_ask(rt: Any, question: str, *, progress: Any, **kw: Any) -> AskResult:
+        result = AskResult(question, "evidence", 4, 4, answer="an answer", source="teacher")
+        progress("graph", result)  # answered; the graph is built after the answer
+        raise TeacherError("the teacher went away while the graph was built")
+
+    monkeypatch.setattr(chat_module.pipeline, "ask", fake_pipeline_ask)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        chat.query_one("#question", Input).value = "What is photosynthesis?"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.pending is None and "✗" in chat.query(Turn).last().note)
+        assert chat.query_one("#question", Input).value == ""
+
+
 async def test_a_fault_of_ours_while_answering_is_a_line_and_the_app_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -661,6 +694,45 @@ async def test_the_app_quits_while_a_model_is_still_loading(
         fake_loader.start()
     fake_loader.join(5)
     assert closing.is_set() and not fake_loader.is_alive()
+
+
+async def test_the_chat_follows_a_new_question_to_its_last_line() -> None:
+    """An exploratory test of the app: below earlier turns, a new answer showed its first
+    line only, and a refusal ("the question is 10,000 characters long…") was written out
+    of sight, so that nothing seemed to happen.  A user who scrolls up is left there."""
+    from textual.containers import VerticalScroll
+
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        messages = chat.query_one("#messages", VerticalScroll)
+        for n in range(12):
+            messages.mount(Turn(f"Question {n}?", "An answer.\n" * 4, "◇ teacher"))
+        await pilot.pause()
+        messages.scroll_home(animate=False)
+        await wait_for(pilot, lambda: messages.scroll_y == 0)
+        chat.query_one("#question", Input).value = "x " * 5000
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.pending is None and "✗" in chat.query(Turn).last().note)
+        last = chat.query(Turn).last()
+        assert "characters long" in last.note
+        await wait_for(
+            pilot,
+            lambda: (
+                messages.max_scroll_y > 0
+                and messages.scroll_y == messages.max_scroll_y
+                and last.region.bottom <= messages.region.bottom
+            ),
+            30,
+        )
+        # Scrolled up to read: what is written at the end leaves the view where it is.
+        messages.scroll_home(animate=False)
+        await wait_for(pilot, lambda: messages.scroll_y == 0)
+        last.set_note("✗ a longer note\n" * 6, True)
+        await pilot.pause()
+        await pilot.pause()
+        assert messages.scroll_y == 0
 
 
 async def test_a_question_keeps_the_mode_it_was_asked_in_while_it_waits(

@@ -139,20 +139,36 @@ class Turn(Vertical):
         yield Plain(self.answer, classes="answer")
 
     def set_note(self, note: str, error: bool = False) -> None:
+        follow = self._at_end()
         self.note = note
         widget = self.query_one(".badge", Plain)
         widget.update(note)
         widget.set_class(error, "error")
+        self._follow(follow)
 
     def add_text(self, piece: str) -> None:
+        follow = self._at_end()
         self.answer += piece
         self.query_one(".answer", Plain).update(self.answer)
+        self._follow(follow)
 
     def finish(self, result: AskResult) -> None:
+        follow = self._at_end()
         self.result = result
         self.answer = result.answer  # placeholders restored
         self.query_one(".answer", Plain).update(result.answer)
         self.set_note(badge(result))
+        self._follow(follow)
+
+    # The chat follows what is written at its end (an answer, its notes, an error) while
+    # the view is there; a user who scrolled up to read is left where they are.
+    def _at_end(self) -> bool:
+        box = self.parent
+        return isinstance(box, VerticalScroll) and box.scroll_y >= box.max_scroll_y - 1
+
+    def _follow(self, was_at_end: bool) -> None:
+        if was_at_end and isinstance(self.parent, VerticalScroll):
+            self.parent.scroll_end(animate=False)
 
 
 class ChatScreen(DragScreen):
@@ -283,6 +299,10 @@ class ChatScreen(DragScreen):
         self.app.push_screen(TextPrompt("New name for this conversation:"), done)
 
     def action_delete_conversation(self) -> None:
+        search = self.query_one("#search", Input)
+        if self.focused is search:  # ctrl+d there deletes a character, as it did
+            search.action_delete_right()
+            return
         cid = self._current()
         if cid is None:
             self.notify("nothing to delete yet: no answer in this one", severity="warning")
@@ -392,8 +412,9 @@ class ChatScreen(DragScreen):
             else "… working",
             from_files=self.from_files,
         )
-        self.query_one("#messages", VerticalScroll).mount(turn)
-        turn.scroll_visible()
+        messages = self.query_one("#messages", VerticalScroll)
+        messages.mount(turn)
+        messages.scroll_end(animate=False)  # asked: the chat goes to its end, and follows
         now = self.questions.add(question, turn)
         if now is not None:
             self._start(now)
@@ -509,9 +530,11 @@ class ChatScreen(DragScreen):
 
     def _put_back(self, question: str) -> None:
         """A question that was declined, refused or failed goes back in the question box
-        to be edited and asked again, unless the user has typed another meanwhile."""
+        to be edited and asked again; not one whose answer was written (the graph after
+        it failed), nor while another is typed or waits its turn."""
         box = self.query_one("#question", Input)
-        if not box.value and not self._cancel.is_set():
+        q = self.questions
+        if not box.value and not self._cancel.is_set() and not q.answered and q.next is None:
             box.value = question
             box.cursor_position = len(question)
 
