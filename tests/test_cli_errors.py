@@ -272,6 +272,26 @@ def test_piped_text_is_read_before_the_words_when_asked_with_a_dash() -> None:
     assert record["question"] == "diff --git a/notes.md\n+Priya\n\nexplain this"
 
 
+def test_a_dash_with_nothing_piped_says_so() -> None:
+    """`drag ask - "why?"` typed in a terminal said "no question: give it as an argument
+    … or on standard input", though the words were there."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "assistant", "ask", "--offline", "-", "why?"],
+            stdin=follower,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert "nothing is piped" in one_line_error(proc) and proc.returncode == 2
+
+
 def _asked_beside(stdin: int) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "assistant", "ask", "--offline", "explain this"],

@@ -72,6 +72,11 @@ def question_of(words: tuple[str, ...]) -> str:
     if not words or words == ("-",):
         return read_stdin_question()
     if words[0] == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise errors.InputError(
+                '"-" reads the text piped on standard input, and nothing is piped: '
+                'pipe it in (git diff | drag ask - "why?"), or leave the "-" out'
+            )
         piped = read_stdin_question()
         typed = " ".join(words[1:])
         return f"{piped.rstrip()}\n\n{typed}" if piped.strip() else typed
