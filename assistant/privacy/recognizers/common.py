@@ -86,7 +86,7 @@ EVERYDAY_ROWS = 5000
 def everyday_words(vocab: Any) -> frozenset[str]:
     """The words written in lower case that own one of the first :data:`EVERYDAY_ROWS`
     rows of the model's vectors ("string", "evidence", "dinner", "rose"; not "france",
-    whose row is "France's"), and the model's stop words: no name is made of them alone."""
+    whose row is "France's"): with the stop words, no name is made of them alone."""
     own: dict[int, int] = {}  # row -> the key that owns it: the first one listed
     for key, row in vocab.vectors.key2row.items():
         own.setdefault(row, key)
