@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Input, ListItem, ListView, Markdown, Static
+from textual.widgets import DataTable, Input, ListItem, ListView, Markdown, ProgressBar, Static
 
 from assistant.base import config, secrets
 from assistant.base.errors import PrivacyError
@@ -838,6 +838,44 @@ async def test_review_modal_says_what_nothing_could_read() -> None:
                 assert len(lines) == 0
 
 
+async def test_review_modal_shows_what_is_sent_on_a_short_terminal() -> None:
+    """An exploratory test at 20 rows: both sides shrank to a border line and the buttons
+    were cut off, while y still sent.  The sides keep their height, the dialog scrolls to
+    its buttons, and it opens on what is sent."""
+    from textual.app import App
+    from textual.widget import Widget
+
+    from assistant.privacy.detector import Detector
+    from assistant.privacy.placeholders import Vault
+    from assistant.privacy.policy import load_policy
+    from assistant.privacy.sanitize import sanitize
+    from assistant.tui import app as styled
+
+    detector = Detector()
+    question = "My neighbour Tomasz Wierzbicki in Gdynia wants to appeal a parking fine."
+    vault = Vault(tag_of=load_policy().tag)
+    shown = sanitize(question, scanner=detector, vault=vault, guard=EgressGuard(detector))
+
+    class Host(App[None]):
+        CSS_PATH = Path(styled.__file__).with_name("app.tcss")  # the app's own style
+
+        def on_mount(self) -> None:
+            self.push_screen(ReviewModal(shown))
+
+    app = Host()
+    async with app.run_test(size=(70, 20)) as pilot:
+        await pilot.pause()
+        review = app.screen.query_one("#review")
+        sent = app.screen.query_one("#sanitized", Static)
+        side = sent.parent
+        assert isinstance(side, Widget)
+        shown_rows = sent.region.intersection(side.content_region).intersection(review.region)
+        assert shown_rows.height >= 3, (sent.region, side.content_region, review.region)
+        app.screen.query_one("#send").scroll_visible(animate=False)
+        await pilot.pause()
+        assert app.screen.query_one("#send").region.bottom <= review.region.bottom
+
+
 async def test_review_modal_keeps_a_value_only_when_the_user_says_so() -> None:
     """The modal on its own (no models): toggling an entity shows the exact text to be
     sent, and the verdict carries the choice."""
@@ -912,7 +950,9 @@ async def test_bench_screen_runs_the_privacy_benchmark() -> None:
         screen = app.screen
         await wait_for(pilot, lambda: not screen.query_one("#bench-run").disabled, 180)
         live = str(screen.query_one("#bench-live", Static).render())
-        assert "10/10" in live  # 4 questions + 1 control, two methods
+        assert "finished: 5 items × 2 methods" in live  # 4 questions + 1 control
+        bar = screen.query_one("#bench-progress", ProgressBar)
+        assert bar.progress == bar.total == 10  # the progress followed every item
         table = screen.query_one("#bench-table", Markdown).source
         assert "4 questions with personal data and 1 without (controls)" in table
         plot = str(screen.query_one("#bench-plot", Static).render())

@@ -199,6 +199,9 @@ class BenchScreen(DragScreen):
 
         asked = f"{pii} question{'s' * (pii != 1)} with personal data"
         title = f"Privacy leakage · bundled · {asked} and {controls} without (controls)"
+        self.query_one("#bench-live", Static).update(  # not the last item's "so far"
+            f"✓ finished: {pii + controls} items × {len(summaries)} methods · the table below"
+        )
         self.query_one("#bench-table", Markdown).update(leakage.render(summaries, title))
         self.query_one("#bench-plot", Static).update(
             "Values leaked (partial form), by type:\n\n" + bar_chart(leakage_groups(summaries))

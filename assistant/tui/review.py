@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, SelectionList, Static
 from textual.widgets.selection_list import Selection
@@ -77,7 +77,9 @@ class ReviewModal(ModalScreen[Verdict]):
 
     def compose(self) -> ComposeResult:
         s = self.sanitized
-        with Vertical(id="review"):
+        # It scrolls: on a short terminal the two sides keep their height (what is sent
+        # must be readable) and the buttons are below them.
+        with VerticalScroll(id="review"):
             yield PlainLabel(
                 "Review before upload: only the right side leaves this machine", id="title"
             )
@@ -91,8 +93,8 @@ class ReviewModal(ModalScreen[Verdict]):
             choices = entity_choices(s)
             if choices:
                 yield PlainLabel(
-                    "Detected (space: keep a value as it is, e.g. a famous name the "
-                    "question is about)",
+                    "Detected (tab here, then space: keep a value as it is, e.g. a famous "
+                    "name the question is about)",
                     classes="heading",
                 )
                 yield SelectionList[str](*choices, id="entities")
@@ -113,7 +115,9 @@ class ReviewModal(ModalScreen[Verdict]):
         return rewrite_line(self.sanitized.rewrite_used, self.sanitized.rewrite_note)
 
     def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()  # the safe choice has the focus
+        # The safe choice has the focus; the view stays on what is sent (on a short
+        # terminal the buttons are below it).
+        self.query_one("#cancel", Button).focus(scroll_visible=False)
 
     @on(SelectionList.SelectedChanged, "#entities")
     def _toggled(self, event: SelectionList.SelectedChanged[str]) -> None:
