@@ -988,3 +988,53 @@ async def test_bench_screen_runs_the_accuracy_benchmark(
         header = lines.index("evidence K=10")  # a group per column, then a bar per student
         assert re.search(r" [█▏]+ \d+\.\d%$", lines[header + 1]), plot
     assert ledger.select(Store(Path(os.environ["DRAG_STORE_DATABASE"])).db)  # it went out
+
+
+# --- pasted text (assistant.tui.paste) -------------------------------------------------
+
+
+async def test_a_pasted_text_keeps_its_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exploratory test: a paste of several lines into the question box kept the first
+    line only (Textual's Input), and the rest of a pasted e-mail was lost.  Its line
+    breaks show as ␤ and are asked as line breaks; a failed question goes back so.  The
+    pipeline is a fake that records the question and fails."""
+    from textual import events
+
+    from assistant.base.errors import TeacherError
+    from assistant.tui import chat as chat_module
+
+    asked: list[str] = []
+
+    def fake_pipeline_ask(rt: Any, question: str, **kw: Any) -> AskResult:
+        asked.append(question)
+        raise TeacherError("the teacher is away")
+
+    monkeypatch.setattr(chat_module.pipeline, "ask", fake_pipeline_ask)
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        chat = app.screen
+        assert isinstance(chat, ChatScreen)
+        box = chat.query_one("#question", Input)
+        box.post_message(events.Paste("Correct this email:\nDear Anna,\r\nthe invoice is late."))
+        await pilot.pause()
+        assert box.value == "Correct this email:␤Dear Anna,␤the invoice is late."
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.pending is None and "✗" in chat.query(Turn).last().note)
+        assert asked == ["Correct this email:\nDear Anna,\nthe invoice is late."]
+        assert box.value == "Correct this email:␤Dear Anna,␤the invoice is late."
+
+
+def test_a_paste_loses_its_escape_characters_and_nothing_else() -> None:
+    """Pure logic: between a paste's markers the escape characters go, across reads (an
+    end marker cut in two is held); outside a paste nothing is held, a lone Escape key
+    included."""
+    from assistant.tui.paste import END, START, PasteFilter
+
+    pasted = PasteFilter()
+    assert pasted("\x1b") == "\x1b"  # the Escape key, at once
+    assert pasted(f"{START}P1 \x1b[2J P2\nP3{END}x") == f"{START}P1 [2J P2\nP3{END}x"
+    cut = PasteFilter()
+    shown = [cut(f"{START}a\x1b[31mb"), cut("\x1b[20"), cut("1~rest"), cut("\x1b")]
+    assert shown == [f"{START}a[31mb", "", f"{END}rest", "\x1b"]
+    held = PasteFilter()
+    assert held(f"{START}a\x1b[20") == f"{START}a" and held.flush() == "\x1b[20"

@@ -200,3 +200,18 @@ def test_drag_ask_review_shows_both_sides_and_sends_nothing_on_no(
         tmux.close()
     with contextlib.closing(sqlite3.connect(database)) as db:  # the ledger: no upload
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0
+
+
+def test_a_paste_with_an_escape_and_a_line_break_asks_nothing(
+    app_in_tmux: tuple[Tmux, Path],
+) -> None:
+    """An exploratory test: pasted text holding an escape character and a line break was
+    replayed as key presses by Textual's parser, reordered, and its line break asked the
+    question ("^[2J P2P3P1" went to the teacher, no key pressed).  Pasted text stays in
+    the box, in its order, its line break shown as ␤; nothing is asked."""
+    tmux, _database = app_in_tmux
+    tmux.wait(lambda s: "Ask a question" in s, "the first paint", 60)
+    tmux.run("set-buffer", "P1 \x1b[2J P2\nP3")
+    tmux.run("paste-buffer", "-p", "-t", "drag")  # -p: as a terminal pastes (bracketed)
+    shown = tmux.wait(lambda s: "P1 [2J P2␤P3" in s, "the pasted text in the question box", 30)
+    assert "Ask anything in the box below" in shown  # the welcome: no question was asked

@@ -26,6 +26,7 @@ from assistant.base.errors import DragError
 from assistant.core.session import Session
 from assistant.serve import client
 from assistant.store import Store
+from assistant.tui import paste
 from assistant.tui.audit import AuditScreen
 from assistant.tui.bench import BenchScreen
 from assistant.tui.chat import ChatScreen
@@ -286,6 +287,7 @@ class DragApp(App[None]):
 def run(settings: Settings, *, base: Settings, flags: dict[str, Any]) -> int:
     """``settings``: ``base`` with the command line's ``flags``; the app's exit status
     (not 0 when it ended on an error of its own, whose traceback Textual has printed)."""
+    paste.install()  # pasted text stays text (assistant.tui.paste)
     app = DragApp(settings, base=base, flags=flags)
     app.run()
     return app.return_code or 0

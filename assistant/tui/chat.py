@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -111,9 +111,28 @@ WELCOME = (
 )
 
 
+# A line break pasted into the one-line question box, as the box shows it.
+LINE_BREAK = "\u2424"  # ␤
 ASK_TEACHER = "Ask a question (Enter sends)"
 ASK_FILES = "Ask your files: nothing is sent (Enter asks; ctrl+l: back to the teacher)"
 CONTEXT_HINT = "Evidence and triples used for the answer appear here."
+
+
+class QuestionBox(Input):
+    """The question box: one line, so a pasted text's line breaks are shown as ␤, and
+    asked as line breaks (Textual's Input kept a paste's first line only: the rest of a
+    pasted e-mail was lost, and with it the lines the detector reads a form or a
+    letter by)."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        event.prevent_default()  # not Input's own, which inserts the first line again
+        if event.text:
+            shown = LINE_BREAK.join(event.text.splitlines())
+            if self.selection.is_empty:
+                self.insert_text_at_cursor(shown)
+            else:
+                self.replace(shown, *self.selection)
+        event.stop()
 
 
 class Turn(Vertical):
@@ -213,7 +232,7 @@ class ChatScreen(DragScreen):
             with Vertical(id="main"):
                 with VerticalScroll(id="messages"):
                     yield Plain(WELCOME, classes="welcome")
-                yield Input(placeholder=ASK_TEACHER, id="question")
+                yield QuestionBox(placeholder=ASK_TEACHER, id="question")
             with VerticalScroll(id="context"):
                 yield Plain(CONTEXT_HINT, id="context-body")
         yield StatusBar()
@@ -395,7 +414,7 @@ class ChatScreen(DragScreen):
 
     @on(Input.Submitted, "#question")
     def submit(self, event: Input.Submitted) -> None:
-        question = event.value
+        question = event.value.replace(LINE_BREAK, "\n")
         if not question.strip():
             return
         offer = self.questions.offer(question)
@@ -535,8 +554,8 @@ class ChatScreen(DragScreen):
         box = self.query_one("#question", Input)
         q = self.questions
         if not box.value and not self._cancel.is_set() and not q.answered and q.next is None:
-            box.value = question
-            box.cursor_position = len(question)
+            box.value = LINE_BREAK.join(question.splitlines())
+            box.cursor_position = len(box.value)
 
     def show_result(self, turn: Turn, result: AskResult) -> None:
         turn.finish(result)
