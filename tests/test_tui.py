@@ -1038,3 +1038,8 @@ def test_a_paste_loses_its_escape_characters_and_nothing_else() -> None:
     assert shown == [f"{START}a[31mb", "", f"{END}rest", "\x1b"]
     held = PasteFilter()
     assert held(f"{START}a\x1b[20") == f"{START}a" and held.flush() == "\x1b[20"
+    # The start marker cut by a read (a review of the filter): held from "ESC [ 2" on.
+    split = PasteFilter()
+    shown = [split("ab\x1b[2"), split(f"00~P1 \x1b[2J P2\rP3{END}")]
+    assert shown == ["ab", f"{START}P1 [2J P2\rP3{END}"]
+    assert [PasteFilter()("\x1b["), PasteFilter()("x\x1b")] == ["\x1b[", "x\x1b"]  # alt+[

@@ -29,9 +29,10 @@ def _held_prefix(text: str, marker: str) -> int:
 
 class PasteFilter:
     """Terminal input with the escape characters between a paste's start and end
-    markers removed, the markers kept; across reads (an end marker cut in two is held
-    until the next).  Outside a paste the input passes as it is, at once: a lone Escape
-    key is never held back."""
+    markers removed, the markers kept; across reads (a marker cut in two is held until
+    the next).  Outside a paste the input passes as it is, at once: a lone Escape key is
+    never held back.  A paste holding the end marker's own text ends there, as the
+    terminal's would."""
 
     def __init__(self) -> None:
         self.pasting = False
@@ -45,7 +46,12 @@ class PasteFilter:
             if not self.pasting:
                 begins = text.find(START, at)
                 if begins < 0:
-                    out.append(text[at:])
+                    # A start marker cut by a read is held, from its third character on
+                    # ("ESC [ 2"): no key is that, so a lone Escape or alt+[ goes at once.
+                    keep = _held_prefix(text[at:], START)
+                    keep = keep if keep >= 3 else 0
+                    out.append(text[at : len(text) - keep])
+                    self._held = text[len(text) - keep :]
                     break
                 out.append(text[at : begins + len(START)])
                 self.pasting, at = True, begins + len(START)
