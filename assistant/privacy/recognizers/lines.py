@@ -247,8 +247,11 @@ class FormFieldRule:
         for end in _VALUE_END.finditer(line, m.end()):
             if end.group(0) == "?":
                 return None  # "City: which is bigger, Paris or Rome?"
-            if end.group(0) != "." or not _ABBREVIATION.search(line, 0, end.start()):
-                return m.end(), end.start()  # not the dot of "St. Louis"
+            # Not the dot of "St. Louis"; looked for in the three characters before it
+            # (its lookbehind sees the one before those): linear in the line.
+            dot = end.start()
+            if end.group(0) != "." or not _ABBREVIATION.search(line, max(0, dot - 3), dot):
+                return m.end(), dot
         return m.end(), len(line.rstrip())
 
     def find(self, scan: Scan) -> list[Finding]:
@@ -291,7 +294,7 @@ class FormFieldRule:
             or not any(ch.isalpha() for ch in value)
             or _NOT_A_NAME.search(value)
             or all(
-                w.lower().strip("-") in everyday_words(scan.vocab) or scan.vocab[w].is_stop
+                w.lower() in everyday_words(scan.vocab) or scan.vocab[w].is_stop
                 for w in re.findall(r"[^\W\d_]+", value)
             )
             or (value.islower() and any(scan.vocab.has_vector(w) for w in words))
