@@ -726,10 +726,19 @@ async def test_the_chat_follows_a_new_question_to_its_last_line() -> None:
             ),
             30,
         )
+        # At the end, what is written there is followed (the refusal above may come
+        # before the question's own scroll; this does not).
+        before = messages.max_scroll_y
+        last.set_note("✗ a longer note\n" * 30, True)
+        await wait_for(
+            pilot,
+            lambda: messages.max_scroll_y > before and messages.scroll_y == messages.max_scroll_y,
+            30,
+        )
         # Scrolled up to read: what is written at the end leaves the view where it is.
         messages.scroll_home(animate=False)
         await wait_for(pilot, lambda: messages.scroll_y == 0)
-        last.set_note("✗ a longer note\n" * 6, True)
+        last.set_note("✗ a note longer still\n" * 40, True)
         await pilot.pause()
         await pilot.pause()
         assert messages.scroll_y == 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,36 +160,36 @@ class Turn(Vertical):
         yield Plain(self.answer, classes="answer")
 
     def set_note(self, note: str, error: bool = False) -> None:
-        follow = self._at_end()
+        with self._kept_at_end():
+            self._show_note(note, error)
+
+    def add_text(self, piece: str) -> None:
+        with self._kept_at_end():
+            self.answer += piece
+            self.query_one(".answer", Plain).update(self.answer)
+
+    def finish(self, result: AskResult) -> None:
+        with self._kept_at_end():
+            self.result = result
+            self.answer = result.answer  # placeholders restored
+            self.query_one(".answer", Plain).update(result.answer)
+            self._show_note(badge(result))
+
+    def _show_note(self, note: str, error: bool = False) -> None:
         self.note = note
         widget = self.query_one(".badge", Plain)
         widget.update(note)
         widget.set_class(error, "error")
-        self._follow(follow)
 
-    def add_text(self, piece: str) -> None:
-        follow = self._at_end()
-        self.answer += piece
-        self.query_one(".answer", Plain).update(self.answer)
-        self._follow(follow)
-
-    def finish(self, result: AskResult) -> None:
-        follow = self._at_end()
-        self.result = result
-        self.answer = result.answer  # placeholders restored
-        self.query_one(".answer", Plain).update(result.answer)
-        self.set_note(badge(result))
-        self._follow(follow)
-
-    # The chat follows what is written at its end (an answer, its notes, an error) while
-    # the view is there; a user who scrolled up to read is left where they are.
-    def _at_end(self) -> bool:
+    @contextlib.contextmanager
+    def _kept_at_end(self) -> Iterator[None]:
+        """The chat follows what is written at its end (an answer, its notes, an error)
+        while the view is there; a user who scrolled up to read is left where they are."""
         box = self.parent
-        return isinstance(box, VerticalScroll) and box.scroll_y >= box.max_scroll_y - 1
-
-    def _follow(self, was_at_end: bool) -> None:
-        if was_at_end and isinstance(self.parent, VerticalScroll):
-            self.parent.scroll_end(animate=False)
+        at_end = isinstance(box, VerticalScroll) and box.scroll_y >= box.max_scroll_y - 1
+        yield
+        if at_end and isinstance(box, VerticalScroll):
+            box.scroll_end(animate=False)
 
 
 class ChatScreen(DragScreen):
