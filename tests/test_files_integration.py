@@ -125,6 +125,15 @@ def test_a_folder_indexed_end_to_end_answers_from_it_with_sources_and_sends_noth
     assert b"0 new and 0 changed file(s)" in typo.stdout  # the rest was looked at
 
 
+def test_a_files_answer_cut_at_max_tokens_says_so(notes: Path) -> None:
+    """The student stopped at student.max_tokens on an answer from the files: the user is
+    told it was cut, in the terminal's output."""
+    env = {"DRAG_STUDENT_MODEL": TEST_MODEL, "DRAG_FILES_ABSTAIN": "false"}
+    run(env, "index", str(notes))
+    cut = run({**env, "DRAG_STUDENT_MAX_TOKENS": "3"}, "ask", "--files", "Where is the noodle bar?")
+    assert "warning: the answer was cut off at student.max_tokens (3 tokens)" in cut.output
+
+
 def test_the_graph_path_finds_a_two_hop_answer_that_vector_search_misses(
     notes: Path, runtime: Session
 ) -> None:

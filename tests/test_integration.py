@@ -267,6 +267,30 @@ def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path:
         assert unbounded.student["prompt_tokens"] > result.student["prompt_tokens"]
 
 
+def test_an_answer_cut_at_max_tokens_says_so(test_model_path: Path) -> None:
+    """The real student stopped at student.max_tokens: the answer ends mid-sentence and a
+    warning says it was cut and how to let it write more; a label read whole is not."""
+    from assistant.base import config
+    from assistant.core import pipeline
+    from assistant.core.results import AskResult
+    from assistant.core.session import Session
+
+    settings = config.load({"student.model": str(test_model_path), "student.max_tokens": 4})
+    with Session(settings) as rt:
+        cut = AskResult(
+            "Explain in detail, step by step, how a steam engine works.", "none", n=0, k=0
+        )
+        pipeline.respond(rt, cut)
+        label = AskResult("Which is a colour? A. red B. seven C. table", "none", n=0, k=0)
+        pipeline.respond(rt, label, choices=("A", "B", "C"))
+    assert cut.student["completion_tokens"] == 4
+    assert [w for w in cut.warnings if "cut off at student.max_tokens (4 tokens)" in w] == [
+        "the answer was cut off at student.max_tokens (4 tokens): "
+        "drag config set student.max_tokens 8 lets it write more"
+    ]
+    assert label.answer in ("A", "B", "C") and label.warnings == []
+
+
 def test_choices_hold_the_real_student_to_one_label(test_model_path: Path) -> None:
     """The multiple-choice grammar: whatever the model would rather say, the reply is a label."""
     from assistant.models.student import Student

@@ -17,7 +17,7 @@ from assistant.base import paths
 from assistant.base.config import FilesMethod
 from assistant.base.errors import ConfigError, InputError
 from assistant.core.pipeline import remember_answer, validate_question
-from assistant.core.results import AskResult, ScoredPassage, student_record, timed
+from assistant.core.results import AskResult, ScoredPassage, cut_short, student_record, timed
 from assistant.core.session import Session
 from assistant.drag import answer, filescut, filesindex, filessupport
 from assistant.files import readers
@@ -254,6 +254,9 @@ def ask_files(
         _check(result, weight, gen.token_logprobs)
         if on_text is not None:
             on_text(result.answer)
+    cut = cut_short(gen, s.max_tokens)
+    if cut is not None and result.answer != answer.NOT_IN_FILES:
+        result.warnings.append(cut)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return remember_answer(runtime, result) if remember else result
 

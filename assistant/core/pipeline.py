@@ -27,7 +27,14 @@ from numpy.typing import NDArray
 
 from assistant.base.config import Gate, Mode
 from assistant.base.errors import DragError, GuardBlocked, InputError, ModelError, NotCovered
-from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple, student_record, timed
+from assistant.core.results import (
+    AskResult,
+    ScoredEvidence,
+    ScoredTriple,
+    cut_short,
+    student_record,
+    timed,
+)
 from assistant.core.session import TEACHER_PROMPTS, Session
 from assistant.drag import answer, evidence, gate, graph, recall
 from assistant.drag.ranking import rank_texts
@@ -525,6 +532,8 @@ def respond(
     restored = runtime.vault.restore(gen.text)
     result.answer = withhold_links(restored, runtime.vault.values(), distinctive)
     result.student = student_record(student, gen)
+    if (cut := cut_short(gen, s.max_tokens)) is not None:
+        result.warnings.append(cut)
     result.timings.pop("total", None)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return result

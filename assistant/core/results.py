@@ -166,6 +166,18 @@ class AskResult:
         return cls(**kept)
 
 
+def cut_short(gen: Generation, max_tokens: int) -> str | None:
+    """The warning for an answer the student stopped writing at ``max_tokens`` (it ends
+    mid-sentence: said, so that nobody takes it for the whole answer); None when it ended
+    on its own."""
+    if gen.finished:
+        return None
+    return (
+        f"the answer was cut off at student.max_tokens ({max_tokens} tokens): "
+        f"drag config set student.max_tokens {max_tokens * 2} lets it write more"
+    )
+
+
 def student_record(student: Student, gen: Generation) -> dict[str, Any]:
     """What ``AskResult.student`` says of an answer: the model, where it ran, its tokens
     and times."""
