@@ -26,7 +26,7 @@ from assistant.privacy.guard import EgressGuard
 from assistant.store import Store, ledger
 from assistant.tui.app import DragApp
 from assistant.tui.chat import ChatScreen, Turn
-from assistant.tui.dialogs import NotSent
+from assistant.tui.dialogs import Confirm, NotSent
 from assistant.tui.review import ReviewModal
 from tests.conftest import TEST_MODEL, SocketLog, loopback_address, use_teacher
 from tests.test_privacy_integration import QUESTION, VALUES, FailAfter
@@ -114,7 +114,7 @@ async def test_no_widget_on_any_screen_reads_markup() -> None:
     the benchmark screen's failure path and sees it shown as written."""
     from textual.widgets import Label, Static
 
-    from assistant.tui.dialogs import Confirm, NotSent, TextPrompt
+    from assistant.tui.dialogs import TextPrompt
 
     hostile = "[/] [@click=app.quit]click[/] [b]bold"
     app = DragApp(settings_from(), warm=False)
@@ -333,10 +333,18 @@ async def test_the_drafts_screen_shows_releases_once_and_drops() -> None:
         await pilot.press("r")  # a question of the user's own is asked again, not released
         await pilot.pause()
         assert not drafts.read(mine).get("released")
+        shown = str(app.screen.query_one("#draft-text", Static).render())
+        assert shown.splitlines()[1] == "not sent: declined"  # said once, not twice
+        await pilot.press("d")  # dropped only when the user says yes: it is kept nowhere else
+        await wait_for(pilot, lambda: isinstance(app.screen, Confirm), 30)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, Confirm), 30)
+        assert len(drafts.listing()) == 2 and table.row_count == 2
         await pilot.press("d")
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, Confirm), 30)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: table.row_count == 1, 30)
         assert [r["name"] for r in drafts.listing()] == [kept]
-        assert table.row_count == 1
 
 
 async def test_the_conversation_list_is_searchable() -> None:
@@ -364,6 +372,37 @@ async def test_the_conversation_list_is_searchable() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert "of the conversation before" not in str(panel.render())
+
+
+async def test_an_opened_conversation_shows_its_last_answer() -> None:
+    """A conversation opened from the list shows its end, where it was left (it opened
+    at its first question, the last answer out of view)."""
+    with Store(Path(os.environ["DRAG_STORE_DATABASE"])) as store:
+        cid = store.new_conversation("A long one")
+        for i in range(12):
+            store.save_question(
+                conversation_id=cid,
+                original=f"Question {i}?",
+                sanitized=f"Question {i}?",
+                answer=f"Answer {i}.\n" + "More of it.\n" * 4,
+                mode="none",
+                source="none",
+                entry_id=None,
+                uploads=[],
+                record=None,
+            )
+    app = DragApp(settings_from(), warm=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        listing = app.screen.query_one("#conversations", ListView)
+        listing.focus()
+        listing.index = 0
+        await pilot.press("enter")
+        from textual.containers import VerticalScroll
+
+        messages = app.screen.query_one("#messages", VerticalScroll)
+        await wait_for(pilot, lambda: len(app.screen.query(Turn)) == 12, 30)
+        await wait_for(pilot, lambda: messages.max_scroll_y > 0, 30)
+        await wait_for(pilot, lambda: messages.scroll_y == messages.max_scroll_y, 30)
 
 
 async def test_a_new_conversation_at_any_time_keeps_the_app() -> None:

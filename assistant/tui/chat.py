@@ -283,6 +283,7 @@ class ChatScreen(DragScreen):
         self.query_one("#context-body", Plain).update(CONTEXT_HINT)
         for q in self.drag.ui_store.questions(cid):
             messages.mount(Turn(q["question"] or "", q["answer"] or "", f"◇ {q['source']}"))
+        messages.scroll_end(animate=False)  # at its last answer, where it was left
         self.resume(cid)
 
     @work(thread=True, group="runtime")

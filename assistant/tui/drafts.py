@@ -18,13 +18,17 @@ from textual.widgets import DataTable, Footer, Header
 from assistant.base import safetext
 from assistant.base.errors import DragError
 from assistant.core import drafts
+from assistant.tui.dialogs import Confirm
 from assistant.tui.widgets import DragScreen, Plain, StatusBar, plain_text
 
 
 def detail_text(record: dict[str, Any]) -> str:
+    why = str(record.get("error") or "")
+    if not why.lower().startswith(("not sent", "nothing was sent", "not answered")):
+        why = f"not sent or not answered: {why}"  # not "not sent or not answered: not sent…"
     parts = [
         f"{record['name']} · {record.get('created', '')}",
-        f"not sent or not answered: {record.get('error') or ''}",
+        why,
         "",
         str(record.get("question") or ""),
     ]
@@ -119,4 +123,13 @@ class DraftsScreen(DragScreen):
         self._act(drafts.release, "{} is released: its program's same request goes once")
 
     def action_drop(self) -> None:
-        self._act(drafts.remove, "{} is dropped")
+        """Drop the chosen draft once the user says so: its text is kept nowhere else."""
+        name = self._chosen()
+        if name is None:
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes and self._chosen() == name:
+                self._act(drafts.remove, "{} is dropped")
+
+        self.app.push_screen(Confirm(f"Drop {name}? Its text is kept nowhere else."), done)
