@@ -255,6 +255,14 @@ PRIVACY_TABLES = {
             "full+reader (grammar again)"
         ),
     },
+    "privacy-reader/values-v2/pupa-unseen-95-head": {
+        "full (detector alone)": "full",
+        "full + reader, the head": "full+reader",
+    },
+    "privacy-reader/values-v2/pupa-unseen-95-values-v2": {
+        "full (detector alone)": "full",
+        "full + reader, values-v2, not kept": "full+reader",
+    },
     "privacy-figures/pupa-unseen-95-lookup": {
         "full (detector alone)": "full",
         "full + reader, drafting from the question (drag's)": "full+reader (decoding lookup)",
@@ -1199,6 +1207,10 @@ def test_the_store_figures_are_recounted_from_their_records() -> None:
         ("options-article/mmlu-controls-120-179-article", "120–179, + article ("),
         ("options-article/mmlu-controls-120-179-options", "120–179, + options, not"),
         ("options-article/mmlu-controls-120-179-options-article", "120–179, + options + article"),
+        ("values-v2/mmlu-controls-0-119-head", "0–119 (the rules' split), the head"),
+        ("values-v2/mmlu-controls-0-119-values-v2", "0–119 (the rules' split), values-v2"),
+        ("values-v2/mmlu-controls-120-199-head", "120–199 (seen by no rule), the head"),
+        ("values-v2/mmlu-controls-120-199-values-v2", "120–199 (seen by no rule), values-v2"),
     ],
 )
 def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label: str) -> None:
@@ -1249,6 +1261,32 @@ def test_the_two_reader_rules_change_no_query_they_should_not_as_the_docs_say() 
 
     for key in rows[0]:
         assert all(outcome(r[key]) == outcome(rows[0][key]) for r in rows), key
+
+
+def test_values_v2_against_the_head_as_the_docs_say() -> None:
+    """docs/benchmarks.md, "values-v2, tried and not kept": on the same readings, no
+    control the head sent as written is changed by values-v2; on PUPA-TNB's unseen half
+    the refusals are the same and one query sends a unit whole that the head replaced
+    (PUPA_TNB/209), every other query the same units."""
+    folder = RESULTS / "privacy-reader" / "values-v2"
+
+    def records(name: str) -> dict[tuple[str, str], dict[str, Any]]:
+        lines = (folder / name / "privacy-items.jsonl").read_text("utf-8").splitlines()
+        return {(r["method"], r["id"]): r for r in map(json.loads, lines)}
+
+    for split in ("mmlu-controls-0-119", "mmlu-controls-120-199"):
+        head, rules = records(f"{split}-head"), records(f"{split}-values-v2")
+        assert rules.keys() == head.keys()
+        for key, r in rules.items():
+            if r["changed"] or r["blocked"]:
+                assert head[key]["changed"] or head[key]["blocked"], key
+    head, rules = records("pupa-unseen-95-head"), records("pupa-unseen-95-values-v2")
+    assert rules.keys() == head.keys() and len(head) == 190
+    assert all(r["blocked"] == head[key]["blocked"] for key, r in rules.items())
+    differ = [key for key, r in rules.items() if r["values"] != head[key]["values"]]
+    assert differ == [("full+reader", "PUPA_TNB/209")]
+    assert [v["unit"] for v in head[differ[0]]["values"]] == [""]
+    assert [v["unit"] for v in rules[differ[0]]["values"]] == ["whole"]
 
 
 def test_the_reader_v5_table_is_counted_from_the_records() -> None:
