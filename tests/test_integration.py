@@ -269,11 +269,13 @@ def test_a_token_budget_gives_the_real_student_fewer_statements(test_model_path:
 
 def test_an_answer_cut_at_max_tokens_says_so(test_model_path: Path) -> None:
     """The real student stopped at student.max_tokens: the answer ends mid-sentence and a
-    warning says it was cut and how to let it write more; a label read whole is not."""
+    warning says it was cut and how to let it write more, the app's badge too; a label
+    read whole is not."""
     from assistant.base import config
     from assistant.core import pipeline
     from assistant.core.results import AskResult
     from assistant.core.session import Session
+    from assistant.tui.chat import badge
 
     settings = config.load({"student.model": str(test_model_path), "student.max_tokens": 4})
     with Session(settings) as rt:
@@ -289,6 +291,27 @@ def test_an_answer_cut_at_max_tokens_says_so(test_model_path: Path) -> None:
         "drag config set student.max_tokens 8 lets it write more"
     ]
     assert label.answer in ("A", "B", "C") and label.warnings == []
+    assert cut.student["finished"] is False and label.student["finished"] is True
+    assert badge(cut).endswith(" · cut off before its end") and "cut off" not in badge(label)
+    # Where the context window ends first, the advice is n_ctx, not max_tokens.
+    settings = config.load(
+        {"student.model": str(test_model_path), "student.max_tokens": 384, "student.n_ctx": 512}
+    )
+    with Session(settings) as rt:
+        long = AskResult(
+            "Count from one to one thousand in words, one number a line. " * 24,
+            "none",
+            n=0,
+            k=0,
+        )
+        pipeline.respond(rt, long)
+    assert long.student["finished"] is False, long.answer
+    assert long.student["completion_tokens"] < 384
+    assert [w for w in long.warnings if "cut off" in w] == [
+        "the answer was cut off where the student's context window ends (student.n_ctx, "
+        "512 tokens, holds the question, its context and the answer): a larger student.n_ctx "
+        "lets it write more"
+    ]
 
 
 def test_choices_hold_the_real_student_to_one_label(test_model_path: Path) -> None:

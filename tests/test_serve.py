@@ -1053,11 +1053,12 @@ def test_a_request_waiting_behind_the_one_under_way_is_refused_once_stopped(
 def test_drag_model_answers_through_the_pipeline_streamed(
     on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Model "drag": the real teacher's evidence, the real tiny student's answer."""
+    """Model "drag": the real teacher's evidence, the real tiny student's answer; cut off
+    at student.max_tokens, which the last chunk says ("length", not "stop")."""
     monkeypatch.setenv("DRAG_PIPELINE_MODE", "evidence")
     monkeypatch.setenv("DRAG_PIPELINE_N", "3")
     monkeypatch.setenv("DRAG_PIPELINE_K", "2")
-    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "24")
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "4")
     monkeypatch.setenv("DRAG_PRIVACY_REVIEW", "never")
     with serving_to(socket_guard) as server:
         chunks = list(
@@ -1070,7 +1071,7 @@ def test_drag_model_answers_through_the_pipeline_streamed(
         assert sorted(server.loaded()) == ["detector", "embedder", "student", "teacher"]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.strip() and chunks[0].choices[0].delta.role == "assistant"
-    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].finish_reason == "length"
     assert [r["purpose"] for r in ledger_rows()] == ["evidence"]
 
 

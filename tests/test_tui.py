@@ -340,6 +340,7 @@ async def test_the_drafts_screen_shows_releases_once_and_drops() -> None:
         await pilot.press("n")
         await wait_for(pilot, lambda: not isinstance(app.screen, Confirm), 30)
         assert len(drafts.listing()) == 2 and table.row_count == 2
+        assert table.cursor_row == table.get_row_index(mine)  # still the one chosen
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, Confirm), 30)
         await pilot.press("y")

@@ -532,7 +532,7 @@ def respond(
     restored = runtime.vault.restore(gen.text)
     result.answer = withhold_links(restored, runtime.vault.values(), distinctive)
     result.student = student_record(student, gen)
-    if (cut := cut_short(gen, s.max_tokens)) is not None:
+    if (cut := cut_short(gen, s.max_tokens, s.n_ctx)) is not None:
         result.warnings.append(cut)
     result.timings.pop("total", None)
     result.timings["total"] = round(sum(result.timings.values()), 4)

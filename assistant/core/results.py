@@ -166,15 +166,28 @@ class AskResult:
         return cls(**kept)
 
 
-def cut_short(gen: Generation, max_tokens: int) -> str | None:
-    """The warning for an answer the student stopped writing at ``max_tokens`` (it ends
-    mid-sentence: said, so that nobody takes it for the whole answer); None when it ended
-    on its own."""
+def cut_short(gen: Generation, max_tokens: int, n_ctx: int) -> str | None:
+    """The warning for an answer the student stopped writing before its end (it ends
+    mid-sentence: said, so that nobody takes it for the whole answer), with what lets it
+    write more; None when it ended on its own.  The student writes at most
+    ``max_tokens``, fewer where the context window (``n_ctx``) ends first."""
     if gen.finished:
         return None
+    if gen.completion_tokens < max_tokens:
+        return (
+            f"the answer was cut off where the student's context window ends (student.n_ctx, "
+            f"{n_ctx} tokens, holds the question, its context and the answer): a larger "
+            "student.n_ctx lets it write more"
+        )
+    more = 2 * max_tokens
+    if more > n_ctx // 2:  # the files' passages and the question need the rest
+        return (
+            f"the answer was cut off at student.max_tokens ({max_tokens} tokens): a larger "
+            f"one needs a larger student.n_ctx ({n_ctx} tokens) too"
+        )
     return (
         f"the answer was cut off at student.max_tokens ({max_tokens} tokens): "
-        f"drag config set student.max_tokens {max_tokens * 2} lets it write more"
+        f"drag config set student.max_tokens {more} lets it write more"
     )
 
 
@@ -189,4 +202,5 @@ def student_record(student: Student, gen: Generation) -> dict[str, Any]:
         "prompt_seconds": round(gen.prompt_seconds, 4),
         "decode_seconds": round(gen.decode_seconds, 4),
         "tokens_per_second": round(gen.tokens_per_second, 2),
+        "finished": gen.finished,  # False: cut off before its end (cut_short)
     }

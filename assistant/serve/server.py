@@ -479,7 +479,7 @@ class Handler(BaseHTTPRequestHandler):
             s = result.student
             finish(
                 result.answer or "",
-                "stop",
+                "length" if s.get("finished") is False else "stop",  # cut off: said so
                 (int(s.get("prompt_tokens", 0)), int(s.get("completion_tokens", 0))),
             )
 

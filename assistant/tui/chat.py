@@ -41,7 +41,13 @@ def _passages(result: AskResult) -> str:
 
 
 def badge(result: AskResult) -> str:
-    """Where the answer's context came from, and whether the answer used it."""
+    """Where the answer's context came from, whether the answer used it, and whether it
+    was cut off before its end (the panel's warning says why)."""
+    cut = " · cut off before its end" if result.student.get("finished") is False else ""
+    return _source(result) + cut
+
+
+def _source(result: AskResult) -> str:
     p = result.provenance
     uploads = " ".join(f"#{u}" for u in p.get("uploads") or [])
     # Alone: the gate's choice, "auto" with the embedded teacher, or the setting "never".

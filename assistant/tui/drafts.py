@@ -68,6 +68,7 @@ class DraftsScreen(DragScreen):
 
     def action_reload(self) -> None:
         table = self.query_one("#draft-list", DataTable)
+        chosen = self._chosen()  # kept chosen when it is still there (after a dialog)
         table.clear()
         try:
             rows = drafts.listing()
@@ -85,6 +86,8 @@ class DraftsScreen(DragScreen):
                 safetext.one_line(str(r.get("error") or ""))[:80],
             ]
             table.add_row(*(plain_text(c) for c in cells), key=r["name"])
+        if chosen is not None and any(r["name"] == chosen for r in rows):
+            table.move_cursor(row=table.get_row_index(chosen))
         if not rows:
             self.query_one("#draft-text", Plain).update("Nothing kept.")
 
