@@ -27,14 +27,7 @@ from numpy.typing import NDArray
 
 from assistant.base.config import Gate, Mode
 from assistant.base.errors import DragError, GuardBlocked, InputError, ModelError, NotCovered
-from assistant.core.results import (
-    AskResult,
-    ScoredEvidence,
-    ScoredTriple,
-    cut_short,
-    student_record,
-    timed,
-)
+from assistant.core.results import AskResult, ScoredEvidence, ScoredTriple, timed
 from assistant.core.session import TEACHER_PROMPTS, Session
 from assistant.drag import answer, evidence, gate, graph, recall
 from assistant.drag.ranking import rank_texts
@@ -531,9 +524,7 @@ def respond(
         held.flush()
     restored = runtime.vault.restore(gen.text)
     result.answer = withhold_links(restored, runtime.vault.values(), distinctive)
-    result.student = student_record(student, gen)
-    if (cut := cut_short(gen, s.max_tokens, s.n_ctx)) is not None:
-        result.warnings.append(cut)
+    result.record_student(student, gen, s.max_tokens, s.n_ctx)
     result.timings.pop("total", None)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return result

@@ -117,6 +117,15 @@ class AskResult:
     # From the user's own files (source "files"): the passages the answer read, best first.
     passages: list[ScoredPassage] = field(default_factory=list)
 
+    def record_student(
+        self, student: Student, gen: Generation, max_tokens: int, n_ctx: int
+    ) -> None:
+        """What the student did (:func:`student_record`), and a warning when it stopped
+        before the answer's end (:func:`cut_short`)."""
+        self.student = student_record(student, gen)
+        if (cut := cut_short(gen, max_tokens, n_ctx)) is not None:
+            self.warnings.append(cut)
+
     @property
     def context_used(self) -> bool:
         """Whether the student's answer read the context (the gate may have left it out)."""
