@@ -562,7 +562,7 @@ def run(
                 server.unload_if_idle()
 
     abandoned = False
-    with server, stopping.stopped_by_signals() as stops:
+    with server, stopping.stopped_by_signals(server.shutdown) as stops:
         try:  # a signal from here on (even as it says it listens) stops it cleanly
             tokens.tokens()  # the default client's key, made before any request asks
             tokens.record_state(server.url, [], server.settings_key)
@@ -575,9 +575,7 @@ def run(
             announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
             if keep_alive:
                 threading.Thread(target=watch, name="drag-serve-idle", daemon=True).start()
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
+            server.serve_forever()  # until a signal's thread calls server.shutdown
         finally:
             stop.set()
             server.closing.set()  # from now on a waiting request does not start

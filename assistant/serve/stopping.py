@@ -2,14 +2,18 @@
 
 The first SIGTERM or SIGINT stops the server; the stop waits up to a minute for the
 request under way (its ledger row and history are written whole), and a later signal
-ends that wait.  No signal can cut the stop itself short: one handler is installed
-from the start, so a second signal that comes while the first is handled (a supervisor
-and a terminal sending theirs together) only hurries it.
+ends that wait.  No signal can cut the stop itself short: the handler never raises (an
+exception raised wherever the main thread happens to be can land inside any library's
+code); it only asks, and a thread of its own stops the server's loop.  A second signal
+that comes while the first is handled (a supervisor and a terminal sending theirs
+together) only hurries the stop, and once the stop has begun no signal ends the process
+before it has ended its work.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -25,30 +29,51 @@ POLL = 0.2  # seconds between looks at a stop while waiting for the models
 
 class Stops:
     """The handler of SIGTERM and SIGINT (even where a shell started the server ignoring
-    SIGINT): the first stops the server (a KeyboardInterrupt where the main thread is),
-    each later one only sets :attr:`hurry`."""
+    SIGINT): the first writes to :attr:`asked` (a pipe: the thread
+    :func:`stopped_by_signals` starts reads it, then stops the server's loop), each later
+    one only sets :attr:`hurry`.  It never raises, and takes no lock the main thread may
+    hold (the main thread only reads ``hurry``)."""
 
     def __init__(self) -> None:
         self.hurry = threading.Event()
-        self._stopping = False
+        self.stopping = False
+        self.wake, self.asked = os.pipe()  # read end, write end
 
     def __call__(self, _signum: int, _frame: FrameType | None) -> None:
-        if self._stopping:
+        if self.stopping:
             self.hurry.set()
             return
-        self._stopping = True
-        raise KeyboardInterrupt
+        self.stopping = True
+        os.write(self.asked, b"s")
 
 
 @contextlib.contextmanager
-def stopped_by_signals() -> Iterator[Stops]:
+def stopped_by_signals(stop: Callable[[], None]) -> Iterator[Stops]:
+    """SIGTERM and SIGINT handled by a :class:`Stops` within the block; ``stop`` (the
+    server's ``shutdown``, which waits for its loop to end) is called in a thread of its
+    own at the first.  After a stop the two signals are ignored (the process is ending:
+    a late one would end it before its own end, as Python lets go of its handlers while
+    it exits); without one, the handlers before are put back."""
     stops = Stops()
+
+    def stopper() -> None:
+        try:
+            asked = os.read(stops.wake, 1)
+        finally:
+            os.close(stops.wake)
+        if asked == b"s":
+            stop()
+
     before = signals.stop_on(stops)
+    threading.Thread(target=stopper, name="drag-serve-stop", daemon=True).start()
     try:
         yield stops
     finally:
         for s, handler in before.items():
-            signal.signal(s, handler)
+            signal.signal(s, signal.SIG_IGN if stops.stopping else handler)
+        if not stops.stopping:
+            os.write(stops.asked, b"e")  # the stopper ends
+        os.close(stops.asked)
 
 
 def request_ended(work: threading.Lock, hurry: threading.Event) -> bool:
