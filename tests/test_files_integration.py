@@ -132,6 +132,9 @@ def test_a_files_answer_cut_at_max_tokens_says_so(notes: Path) -> None:
     run(env, "index", str(notes))
     cut = run({**env, "DRAG_STUDENT_MAX_TOKENS": "3"}, "ask", "--files", "Where is the noodle bar?")
     assert "warning: the answer was cut off at student.max_tokens (3 tokens)" in cut.output
+    # Set by the environment: the advice is the variable (`drag config set` would not do).
+    assert "DRAG_STUDENT_MAX_TOKENS=6 (your environment sets it" in cut.output
+    assert "drag config set student.max_tokens" not in cut.output
 
 
 def test_the_graph_path_finds_a_two_hop_answer_that_vector_search_misses(

@@ -254,7 +254,7 @@ def ask_files(
         _check(result, weight, gen.token_logprobs)
         if on_text is not None:
             on_text(result.answer)
-    cut = cut_short(gen, s.max_tokens, s.n_ctx)
+    cut = cut_short(gen, runtime.settings)
     if cut is not None and result.answer != answer.NOT_IN_FILES:
         result.warnings.append(cut)
     result.timings["total"] = round(sum(result.timings.values()), 4)

@@ -524,7 +524,7 @@ def respond(
         held.flush()
     restored = runtime.vault.restore(gen.text)
     result.answer = withhold_links(restored, runtime.vault.values(), distinctive)
-    result.record_student(student, gen, s.max_tokens, s.n_ctx)
+    result.record_student(student, gen, runtime.settings)
     result.timings.pop("total", None)
     result.timings["total"] = round(sum(result.timings.values()), 4)
     return result

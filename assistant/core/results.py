@@ -18,6 +18,7 @@ from assistant.base.config import Mode
 from assistant.drag import answer
 
 if TYPE_CHECKING:
+    from assistant.base.config import Settings
     from assistant.models.reading import Generation
     from assistant.models.student import Student
 
@@ -117,13 +118,11 @@ class AskResult:
     # From the user's own files (source "files"): the passages the answer read, best first.
     passages: list[ScoredPassage] = field(default_factory=list)
 
-    def record_student(
-        self, student: Student, gen: Generation, max_tokens: int, n_ctx: int
-    ) -> None:
+    def record_student(self, student: Student, gen: Generation, settings: Settings) -> None:
         """What the student did (:func:`student_record`), and a warning when it stopped
         before the answer's end (:func:`cut_short`)."""
         self.student = student_record(student, gen)
-        if (cut := cut_short(gen, max_tokens, n_ctx)) is not None:
+        if (cut := cut_short(gen, settings)) is not None:
             self.warnings.append(cut)
 
     @property
@@ -175,13 +174,16 @@ class AskResult:
         return cls(**kept)
 
 
-def cut_short(gen: Generation, max_tokens: int, n_ctx: int) -> str | None:
+def cut_short(gen: Generation, settings: Settings) -> str | None:
     """The warning for an answer the student stopped writing before its end (it ends
     mid-sentence: said, so that nobody takes it for the whole answer), with what lets it
     write more; None when it ended on its own.  The student writes at most
-    ``max_tokens``, fewer where the context window (``n_ctx``) ends first."""
+    ``student.max_tokens``, fewer where the context window (``student.n_ctx``) ends
+    first.  Where the environment sets max_tokens, the advice is the variable: `drag
+    config set` would change nothing."""
     if gen.finished:
         return None
+    max_tokens, n_ctx = settings.student.max_tokens, settings.student.n_ctx
     if gen.completion_tokens < max_tokens:
         return (
             f"the answer was cut off where the student's context window ends (student.n_ctx, "
@@ -194,10 +196,12 @@ def cut_short(gen: Generation, max_tokens: int, n_ctx: int) -> str | None:
             f"the answer was cut off at student.max_tokens ({max_tokens} tokens): a larger "
             f"one needs a larger student.n_ctx ({n_ctx} tokens) too"
         )
-    return (
-        f"the answer was cut off at student.max_tokens ({max_tokens} tokens): "
-        f"drag config set student.max_tokens {more} lets it write more"
-    )
+    if settings.sources.get("student.max_tokens") == "env":
+        how = f"DRAG_STUDENT_MAX_TOKENS={more} (your environment sets it, over the config file)"
+    else:
+        how = f"drag config set student.max_tokens {more}"
+    said = f"the answer was cut off at student.max_tokens ({max_tokens} tokens)"
+    return f"{said}: {how} lets it write more"
 
 
 def student_record(student: Student, gen: Generation) -> dict[str, Any]:
