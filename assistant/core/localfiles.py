@@ -16,7 +16,8 @@ from typing import Literal
 from assistant.base import paths
 from assistant.base.config import FilesMethod
 from assistant.base.errors import ConfigError, InputError
-from assistant.core.pipeline import remember_answer, validate_question
+from assistant.core.keeping import remember_answer
+from assistant.core.pipeline import validate_question
 from assistant.core.results import AskResult, ScoredPassage, cut_short, student_record, timed
 from assistant.core.session import Session
 from assistant.drag import answer, filescut, filesindex, filessupport
