@@ -83,7 +83,7 @@ def serve(
     from assistant.privacy.policy import check_categories
 
     check_categories(settings.privacy.categories)
-    closed = server.run(
+    server.run(
         settings,
         host=host,
         port=port,
@@ -92,7 +92,9 @@ def serve(
         announce=lambda line: echo(line),
         keep_alive=keep_alive,
     )
-    if not closed:  # a request still under way in another thread: end now
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    # Stopped: the process ends now, as server.run asks (a request still under way in
+    # another thread keeps its models; a signal during the interpreter's exit would end
+    # it by that signal).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -520,11 +520,11 @@ def run(
     allow_network: bool,
     announce: Callable[[str], None],
     keep_alive: float = 300.0,
-) -> bool:
+) -> None:
     """Serve until a signal; the models load with the first request that needs them.
-    False when it stopped with a request still under way: its models were not closed,
-    and the caller ends the process at once (``os._exit``), not through the interpreter's
-    finalisers, which would free them under that request."""
+    The caller then ends the process at once (``os._exit``, stopping.end_now): not
+    through the interpreter's finalisers, which would free the models under a request
+    still under way and wait for threads that no longer matter."""
     if not is_loopback(host) and not allow_network:
         raise InputError(
             f"drag serve listens on the loopback interface; {host} needs --allow-network "
@@ -575,8 +575,9 @@ def run(
             announce(f"drag serve: listening on {server.url} (drag serve --token: the API key)")
             if keep_alive:
                 threading.Thread(target=watch, name="drag-serve-idle", daemon=True).start()
-            server.serve_forever()  # until a signal's thread calls server.shutdown
+            server.serve_forever(stopping.POLL)  # until a signal's thread calls shutdown
         finally:
+            stops.stopping = True  # a signal from here on hurries the stop
             stop.set()
             server.closing.set()  # from now on a waiting request does not start
             with contextlib.suppress(DragError):  # a state file that cannot be read: left
@@ -595,4 +596,3 @@ def run(
             else:
                 server.session.close()
             stopping.told(server.busy, stops.hurry, 1 if abandoned else 0)  # those waiting
-    return not abandoned
