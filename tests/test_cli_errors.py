@@ -22,9 +22,11 @@ from tests.fakes import completion, fake_teacher_server
 
 
 def drag(
-    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, "DRAG_TEACHER_MAX_RETRIES": "0", **(env or {})}
+    if cwd is not None:  # run from elsewhere: the package from this checkout all the same
+        full_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     return subprocess.run(
         [sys.executable, "-m", "assistant", *args],
         input=stdin,
@@ -32,6 +34,7 @@ def drag(
         env=full_env,
         timeout=120,
         check=False,
+        cwd=cwd,
     )
 
 
@@ -261,6 +264,21 @@ def test_forget_takes_one_path_and_never_indexes_the_next(tmp_path: Path) -> Non
     assert proc.returncode == 2 and "--forget takes one path" in one_line_error(proc)
     listed = drag("index", "--list", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["files"] == []
+
+
+def test_an_empty_path_is_an_error_not_the_folder_it_runs_in(tmp_path: Path) -> None:
+    """`drag index --forget "$F"` with F unset forgot every indexed file under the folder
+    it ran in (Path("") is "."), and `drag index ""` indexed that folder: each empty
+    path is refused, and the index is as it was."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("Priya's notes on the Zenlytics offer.\n", "utf-8")
+    assert drag("index", str(notes), cwd=tmp_path).returncode == 0
+    (tmp_path / "more.md").write_text("Not to be indexed.\n", "utf-8")
+    for args in (["index", "--forget", ""], ["index", " "], ["--config", "", "doctor"]):
+        proc = drag(*args, cwd=tmp_path)
+        assert proc.returncode == 2 and "the path is empty" in one_line_error(proc), args
+    listed = drag("index", "--list", "--json", cwd=tmp_path)
+    assert [Path(f["path"]).name for f in json.loads(listed.stdout)["files"]] == ["notes.md"]
 
 
 def test_piped_text_is_read_before_the_words_when_asked_with_a_dash() -> None:

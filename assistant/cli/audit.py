@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from assistant.base import errors, paths, safetext
-from assistant.cli.common import echo, open_store, secho, to_json
+from assistant.cli.common import GivenPath, echo, open_store, secho, to_json
 from assistant.cli.root import cli
 
 
@@ -209,7 +209,7 @@ def audit_head(ctx: click.Context, as_json: bool) -> None:
 
 @audit_group.command("export")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "md"]), default="jsonl")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="File (default: stdout).")
+@click.option("--output", "-o", type=GivenPath(dir_okay=False), help="File (default: stdout).")
 @click.option("--since", help="Only uploads after this (30d, 12h, 2026-11-01).")
 @click.pass_context
 def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | None) -> None:

@@ -20,6 +20,19 @@ from assistant.base.config import MODES, Gate, Settings
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
 
 
+class GivenPath(click.Path):
+    """A path the user names: an empty one is an error, not the current folder (which
+    is what ``Path("")`` is: `drag index --forget "$F"` with F unset forgot every
+    indexed file under the folder it ran in)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(
+                "the path is empty (a variable that is not set?); nothing was done", param, ctx
+            )
+        return super().convert(value, param, ctx)
+
+
 # Everything this CLI prints goes through these: what a model, the user or the database
 # wrote is shown as text, never run by the terminal (assistant.base.safetext).
 def echo(message: Any = None, **kwargs: Any) -> None:

@@ -11,7 +11,14 @@ import click
 
 from assistant.base.errors import InputError
 from assistant.base.safetext import name_line
-from assistant.cli.common import echo, secho, settings_of, status_printer, to_json
+from assistant.cli.common import (
+    GivenPath,
+    echo,
+    secho,
+    settings_of,
+    status_printer,
+    to_json,
+)
 from assistant.cli.root import cli
 
 
@@ -24,13 +31,13 @@ def _size(n: float) -> str:
 
 
 @cli.command("index")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=GivenPath(path_type=Path))
 @click.option("--list", "list_", is_flag=True, help="Show the indexed files.")
 @click.option(
     "--forget",
     "forget",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=GivenPath(path_type=Path),
     help="Remove a file, or every file under a folder, from the index.",
 )
 @click.option(

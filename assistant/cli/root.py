@@ -11,13 +11,11 @@ import click
 
 from assistant.base import config as config_mod
 from assistant.base import errors, safetext
-from assistant.cli.common import echo, secho
+from assistant.cli.common import GivenPath, echo, secho
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config", "config_path", type=click.Path(dir_okay=False), help="Config file to use."
-)
+@click.option("--config", "config_path", type=GivenPath(dir_okay=False), help="Config file to use.")
 @click.version_option(package_name="drag-assistant", prog_name="drag")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:
