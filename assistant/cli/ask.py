@@ -142,6 +142,9 @@ def ask(
     chosen = flags(**kw)
     settings = settings_of(ctx, chosen)
     text = question_of(question)
+    if review and yes:  # a review asked for is never skipped: nothing is sent
+        why = "--review shows what would be sent and asks, --yes sends without asking: choose one"
+        raise kept(text, errors.InputError(why))
     stream = not as_json and sys.stdout.isatty()
     on_text = (lambda piece: echo(piece, nl=False)) if stream else None
     try:
