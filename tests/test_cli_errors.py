@@ -147,6 +147,9 @@ def test_a_negative_config_value_is_a_value_not_an_option(tmp_path: Path) -> Non
         ("privacy.categories", "LOCATION=bogus", "the entity must be one of the policy's"),
         ("privacy.categories", "PLANET=strict", "the entity must be one of the policy's"),
         ("student.threads", "-5", "is below the minimum 0"),
+        # A typo past any model's context: llama.cpp allocated until the system killed it.
+        ("student.n_ctx", "99999999999999999999", "is above the maximum 262144"),
+        ("teacher.n_ctx", "300000", "is above the maximum 262144"),
     ],
 )
 def test_config_set_refuses_what_drag_would_refuse_later(

@@ -36,6 +36,9 @@ Structured = Literal["auto", "json_schema", "json_object", "off"]
 Source = Literal["default", "file", "env", "flag"]
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
+# Tokens: the longest context window a model of today is trained for (a typo past it
+# had llama.cpp allocate its cache until the system killed the process, with no word).
+MAX_CONTEXT = 262_144
 DAY = 86_400.0  # seconds: the longest wait a setting may ask for (a clock past it overflows)
 
 
@@ -44,12 +47,15 @@ class StudentSettings:
     model: str = field(
         default=DEFAULT_MODEL, metadata={"help": "manifest name or path to a .gguf file"}
     )
-    n_ctx: int = field(default=4096, metadata={"help": "context window in tokens", "min": 512})
+    n_ctx: int = field(
+        default=4096,
+        metadata={"help": "context window in tokens", "min": 512, "max": MAX_CONTEXT},
+    )
     gpu: Literal["auto", "off"] = field(
         default="auto", metadata={"help": "offload all layers when llama.cpp supports it"}
     )
     threads: int = field(
-        default=0, metadata={"help": "CPU threads, 0 = llama.cpp's choice", "min": 0}
+        default=0, metadata={"help": "CPU threads, 0 = llama.cpp's choice", "min": 0, "max": 1024}
     )
     max_tokens: int = field(default=384, metadata={"help": "longest answer", "min": 1})
     temperature: float = field(default=0.0, metadata={"help": "0 = deterministic", "min": 0})
@@ -115,7 +121,8 @@ class TeacherSettings:
     max_tokens: int = field(default=2048, metadata={"help": "longest teacher reply", "min": 16})
     temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})
     n_ctx: int = field(
-        default=8192, metadata={"help": "context of the embedded local server", "min": 512}
+        default=8192,
+        metadata={"help": "context of the embedded local server", "min": 512, "max": MAX_CONTEXT},
     )
     keep_alive: float = field(
         default=60.0,
