@@ -974,3 +974,39 @@ def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
     with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
         assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 2
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0
+
+
+def test_a_piped_line_that_is_not_utf8_is_kept_and_the_chat_goes_on(tmp_path: Path) -> None:
+    """A line of the piped chat that is not UTF-8 (Latin-1's é) ended it with an internal
+    error, the line and the rest of the input lost: it is said in one line, kept as a
+    draft, and the next line is asked (a Windows line end too)."""
+    env = {
+        **os.environ,
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
+        "DRAG_STUDENT_MAX_TOKENS": "16",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
+        input=b"Name a color.\nCaf\xe9 opening hours?\nName a fruit.\r\n",
+        capture_output=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    said = [line for line in err.splitlines() if line.startswith("drag: error")]
+    assert len(said) == 1 and "that line is not valid UTF-8 (byte 0xe9 at offset 3)" in said[0]
+    draft = said[0].rsplit("kept in drag drafts as ", 1)[1]
+    shown = subprocess.run(
+        [sys.executable, "-m", "assistant", "drafts", "show", draft],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert shown.returncode == 0 and b"opening hours?" in shown.stdout, shown.stderr
+    assert proc.stdout.decode().count("student: ") == 2
+    with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
+        assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 2

@@ -9,6 +9,7 @@ import click
 
 from assistant.base import errors, safetext
 from assistant.cli.common import (
+    chat_line,
     echo,
     flags,
     gate_option,
@@ -247,8 +248,11 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
             )
         while True:
             try:
-                line = input("› " if interactive else "")
-            except EOFError:
+                line = chat_line("› " if interactive else "", interactive)
+            except errors.InputError as exc:  # a line that is not UTF-8 (kept): the next
+                secho(f"drag: error: {exc}", err=True, fg="red")
+                continue
+            if line is None:
                 break
             if not line.strip():
                 continue

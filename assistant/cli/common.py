@@ -123,18 +123,46 @@ def _read_stdin(stream: TextIO) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        error = errors.InputError(
-            f"standard input is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
-        )
-        from assistant.core import drafts
+        raise _undecodable("standard input", raw, exc) from None
 
+
+def _undecodable(what: str, raw: bytes, exc: UnicodeDecodeError) -> errors.InputError:
+    """The error for ``raw`` bytes that are not UTF-8, with the bytes kept as a draft."""
+    error = errors.InputError(
+        f"{what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+    )
+    from assistant.core import drafts
+
+    try:
+        kept = drafts.keep(raw, str(error))
+    except (errors.DragError, OSError) as why:
+        return errors.InputError(f"{error}; it could not be kept: {why}")
+    return errors.InputError(f"{error}; your input is kept in drag drafts as {kept.stem}")
+
+
+def chat_line(prompt: str, interactive: bool) -> str | None:
+    """The next question of `drag chat --plain`, None at the end of its input.  Typed
+    (``interactive``), with the terminal's line editing; piped, read as bytes a line at
+    a time (no more than a question may hold).  A line that is not UTF-8 is an
+    InputError, its bytes kept as a draft; the next line is read after it."""
+    if interactive:
         try:
-            kept = drafts.keep(raw, str(error))
-        except (errors.DragError, OSError) as why:
-            raise errors.InputError(f"{error}; it could not be kept: {why}") from None
-        raise errors.InputError(
-            f"{error}; your input is kept in drag drafts as {kept.stem}"
-        ) from None
+            line = input(prompt)
+        except EOFError:
+            return None
+        except UnicodeDecodeError as exc:  # a strict terminal decoding: the bytes are gone
+            raise errors.InputError(f"that line is not valid UTF-8 ({exc.reason})") from None
+        raw = line.encode("utf-8", "surrogateescape")  # a C locale's escapes: bytes again
+    else:
+        stream = sys.stdin.buffer
+        raw = stream.readline(_STDIN_LIMIT + 1)
+        if not raw:
+            return None
+        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _undecodable("that line", raw, exc) from None
 
 
 def kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
