@@ -579,6 +579,9 @@ def test_a_store_key_file_others_can_read_or_change_is_refused(tmp_path: Path, l
     with pytest.raises(StoreError, match=refused) as error, Store(path, key="file") as s:
         _ = s.sealer
     assert "\n" not in str(error.value)
+    # The fix whole (the database's words before it had cut it at the line's limit), and
+    # no "cannot be found": the key was found, and refused.
+    assert f"`chmod 600 {key}`" in str(error.value) and "found" not in str(error.value)
     key.chmod(0o600)
     with Store(path, key="file") as s:
         assert s.verify_ledger().ok

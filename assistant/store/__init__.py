@@ -24,7 +24,7 @@ from assistant.net import listeners
 from assistant.net.upload import Upload
 from assistant.store import cache, db, journal, ledger, lifelock
 from assistant.store.index import SpaceIndex
-from assistant.store.sealing import KeyStorage, Sealer, load_key
+from assistant.store.sealing import KeyRefused, KeyStorage, Sealer, load_key
 
 
 class Store:
@@ -75,12 +75,14 @@ class Store:
             source = meta.get("key_source", "keyring or key file")
             try:
                 info = load_key(self._key_storage, create=sealed is None)
+            except KeyRefused:  # found, and not used: its message says what to do
+                raise
             except StoreError as exc:
                 if sealed is None:
                     raise
                 raise StoreError(
                     f"this database was sealed with the store key from the {source} "
-                    f"(key id {sealed[:8]}), which cannot be found now: {exc}"
+                    f"(key id {sealed[:8]}), which cannot be used now: {exc}"
                 ) from None
             sealer = Sealer(info.key)
             with db.transaction(self.db):

@@ -80,16 +80,21 @@ def _owner_and_mode(st: os.stat_result) -> tuple[int, int]:
     return st.st_uid, stat.S_IMODE(st.st_mode)
 
 
+class KeyRefused(StoreError):
+    """The key file is there and is not used: another user's, or others can read it.
+    Its message is whole: the database's own words about its key are not added."""
+
+
 def _check_private(path: Path, owner: int, mode: int) -> None:
     """A key file others could read or change is refused: anyone who read it can open
     the sealed history, and one planted by another user would seal it for them."""
     if hasattr(os, "getuid") and owner != os.getuid():
-        raise StoreError(f"the store key file {path} belongs to another user; drag uses only yours")
-    if mode & 0o077:
-        raise StoreError(
+        raise KeyRefused(f"the store key file {path} belongs to another user; drag uses only yours")
+    if mode & 0o077:  # what to do first: a long path must not push it past the line's end
+        raise KeyRefused(
             f"the store key file {path} can be read or changed by other users (mode "
-            f"{mode:04o}); anyone who read it can open your sealed history. Make it yours "
-            f"alone with `chmod 600 {path}` and run drag again"
+            f"{mode:04o}): make it yours alone with `chmod 600 {path}` and run drag again "
+            "(anyone who read it can open your sealed history)"
         )
 
 
