@@ -286,6 +286,29 @@ def test_an_empty_path_is_an_error_not_the_folder_it_runs_in(tmp_path: Path) -> 
     assert [Path(f["path"]).name for f in json.loads(listed.stdout)["files"]] == ["notes.md"]
 
 
+def test_output_that_cannot_be_written_is_one_line_not_an_internal_error(tmp_path: Path) -> None:
+    """A full disk under standard output, an export into a folder that is not there:
+    each was "drag: internal error" (exit 70), and the export made the folder."""
+    for args in (["--help"], ["config", "show"]):
+        with Path("/dev/full").open("wb") as full:
+            proc = subprocess.run(
+                [sys.executable, "-m", "assistant", *args],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                timeout=120,
+                check=False,
+            )
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.splitlines() == [
+            "drag: error: could not write: No space left on device"
+        ], err
+    target = tmp_path / "nosuch" / "ledger.jsonl"
+    proc = drag("audit", "export", "-o", str(target))
+    said = one_line_error(proc)
+    assert proc.returncode == 1 and f"cannot write {target}: No such file or directory" in said
+    assert not target.parent.exists()
+
+
 def test_piped_text_is_read_before_the_words_when_asked_with_a_dash() -> None:
     """`git diff | drag ask - "explain this"`: the piped text, then the typed words
     (here offline with an empty cache: the question is kept whole as a draft, which

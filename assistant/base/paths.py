@@ -70,17 +70,19 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def open_private(path: Path) -> BinaryIO:
+def open_private(path: Path, *, make_folder: bool = True) -> BinaryIO:
     """``path`` opened for writing (truncated), readable by the owner only (0600) whatever
-    the umask; its folder is made with :func:`private_dir`."""
-    private_dir(path.parent)
+    the umask; its folder is made with :func:`private_dir` (``make_folder``; a file the
+    user named goes into a folder that is there)."""
+    if make_folder:
+        private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)  # an existing file keeps its mode on open
     return os.fdopen(fd, "wb")
 
 
-def write_private(path: Path, text: str | bytes) -> Path:
+def write_private(path: Path, text: str | bytes, *, make_folder: bool = True) -> Path:
     """Write ``path`` readable by the owner only (0600), replacing it."""
-    with open_private(path) as fh:
+    with open_private(path, make_folder=make_folder) as fh:
         fh.write(text.encode("utf-8") if isinstance(text, str) else text)
     return path

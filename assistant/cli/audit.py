@@ -258,7 +258,10 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
     if output:
         from pathlib import Path
 
-        paths.write_private(Path(output), text)
+        try:
+            paths.write_private(Path(output), text, make_folder=False)
+        except OSError as exc:  # a folder that is not there, no permission, a full disk
+            raise errors.DragError(f"cannot write {output}: {exc.strerror or exc}") from None
         echo(f"wrote {len(rows)} uploads to {output}", err=True)
     else:
         echo(text, nl=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
@@ -65,14 +67,37 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         echo("drag: interrupted", err=True)
         sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_FAILED or os.environ.get("DRAG_DEBUG"):
+            raise _internal(exc) from None
+        # A write failed (a full disk, a quota, a device): said; output that cannot be
+        # written is dropped (the interpreter's own flush would fail again at exit).
+        try:
+            sys.stdout.flush()
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        where = f" {exc.filename}" if exc.filename else ""
+        secho(f"drag: error: could not write{where}: {exc.strerror}", err=True, fg="red")
+        sys.exit(1)
     except Exception as exc:
-        if os.environ.get("DRAG_DEBUG"):
-            raise
-        secho(
-            f"drag: internal error: {type(exc).__name__}: {errors.one_line(str(exc), 200)} "
-            "(run with DRAG_DEBUG=1 for the traceback)",
-            err=True,
-            fg="red",
-        )
-        sys.exit(70)
+        raise _internal(exc) from None
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# Why a write failed that is no fault of drag's: no space, a quota, a file too large, I/O.
+_OUTPUT_FAILED = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
+def _internal(exc: Exception) -> BaseException:
+    """An error drag did not expect: one line and exit 70 (the exception itself to
+    raise, with its traceback, under DRAG_DEBUG)."""
+    if os.environ.get("DRAG_DEBUG"):
+        return exc
+    secho(
+        f"drag: internal error: {type(exc).__name__}: {errors.one_line(str(exc), 200)} "
+        "(run with DRAG_DEBUG=1 for the traceback)",
+        err=True,
+        fg="red",
+    )
+    return SystemExit(70)
