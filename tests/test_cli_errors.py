@@ -141,6 +141,19 @@ def test_a_negative_config_value_is_a_value_not_an_option(tmp_path: Path) -> Non
     assert proc.returncode == 78
 
 
+def test_config_set_says_what_it_wrote_and_what_overrides_it(tmp_path: Path) -> None:
+    """With DRAG_PIPELINE_K=7 set, `config set pipeline.k 3` said "pipeline.k = 7" (the
+    value in effect, not the one written) and nothing of why."""
+    cfg = str(tmp_path / "config.toml")
+    proc = drag("--config", cfg, "config", "set", "pipeline.k", "3", env={"DRAG_PIPELINE_K": "7"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().strip() == (
+        f"pipeline.k = 3 in {cfg}; DRAG_PIPELINE_K in your environment overrides it (7)"
+    )
+    plain = drag("--config", cfg, "config", "set", "pipeline.k", "4")
+    assert plain.stdout.decode().strip() == f"pipeline.k = 4 in {cfg}"
+
+
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [

@@ -75,7 +75,13 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
 
         check_categories(config_mod.coerce(config_mod.SCHEMA[key], value, "new value"))
     path = config_mod.save({key: value}, settings.config_file)
-    echo(f"{key} = {json.dumps(config_mod.load(config_file=path).get(key))} in {path}")
+    written = config_mod.load(env={}, config_file=path).get(key)  # the file's, not the env's
+    said = f"{key} = {json.dumps(written)} in {path}"
+    now = config_mod.load(config_file=path)
+    if now.sources.get(key) == "env":  # it changes nothing while the variable is set
+        spec = config_mod.SCHEMA[key]
+        said += f"; {spec.env} in your environment overrides it ({json.dumps(now.get(key))})"
+    echo(said)
 
 
 @config_group.command("set-key")
