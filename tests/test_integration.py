@@ -934,6 +934,14 @@ def test_offline_answers_from_the_cache_and_touches_no_network(
     assert isinstance(uncovered.exception, NotCovered) and uncovered.exception.exit_code == 7
     assert "does not cover this question" in str(uncovered.exception)
     assert set(drafts.unsent_dir().iterdir()) - before
+    # This very question, cached with fewer statements than asked: said, with the way
+    # to have it answered (it said "the cache holds nothing related").
+    fewer = CliRunner().invoke(cli, ["ask", "--offline", "--n", "9", QUESTION], env=env)
+    assert isinstance(fewer.exception, NotCovered)
+    assert (
+        "it was cached with 5 evidence statements, and pipeline.n asks for 9: --n 5 answers "
+        "from the cache"
+    ) in str(fewer.exception)
     assert len(socket_guard.seen) == connections and socket_guard.refused == []
 
     # The cold-start benchmark: a new `drag ask --offline` process on a terminal, for the

@@ -180,6 +180,12 @@ def exact(db: sqlite_utils.Database, space: str, question: str, n: int) -> Recal
     return Recalled("exact", 1.0, entry, list(entry.evidence), list(entry.triples))
 
 
+def statements_cached(db: sqlite_utils.Database, space: str, question: str) -> int | None:
+    """How many statements the cache entry of this very question holds; None: none."""
+    entry = cache.find(db, cache.key_of(space, question))
+    return None if entry is None else entry.n
+
+
 def recall(
     db: sqlite_utils.Database,
     index: SpaceIndex,
