@@ -139,6 +139,9 @@ def test_paths_and_unknown_names(tmp_path: Path) -> None:
         modelfiles.resolve(str(not_gguf))
     with pytest.raises(ModelError, match="unknown model 'nope'"):
         modelfiles.resolve("nope")
+    # A folder was "does not exist".
+    with pytest.raises(ModelError, match=r"is a folder: give the path of the \.gguf file in it"):
+        modelfiles.resolve(str(tmp_path))
 
 
 def test_chunks_are_joined_once_and_verified(

@@ -281,11 +281,14 @@ def resolve(
         return locate(spec, on_progress), spec
     path = Path(name_or_path).expanduser()
     if path.suffix.lower() == ".gguf" or path.exists():
+        if path.is_dir():
+            raise ModelError(f"{path} is a folder: give the path of the .gguf file in it")
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist")
         with path.open("rb") as fh:
-            if fh.read(4) != b"GGUF":
-                raise ModelError(f"{path} is not a GGUF file (llama.cpp needs .gguf weights)")
+            magic = fh.read(4)
+        if magic != b"GGUF":
+            raise ModelError(f"{path} is not a GGUF file (llama.cpp needs .gguf weights)")
         return path, None
     raise ModelError(
         f"unknown model {name_or_path!r}: give a path to a .gguf file or one of "
