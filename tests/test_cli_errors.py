@@ -389,3 +389,11 @@ def test_words_beside_a_file_on_standard_input_leave_it_unread(tmp_path: Path) -
         proc = _asked_beside(handle.fileno())
         assert handle.read() == b"second question\nthird question\n"
     assert kept(one_line_error(proc))["question"] == "explain this"
+
+
+def test_serve_help_names_the_models_it_answers() -> None:
+    """`drag serve --help` said "any other model: the teacher"; a request for another
+    model is refused (the README: teacher.model, "local-teacher" for the embedded one)."""
+    helped = " ".join(drag("serve", "--help").stdout.decode().split())
+    assert 'model "drag": the DRAG pipeline; model teacher.model, or "local-teacher"' in helped
+    assert "any other model" not in helped

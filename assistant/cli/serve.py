@@ -60,8 +60,9 @@ def serve(
     token_name: str | None,
 ) -> None:
     """Keep drag running for every program on this machine: OpenAI's chat API at
-    http://127.0.0.1:8778/v1 (model "drag": the DRAG pipeline; any other model: the
-    teacher, through the privacy layer).  Ctrl+C stops it."""
+    http://127.0.0.1:8778/v1 (model "drag": the DRAG pipeline; model teacher.model, or
+    "local-teacher" for the embedded one: the teacher, through the privacy layer).
+    Ctrl+C stops it."""
     from assistant.serve import server, tokens
     from assistant.serve.status import server_status, status_line
 
