@@ -107,6 +107,9 @@ def test_bad_files(tmp_path: Path) -> None:
         config.load(env={}, config_file=write(tmp_path / "d.toml", "[pipeline]\nk=1.5"))
     with pytest.raises(ConfigError, match="is not a number"):  # TOML's own inf
         config.load(env={}, config_file=write(tmp_path / "e.toml", "[teacher]\ntimeout=inf"))
+    # A value where a section goes was "unknown section [pipeline]", pipeline among those listed.
+    with pytest.raises(ConfigError, match=r"pipeline is a section, not a value.*\[pipeline\]"):
+        config.load(env={}, config_file=write(tmp_path / "f.toml", "pipeline = 3"))
 
 
 @pytest.mark.timeout(30)  # the bug: reading a FIFO waited for a writer forever

@@ -524,10 +524,15 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     flat: dict[str, Any] = {}
     for section, table in data.items():
-        if section not in _SECTIONS or not isinstance(table, dict):
+        if section not in _SECTIONS:
             raise ConfigError(
                 f"config file {path}: unknown section [{section}]; "
                 f"sections are {', '.join(_SECTIONS)}"
+            )
+        if not isinstance(table, dict):  # "pipeline = 3": a value where a table goes
+            raise ConfigError(
+                f"config file {path}: {section} is a section, not a value: write its "
+                f"settings under [{section}] (drag config show lists them)"
             )
         for name, value in table.items():
             flat[f"{section}.{name}"] = value
