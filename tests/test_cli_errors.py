@@ -91,6 +91,13 @@ def test_teacher_down() -> None:
     message = one_line_error(proc)
     assert proc.returncode == 3 and f"cannot reach the teacher at {url}" in message
     assert kept(message)["question"] == "What is the capital of France?"
+    # A server of this machine: start the one it names (drag's own with its port); one
+    # elsewhere: `drag teacher serve` could never serve it.
+    port = url.split(":")[2].split("/")[0]
+    assert f"start the server it names (`drag teacher serve --port {port}`" in message
+    far = drag("ask", "What is the capital of France?", env=remote("https://teacher.invalid/v1"))
+    said = one_line_error(far)
+    assert "check the address and the network" in said and "drag teacher serve" not in said
 
 
 @pytest.mark.parametrize(

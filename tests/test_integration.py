@@ -697,6 +697,9 @@ def test_doctor_names_the_fix_when_the_teacher_is_down(env: dict[str, str]) -> N
     )
     out = proc.stdout.decode()
     assert proc.returncode == 1 and "FAIL teacher reachable" in out and "fix:" in out
+    # A remote teacher's fix is its settings, not the embedded server's extra.
+    assert "fix: check teacher.endpoint, teacher.model and DRAG_TEACHER_API_KEY" in out
+    assert "drag-assistant[server]" not in out
 
 
 def _serve(n_ctx: int, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:

@@ -219,6 +219,7 @@ def checks(runtime: Session) -> Iterator[Check]:
     yield _run(
         "teacher reachable",
         teacher,
-        "for the embedded teacher: pip install 'drag-assistant[server]'; for a remote one: "
-        "check teacher.endpoint, teacher.model and DRAG_TEACHER_API_KEY",
+        "pip install 'drag-assistant[server]' (the embedded teacher's server)"
+        if runtime.teacher_is_local
+        else "check teacher.endpoint, teacher.model and DRAG_TEACHER_API_KEY",
     )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from assistant import __version__
 from assistant.base.errors import GuardBlocked, TeacherError, one_line
+from assistant.net.loopback import loopback_host
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
     import openai
@@ -315,10 +316,13 @@ def _explain(
         )
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
-        return (
-            f"cannot reach the teacher at {url} ({one_line(str(cause), 120)}); "
-            "start it (`drag teacher serve`) or fix teacher.endpoint"
-        )
+        try:  # a server of this machine: started by the user, perhaps drag's own
+            port = loopback_host(url)[1]
+            hint = f"start the server it names (`drag teacher serve --port {port}` runs drag's own)"
+        except ValueError:
+            hint = "check the address and the network"
+        why = one_line(str(cause), 120)
+        return f"cannot reach the teacher at {url} ({why}); {hint}, or fix teacher.endpoint"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return (
             f"the teacher at {url} refused the API key (HTTP {exc.status_code}); "
