@@ -123,3 +123,21 @@ def test_the_next_question_after_a_crash_starts_a_new_teacher(
         (pid, _exit), *_ = reversed(localserver._served.values())
         assert pid != killed[0]  # a new server answered
         assert Path(log.group(1)).read_bytes() == crashed  # its log did not write over it
+
+
+def test_a_server_log_that_ends_in_a_traceback_is_told_by_its_exception(tmp_path: Path) -> None:
+    """`drag teacher serve --model broken.gguf` ended its one line with pieces of the
+    server's traceback (frames, cut mid-word): the exception's own line is told; a log
+    without one, its last lines."""
+    log = tmp_path / "teacher-server.log"
+    log.write_text(
+        "llama_model_load: error loading model\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/llama_cpp/_internals.py", line 62, in __init__\n'
+        '    raise ValueError(f"Failed to load model from file: {path_model}")\n'
+        "ValueError: Failed to load model from file: /tmp/broken.gguf\n",
+        "utf-8",
+    )
+    assert localserver._tail(log) == "ValueError: Failed to load model from file: /tmp/broken.gguf"
+    log.write_text("one\ntwo\nthree\nfour\n", "utf-8")
+    assert localserver._tail(log) == "two | three | four"
