@@ -62,6 +62,13 @@ def test_item_12_a_kept_question_is_sealed_and_can_be_read_back() -> None:
     runner = CliRunner()
     listed = runner.invoke(cli, ["drafts", "list"])
     assert listed.exit_code == 0 and path.stem in listed.stdout
+    # A question or a reason longer than its column ends in "…": it was cut silently.
+    long = drafts.keep("Why " + "very " * 30 + "long?", "the teacher " + "said no " * 20)
+    listed = runner.invoke(cli, ["drafts", "list"]).stdout.splitlines()
+    at = next(i for i, line in enumerate(listed) if line.startswith(long.stem))
+    assert listed[at].endswith("…") and listed[at + 1].endswith("…")
+    assert len(listed[at + 1]) == 4 + 100
+    drafts.remove(long.stem)
     shown = runner.invoke(cli, ["drafts", "show", path.stem])
     assert shown.exit_code == 0 and question in shown.stdout
     assert runner.invoke(cli, ["drafts", "rm", path.stem]).exit_code == 0

@@ -152,9 +152,9 @@ def drafts_list(as_json: bool) -> None:
     if not rows:
         echo("no kept questions")
     for r in rows:
-        question = safetext.one_line(r.get("question") or "")
-        echo(f"{r['name']}  {r.get('created', '')}  {question[:60]}")
-        echo(f"    {safetext.one_line(r.get('error') or '')[:100]}")
+        question = errors.one_line(safetext.one_line(r.get("question") or ""), 60)
+        echo(f"{r['name']}  {r.get('created', '')}  {question}")  # cut ones end in "…"
+        echo(f"    {errors.one_line(safetext.one_line(r.get('error') or ''), 100)}")
 
 
 @drafts_group.command("show")
