@@ -707,6 +707,9 @@ def test_serve_token_is_kept_for_the_owner_only() -> None:
 def test_serve_refuses_another_address_without_allow_network() -> None:
     refused = drag("serve", "--host", "0.0.0.0")
     assert refused.returncode == 2 and "--allow-network" in one_line_error(refused)
+    # An empty host is every interface (the sentence had a hole where it goes).
+    refused = drag("serve", "--host", "")
+    assert '; "" (every interface) needs --allow-network' in one_line_error(refused)
 
 
 def serve_process(env: dict[str, str], *options: str) -> subprocess.Popen[str]:

@@ -526,8 +526,9 @@ def run(
     through the interpreter's finalisers, which would free the models under a request
     still under way and wait for threads that no longer matter."""
     if not is_loopback(host) and not allow_network:
+        shown = host or '"" (every interface)'
         raise InputError(
-            f"drag serve listens on the loopback interface; {host} needs --allow-network "
+            f"drag serve listens on the loopback interface; {shown} needs --allow-network "
             "(every client still needs a token)"
         )
     if not 1 <= queue <= 1024:
