@@ -80,7 +80,10 @@ def index_command(
             if not gone:
                 not_indexed.append(path)
             elif not as_json:
-                echo(f"forgot {len(gone)} file(s) under {name_line(path)}")
+                if len(gone) == 1 and not path.is_dir():  # the file named
+                    echo(f"forgot {name_line(path)}")
+                else:
+                    echo(f"forgot {len(gone)} file(s) under {name_line(path)}")
         if paths:
             report = _index(rt, paths, quiet=as_json)
             out["indexed"] = {
