@@ -159,6 +159,11 @@ def test_config_set_says_what_it_wrote_and_what_overrides_it(tmp_path: Path) -> 
     )
     plain = drag("--config", cfg, "config", "set", "pipeline.k", "4")
     assert plain.stdout.decode().strip() == f"pipeline.k = 4 in {cfg}"
+    # Letters as written, in what it says and in `config show` (it wrote "Zo\u00eb").
+    named = drag("--config", cfg, "config", "set", "privacy.allow", "Zoë,名字")
+    assert named.stdout.decode().strip() == f'privacy.allow = ["Zoë", "名字"] in {cfg}'
+    shown = drag("--config", cfg, "config", "show").stdout.decode()
+    assert 'privacy.allow               = ["Zoë", "名字"]' in shown
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def config_show(ctx: click.Context, as_json: bool) -> None:
     settings: Settings = ctx.obj["settings"]
     rows = config_mod.effective(settings)
     if as_json:
-        echo(json.dumps({"config_file": str(settings.config_file), "settings": rows}, indent=2))
+        echo(to_json({"config_file": str(settings.config_file), "settings": rows}))
         return
     echo(
         f"# config file: {settings.config_file}"
@@ -46,7 +46,7 @@ def config_show(ctx: click.Context, as_json: bool) -> None:
     )
     width = max(len(r["key"]) for r in rows)
     for r in rows:
-        line = f"{r['key']:<{width}} = {json.dumps(r['value']):<32} # {r['source']:<7} {r['env']}"
+        line = f"{r['key']:<{width}} = {_shown(r['value']):<32} # {r['source']:<7} {r['env']}"
         echo(f"{line}: {r['help']}" if r.get("help") else line)
 
 
@@ -60,6 +60,12 @@ def config_path_cmd() -> None:
         ("state", paths.state_dir()),
     ):
         echo(f"{name:<6} {value}")
+
+
+def _shown(value: Any) -> str:
+    """A setting's value as JSON, its letters as written ("Zoë", not "Zo\\u00eb"), controls
+    escaped."""
+    return safetext.escape_controls(json.dumps(value, ensure_ascii=False))
 
 
 # A negative VALUE ("-1") is a value, not an option.
@@ -76,11 +82,11 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
         check_categories(config_mod.coerce(config_mod.SCHEMA[key], value, "new value"))
     path = config_mod.save({key: value}, settings.config_file)
     written = config_mod.load(env={}, config_file=path).get(key)  # the file's, not the env's
-    said = f"{key} = {json.dumps(written)} in {path}"
+    said = f"{key} = {_shown(written)} in {path}"
     now = config_mod.load(config_file=path)
     if now.sources.get(key) == "env":  # it changes nothing while the variable is set
         spec = config_mod.SCHEMA[key]
-        said += f"; {spec.env} in your environment overrides it ({json.dumps(now.get(key))})"
+        said += f"; {spec.env} in your environment overrides it ({_shown(now.get(key))})"
     echo(said)
 
 
