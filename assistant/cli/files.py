@@ -70,6 +70,9 @@ def index_command(
             f"--forget takes one path: --forget {forget[-1]} --forget {paths[0]} to forget "
             "both; indexing and forgetting are two commands (nothing was done)"
         )
+    missing = [p for p in paths if not (p.exists() or p.is_symlink())]
+    if paths and len(missing) == len(paths):  # said once, before anything loads
+        raise InputError(f"no such file or folder: {missing[0]} (nothing was indexed)")
     settings = settings_of(ctx, {})
     out: dict[str, Any] = {}
     with Session(settings, status=status_printer(not as_json and sys.stderr.isatty())) as rt:
@@ -120,7 +123,6 @@ def index_command(
                 _print_names(out["names"], settings.files.learn_names)
     if as_json:
         echo(to_json(out))
-    missing = [p for p in paths if not (p.exists() or p.is_symlink())]
     if missing:
         raise InputError(f"no such file or folder: {missing[0]} (the rest was indexed)")
     if not_indexed:
