@@ -369,6 +369,14 @@ def test_bad_requests_get_one_line_openai_errors(
                 "the models offered are drag, hostile",
             ),
             b"[" * 100_000: (400, "not JSON"),  # nested past the parser's depth
+            # An empty question, said for an HTTP client (it told it to pipe one on
+            # standard input).
+            json.dumps(
+                {"model": "drag", "messages": [{"role": "user", "content": " "}]}
+            ).encode(): (
+                400,
+                "the question is empty",
+            ),
         }
         for body, (want, says) in cases.items():
             status, error = raw(
@@ -380,6 +388,7 @@ def test_bad_requests_get_one_line_openai_errors(
             )
             assert status == want and says in error["error"]["message"], error
             assert "\n" not in error["error"]["message"]
+            assert "standard input" not in error["error"]["message"]
         status, error = raw(
             server,
             "POST",

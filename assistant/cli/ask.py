@@ -143,6 +143,10 @@ def ask(
     chosen = flags(**kw)
     settings = settings_of(ctx, chosen)
     text = question_of(question)
+    if not text.strip():
+        raise errors.InputError(
+            "the question is empty: type a question, or pipe one on standard input"
+        )
     if review and yes:  # a review asked for is never skipped: nothing is sent
         why = "--review shows what would be sent and asks, --yes sends without asking: choose one"
         raise kept(text, errors.InputError(why))

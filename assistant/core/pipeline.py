@@ -50,7 +50,7 @@ def validate_question(text: str, max_chars: int) -> str:
     """The question as it will be used, or an InputError saying why not."""
     question = text.strip()
     if not question:
-        raise InputError("the question is empty: type a question, or pipe one on standard input")
+        raise InputError("the question is empty")  # the CLI says how to give one
     if "\x00" in question:
         raise InputError("the question contains a NUL byte: is this a binary file?")
     if len(question) > max_chars:
