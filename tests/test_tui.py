@@ -284,6 +284,23 @@ async def test_audit_lists_uploads_and_verify_finds_tampering() -> None:
         await pilot.pause()
         assert app.screen.query_one("#audit-search", Input).value == '"q": 2'
         assert table.row_count == 1
+        # "e" exports the ledger; where it cannot be written, it says so and the app
+        # goes on (an OSError ended the app).
+        from assistant.base import paths
+
+        table.focus()
+        await pilot.press("e")
+        exported = paths.data_dir() / "ledger-export.jsonl"
+        assert len(exported.read_text("utf-8").splitlines()) == 3
+        exported.unlink()
+        exported.mkdir()
+        try:
+            await pilot.press("e")
+            told = [str(n.message) for n in app._notifications]
+            assert told[-1].startswith(f"not exported to {exported}: Is a directory"), told
+            assert app.is_running
+        finally:
+            exported.rmdir()
 
 
 async def test_the_audit_screen_lists_an_upload_a_killed_drag_left_noted() -> None:

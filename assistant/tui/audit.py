@@ -124,7 +124,11 @@ class AuditScreen(DragScreen):
     def action_export(self) -> None:
         target = paths.data_dir() / "ledger-export.jsonl"
         rows = [ledger.detail(r) for r in ledger.select(self.drag.ui_store.db)]
-        paths.write_private(target, ledger.jsonl(rows))
+        try:
+            paths.write_private(target, ledger.jsonl(rows))
+        except OSError as exc:  # a full disk, a folder in its place: said, the app goes on
+            self.notify(f"not exported to {target}: {exc.strerror or exc}", severity="error")
+            return
         self.notify(f"exported {len(rows)} uploads to {target}")  # plain: DragApp.notify
 
     def action_focus_search(self) -> None:
