@@ -175,6 +175,8 @@ def test_config_set_says_what_it_wrote_and_what_overrides_it(tmp_path: Path) -> 
         # A typo past any model's context: llama.cpp allocated until the system killed it.
         ("student.n_ctx", "99999999999999999999", "is above the maximum 262144"),
         ("teacher.n_ctx", "300000", "is above the maximum 262144"),
+        # Written, then every question failed on it.
+        ("student.model", "nosuchmodel", "unknown model 'nosuchmodel': give a path to a .gguf"),
     ],
 )
 def test_config_set_refuses_what_drag_would_refuse_later(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -80,6 +81,15 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
         from assistant.privacy.policy import check_categories
 
         check_categories(config_mod.coerce(config_mod.SCHEMA[key], value, "new value"))
+    if key == "student.model":  # a name the manifest has, or a .gguf file's path
+        from assistant.models import modelfiles
+
+        known = modelfiles.load_manifest()
+        if value not in known and Path(value).suffix.lower() != ".gguf":
+            raise errors.ConfigError(
+                f"student.model (new value): unknown model {value!r}: give a path to a "
+                f".gguf file or one of {', '.join(known)}"
+            )
     path = config_mod.save({key: value}, settings.config_file)
     written = config_mod.load(env={}, config_file=path).get(key)  # the file's, not the env's
     said = f"{key} = {_shown(written)} in {path}"
