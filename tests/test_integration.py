@@ -987,6 +987,64 @@ def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0
 
 
+def test_a_typed_line_that_is_not_utf8_is_kept(tmp_path: Path) -> None:
+    """In a terminal whose input Python decodes strictly (a UTF-8 locale), a line typed
+    in Latin-1 was lost: its error had no byte and no draft.  Kept, like a piped one."""
+    env = {
+        **os.environ,
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
+        "PYTHONIOENCODING": "utf-8:strict",
+    }
+    typing, terminal = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "chat", "--plain", "--mode", "none"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(terminal)
+    try:
+        os.write(typing, b"Caf\xe9 opening hours?\n\x04")  # the line, then Ctrl+D
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        os.close(typing)
+        if proc.poll() is None:
+            proc.kill()
+    said = [line for line in err.decode().splitlines() if line.startswith("drag: error")]
+    assert len(said) == 1 and "that line is not valid UTF-8 (byte 0xe9 at offset 3)" in said[0]
+    assert "your input is kept in drag drafts as" in said[0]
+
+
+def test_a_piped_line_over_the_limit_is_one_error_not_two_questions(tmp_path: Path) -> None:
+    """A piped line longer than 4 MiB was read in two: its start refused, its end asked
+    as a question of its own (sent to the teacher, online).  One error, the start kept;
+    the next line is asked."""
+    env = {
+        **os.environ,
+        "DRAG_STUDENT_MODEL": TEST_MODEL,
+        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
+        "DRAG_STUDENT_MAX_TOKENS": "16",
+    }
+    long = b"x" * (4 * 1024 * 1024 + 40) + b" the tail of a pasted file\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
+        input=long + b"Name a fruit.\n",
+        capture_output=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    err = proc.stderr.decode()
+    said = [line for line in err.splitlines() if line.startswith("drag: error")]
+    assert proc.returncode == 0 and len(said) == 1, err
+    assert "that line is over 4,194,304 bytes; its first part is kept in drag drafts" in said[0]
+    assert proc.stdout.decode().count("student: ") == 1
+    with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
+        assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 1
+
+
 def test_a_piped_line_that_is_not_utf8_is_kept_and_the_chat_goes_on(tmp_path: Path) -> None:
     """A line of the piped chat that is not UTF-8 (Latin-1's é) ended it with an internal
     error, the line and the rest of the input lost: it is said in one line, kept as a

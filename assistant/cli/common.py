@@ -131,33 +131,49 @@ def _undecodable(what: str, raw: bytes, exc: UnicodeDecodeError) -> errors.Input
     error = errors.InputError(
         f"{what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
     )
+    return _kept_bytes(raw, error, "your input")
+
+
+def _kept_bytes(raw: bytes, error: errors.InputError, what: str) -> errors.InputError:
+    """``error``, saying where ``raw`` (``what`` of the input) is kept as a draft."""
     from assistant.core import drafts
 
     try:
         kept = drafts.keep(raw, str(error))
     except (errors.DragError, OSError) as why:
         return errors.InputError(f"{error}; it could not be kept: {why}")
-    return errors.InputError(f"{error}; your input is kept in drag drafts as {kept.stem}")
+    return errors.InputError(f"{error}; {what} is kept in drag drafts as {kept.stem}")
 
 
 def chat_line(prompt: str, interactive: bool) -> str | None:
     """The next question of `drag chat --plain`, None at the end of its input.  Typed
     (``interactive``), with the terminal's line editing; piped, read as bytes a line at
-    a time (no more than a question may hold).  A line that is not UTF-8 is an
-    InputError, its bytes kept as a draft; the next line is read after it."""
+    a time.  A line that is not UTF-8 is an InputError, its bytes kept as a draft; one
+    longer than :data:`_STDIN_LIMIT` too, its start kept and the rest of it read past
+    (never asked as a question of its own); the next line is read after either."""
     if interactive:
+        if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors != "surrogateescape":
+            sys.stdin.reconfigure(errors="surrogateescape")  # bytes not UTF-8: escapes
         try:
             line = input(prompt)
         except EOFError:
             return None
-        except UnicodeDecodeError as exc:  # a strict terminal decoding: the bytes are gone
+        except UnicodeDecodeError as exc:  # a stream that could not be told: bytes gone
             raise errors.InputError(f"that line is not valid UTF-8 ({exc.reason})") from None
-        raw = line.encode("utf-8", "surrogateescape")  # a C locale's escapes: bytes again
+        raw = line.encode("utf-8", "surrogateescape")  # the bytes typed, again
     else:
         stream = sys.stdin.buffer
         raw = stream.readline(_STDIN_LIMIT + 1)
         if not raw:
             return None
+        if len(raw) > _STDIN_LIMIT and not raw.endswith(b"\n"):
+            while (rest := stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass  # the rest of this line: not kept, and not a question
+            raise _kept_bytes(
+                raw[:_STDIN_LIMIT],
+                errors.InputError(f"that line is over {_STDIN_LIMIT:,} bytes"),
+                "its first part",
+            )
         raw = raw.removesuffix(b"\n").removesuffix(b"\r")
     try:
         return raw.decode("utf-8")
