@@ -9,8 +9,10 @@ import base64
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +338,21 @@ def test_output_that_cannot_be_written_is_one_line_not_an_internal_error(tmp_pat
     said = one_line_error(proc)
     assert proc.returncode == 1 and f"cannot write {target}: No such file or directory" in said
     assert not target.parent.exists()
+
+
+def test_an_export_to_a_pipe_or_device_leaves_its_mode_alone(tmp_path: Path) -> None:
+    """`drag audit export -o /dev/full` as root made the device 0600 (the export's file
+    is made private; a device or pipe named is not the export's to change)."""
+    fifo = tmp_path / "ledger.pipe"
+    os.mkfifo(fifo, 0o644)
+    fifo.chmod(0o644)  # whatever the umask
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = drag("audit", "export", "-o", str(fifo))
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert got == [b""] and stat.S_IMODE(fifo.stat().st_mode) == 0o644
 
 
 def test_piped_text_is_read_before_the_words_when_asked_with_a_dash() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -77,7 +78,8 @@ def open_private(path: Path, *, make_folder: bool = True) -> BinaryIO:
     if make_folder:
         private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode on open
+    if stat.S_ISREG(os.fstat(fd).st_mode):  # not a device named (/dev/stdout, /dev/null)
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode on open
     return os.fdopen(fd, "wb")
 
 
