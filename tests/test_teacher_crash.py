@@ -138,6 +138,16 @@ def test_a_server_log_that_ends_in_a_traceback_is_told_by_its_exception(tmp_path
         "ValueError: Failed to load model from file: /tmp/broken.gguf\n",
         "utf-8",
     )
-    assert localserver._tail(log) == "ValueError: Failed to load model from file: /tmp/broken.gguf"
+    said = "ValueError: Failed to load model from file: /tmp/broken.gguf"
+    assert localserver._tail(log) == said
+    # Cut for the crash line, its end goes, not the exception's name.
+    assert localserver._tail(log, 2, limit=30) == said[:29] + "…"
     log.write_text("one\ntwo\nthree\nfour\n", "utf-8")
     assert localserver._tail(log) == "two | three | four"
+    # A traceback earlier in the log (a request's, handled) is not what ended it.
+    log.write_text(
+        'Traceback (most recent call last):\n  File "x", line 1\nOSError: reset\n'
+        "GGML_ASSERT(n_tokens > 0) failed\nAborted\n",
+        "utf-8",
+    )
+    assert localserver._tail(log) == "OSError: reset | GGML_ASSERT(n_tokens > 0) failed | Aborted"

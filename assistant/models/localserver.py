@@ -172,17 +172,16 @@ def log_file() -> Path:
 
 
 def _tail(path: Path, lines: int = 3, limit: int = 0) -> str:
-    """The log's last ``lines`` lines, joined; where it ends in a Python traceback, the
-    exception's own line (the frames before it are for a developer, and cut them short)."""
+    """The log's last ``lines`` lines, joined (their start cut past ``limit``); where it
+    ends in a Python traceback, the exception's own line (its end cut: the frames before
+    it are for a developer)."""
     try:
         text = path.read_text("utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
-    if _TRACEBACK in text:
-        after = text[len(text) - text[::-1].index(_TRACEBACK) :]
-        said = [line for line in after if line.strip() and not line[0].isspace()]
-        text = said[-1:] or text
-        lines = 1
+    if _TRACEBACK in text and len(text) > 1 and text[-2][:1].isspace():
+        said = text[-1]  # after the frames, which are indented: "ValueError: …"
+        return said[: limit - 1] + "…" if limit and len(said) > limit else said
     tail = " | ".join(text[-lines:])
     return "…" + tail[-limit:] if limit and len(tail) > limit else tail
 
