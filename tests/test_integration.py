@@ -942,8 +942,8 @@ def test_offline_answers_from_the_cache_and_touches_no_network(
     fewer = CliRunner().invoke(cli, ["ask", "--offline", "--n", "9", QUESTION], env=env)
     assert isinstance(fewer.exception, NotCovered)
     assert (
-        "it was cached with 5 evidence statements, and pipeline.n asks for 9: --n 5 answers "
-        "from the cache"
+        "it was cached asking the teacher for 5 statements, and 9 are asked now: asked for 5 "
+        "(pipeline.n, --n), it is answered from the cache"
     ) in str(fewer.exception)
     assert len(socket_guard.seen) == connections and socket_guard.refused == []
 

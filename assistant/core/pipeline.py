@@ -319,11 +319,12 @@ def _gather(
             if found.how == "graph"
             else "the cache holds nothing related"
         )
-        held = recall.statements_cached(runtime.store.db, runtime.cache_space, sanitized.text)
+        with runtime.local:  # the store's lock
+            held = recall.statements_cached(runtime.store.db, runtime.cache_space, sanitized.text)
         if held is not None and held < result.n:  # this very question, with fewer
             why = (
-                f"it was cached with {held} evidence statements, and pipeline.n asks for "
-                f"{result.n}: --n {held} answers from the cache"
+                f"it was cached asking the teacher for {held} statements, and {result.n} are "
+                f"asked now: asked for {held} (pipeline.n, --n), it is answered from the cache"
             )
         raise NotCovered(
             f"offline, and the local cache does not cover this question ({why}); "

@@ -181,7 +181,8 @@ def exact(db: sqlite_utils.Database, space: str, question: str, n: int) -> Recal
 
 
 def statements_cached(db: sqlite_utils.Database, space: str, question: str) -> int | None:
-    """How many statements the cache entry of this very question holds; None: none."""
+    """How many statements the teacher was asked for in the cache entry of this very
+    question (what an exact repeat needs: :func:`exact`); None: no entry."""
     entry = cache.find(db, cache.key_of(space, question))
     return None if entry is None else entry.n
 
