@@ -589,6 +589,12 @@ def test_a_store_key_file_others_can_read_or_change_is_refused(tmp_path: Path, l
     # The fix whole (the database's words before it had cut it at the line's limit), and
     # no "cannot be found": the key was found, and refused.
     assert f"`chmod 600 {key}`" in str(error.value) and "found" not in str(error.value)
+    # drag doctor's fix for it is the key's mode: moving the database away (its fix for
+    # a damaged store) would cut the user off from a history that is fine.
+    from assistant.core import doctor
+
+    assert doctor.store_fix(error.value).startswith("make the key file yours alone")
+    assert "move the database away" in doctor.store_fix(StoreError("the database is damaged"))
     key.chmod(0o600)
     with Store(path, key="file") as s:
         assert s.verify_ledger().ok

@@ -26,17 +26,27 @@ class Check:
     seconds: float = 0.0
 
 
-def _run(name: str, body: Callable[[], str], fix: str) -> Check:
+def _run(name: str, body: Callable[[], str], fix: str | Callable[[DragError], str]) -> Check:
+    """``body``'s detail, or what failed and ``fix`` (which may depend on the error)."""
     started = time.perf_counter()
     try:
         detail = body()
     except DragError as exc:
-        return Check(name, False, str(exc), fix, time.perf_counter() - started)
+        told = fix(exc) if callable(fix) else fix
+        return Check(name, False, str(exc), told, time.perf_counter() - started)
     except Exception as exc:  # doctor reports, never crashes
+        told = fix(DragError(str(exc))) if callable(fix) else fix
         return Check(
-            name, False, f"{type(exc).__name__}: {exc}", fix, time.perf_counter() - started
+            name, False, f"{type(exc).__name__}: {exc}", told, time.perf_counter() - started
         )
     return Check(name, True, detail, "", time.perf_counter() - started)
+
+
+def store_fix(exc: DragError) -> str:
+    """What to do when the local store's check failed with ``exc``."""
+    if isinstance(exc, sealing.KeyRefused):  # the database is fine: its key is not safe
+        return "make the key file yours alone, as said above; the database is fine"
+    return "`drag audit verify` names the bad row; move the database away to start a new one"
 
 
 def reader_check(runtime: Session) -> Check:
@@ -193,11 +203,7 @@ def checks(runtime: Session) -> Iterator[Check]:
             + (f" (no system keyring: mode {key_file}, yours alone)" if key_file else "")
         )
 
-    yield _run(
-        "local store",
-        store,
-        "`drag audit verify` names the bad row; move the database away to start a new one",
-    )
+    yield _run("local store", store, store_fix)
 
     yield embeddings_check(runtime)
 
