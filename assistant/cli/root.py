@@ -77,15 +77,17 @@ def main(argv: list[str] | None = None) -> None:
         except OSError:
             with contextlib.suppress(OSError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        where = f" {exc.filename}" if exc.filename else ""
-        secho(f"drag: error: could not write{where}: {exc.strerror}", err=True, fg="red")
+        where = exc.filename or "standard output"  # a write to it names no file
+        verb = "reading or writing" if exc.errno == errno.EIO else "writing"
+        secho(f"drag: error: {verb} {where} failed: {exc.strerror}", err=True, fg="red")
         sys.exit(1)
     except Exception as exc:
         raise _internal(exc) from None
     sys.exit(code if isinstance(code, int) else 0)
 
 
-# Why a write failed that is no fault of drag's: no space, a quota, a file too large, I/O.
+# Why a write (or, for EIO, a read) failed that is no fault of drag's: no space, a
+# quota, a file too large, the device.
 _OUTPUT_FAILED = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
