@@ -97,9 +97,26 @@ def test_teacher_down() -> None:
     # elsewhere: `drag teacher serve` could never serve it.
     port = url.split(":")[2].split("/")[0]
     assert f"start the server it names (`drag teacher serve --port {port}`" in message
-    far = drag("ask", "What is the capital of France?", env=remote("https://teacher.invalid/v1"))
-    said = one_line_error(far)
-    assert "check the address and the network" in said and "drag teacher serve" not in said
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("http://127.0.0.1:8080/v1", "(`drag teacher serve --port 8080` runs drag's own)"),
+        ("http://localhost/v1", "(`drag teacher serve --port 80` runs drag's own)"),
+        # drag's own listens on 127.0.0.1 over HTTP: for these, only the server named.
+        ("http://[::1]:9/v1", "start the server it names"),
+        ("https://localhost:8443/v1", "start the server it names"),
+        # Elsewhere `drag teacher serve` could never be the answer.
+        ("https://api.example.com/v1", "check the address and the network"),
+        ("http://10.0.0.5:8000/v1", "check the address and the network"),
+    ],
+)
+def test_an_unreachable_teacher_s_advice_fits_where_it_is(url: str, hint: str) -> None:
+    from assistant.net.egress import unreachable_hint
+
+    said = unreachable_hint(url)
+    assert said.endswith(hint) and ("drag teacher serve" in said) == ("drag's own" in hint)
 
 
 @pytest.mark.parametrize(

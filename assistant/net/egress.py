@@ -23,15 +23,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import ipaddress
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from assistant import __version__
 from assistant.base.errors import GuardBlocked, TeacherError, one_line
-from assistant.net.loopback import loopback_host
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
     import openai
@@ -303,6 +304,24 @@ def _client(endpoint: Endpoint) -> openai.OpenAI:
     return client
 
 
+def unreachable_hint(url: str) -> str:
+    """What to do about a teacher at ``url`` that could not be reached: a server of this
+    machine is started by its user (drag's own, `drag teacher serve`, listens on
+    127.0.0.1 at the port asked for); one elsewhere is a matter of address and network."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        here = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        here = False
+    if not here:
+        return "check the address and the network"
+    if host in ("localhost", "127.0.0.1") and parts.scheme == "http":
+        port = parts.port or 80
+        return f"start the server it names (`drag teacher serve --port {port}` runs drag's own)"
+    return "start the server it names"
+
+
 def _explain(
     exc: openai.OpenAIError, endpoint: Endpoint, request: ChatRequest | ModelsRequest
 ) -> str:
@@ -316,12 +335,8 @@ def _explain(
         )
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
-        try:  # a server of this machine: started by the user, perhaps drag's own
-            port = loopback_host(url)[1]
-            hint = f"start the server it names (`drag teacher serve --port {port}` runs drag's own)"
-        except ValueError:
-            hint = "check the address and the network"
         why = one_line(str(cause), 120)
+        hint = unreachable_hint(url)
         return f"cannot reach the teacher at {url} ({why}); {hint}, or fix teacher.endpoint"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return (
