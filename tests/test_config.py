@@ -110,6 +110,8 @@ def test_bad_files(tmp_path: Path) -> None:
     # A value where a section goes was "unknown section [pipeline]", pipeline among those listed.
     with pytest.raises(ConfigError, match=r"pipeline is a section, not a value.*\[pipeline\]"):
         config.load(env={}, config_file=write(tmp_path / "f.toml", "pipeline = 3"))
+    with pytest.raises(ConfigError, match=r"k is outside any section"):  # was "unknown section"
+        config.load(env={}, config_file=write(tmp_path / "g.toml", "k = 3"))
 
 
 @pytest.mark.timeout(30)  # the bug: reading a FIFO waited for a writer forever

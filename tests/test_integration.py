@@ -1048,7 +1048,7 @@ def test_a_piped_line_over_the_limit_is_one_error_not_two_questions(tmp_path: Pa
 def test_a_piped_line_that_is_not_utf8_is_kept_and_the_chat_goes_on(tmp_path: Path) -> None:
     """A line of the piped chat that is not UTF-8 (Latin-1's é) ended it with an internal
     error, the line and the rest of the input lost: it is said in one line, kept as a
-    draft, and the next line is asked (a Windows line end too)."""
+    draft, and the next line is asked."""
     env = {
         **os.environ,
         "DRAG_STUDENT_MODEL": TEST_MODEL,

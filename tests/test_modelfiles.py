@@ -142,6 +142,8 @@ def test_paths_and_unknown_names(tmp_path: Path) -> None:
     # A folder was "does not exist".
     with pytest.raises(ModelError, match=r"is a folder: give the path of the \.gguf file in it"):
         modelfiles.resolve(str(tmp_path))
+    with pytest.raises(ModelError, match=r"no model named \(an empty name\)"):  # was "."
+        modelfiles.resolve("")
 
 
 def test_chunks_are_joined_once_and_verified(

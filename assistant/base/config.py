@@ -524,6 +524,11 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     flat: dict[str, Any] = {}
     for section, table in data.items():
+        if section not in _SECTIONS and not isinstance(table, dict):  # "k = 3" on top
+            raise ConfigError(
+                f"config file {path}: {section} is outside any section: write it under its "
+                "[section] (drag config show lists every setting with its section)"
+            )
         if section not in _SECTIONS:
             raise ConfigError(
                 f"config file {path}: unknown section [{section}]; "

@@ -276,6 +276,8 @@ def resolve(
 ) -> tuple[Path, ModelSpec | None]:
     """A manifest name or a path to a GGUF file -> (verified path, its manifest entry or None)."""
     manifest = load_manifest()
+    if not name_or_path.strip():  # Path("") would be the folder drag runs in
+        raise ModelError("no model named (an empty name): give a path to a .gguf file or a name")
     if name_or_path in manifest:
         spec = manifest[name_or_path]
         return locate(spec, on_progress), spec
