@@ -292,7 +292,8 @@ def test_a_model_privacy_or_database_error_exits_with_its_own_code(tmp_path: Pat
         (["ask", "--offline", "--k", "-1", "x"], "pipeline.k (flag): -1 is below the minimum"),
         # Said twice (skipped, then an error saying "the rest was indexed"): once.
         (["index", "/nonexistent/x.txt"], "no such file or folder: /nonexistent/x.txt (nothing"),
-        # A review asked for was skipped: the question went out with --yes.
+        # A review asked for was skipped: the question went out with --yes (the README:
+        # "never with --review").
         (["ask", "--review", "--yes", "x"], "--yes sends without asking: choose one"),
     ],
 )
