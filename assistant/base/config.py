@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from assistant.base import paths
+from assistant.base.endpoint import check_endpoint
 from assistant.base.errors import ConfigError, FlagError
 
 Mode = Literal["evidence", "graph", "combined", "none"]
@@ -36,9 +36,9 @@ Structured = Literal["auto", "json_schema", "json_object", "off"]
 Source = Literal["default", "file", "env", "flag"]
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
-# Tokens: the longest context window a model of today is trained for (a typo past it
-# had llama.cpp allocate its cache until the system killed the process, with no word).
-MAX_CONTEXT = 262_144
+# A context window in tokens (past the longest any model is trained for: a typo, which had
+# llama.cpp allocate its cache until the system killed the process, with no word).
+_CONTEXT = {"min": 512, "max": 262_144}
 DAY = 86_400.0  # seconds: the longest wait a setting may ask for (a clock past it overflows)
 
 
@@ -47,10 +47,7 @@ class StudentSettings:
     model: str = field(
         default=DEFAULT_MODEL, metadata={"help": "manifest name or path to a .gguf file"}
     )
-    n_ctx: int = field(
-        default=4096,
-        metadata={"help": "context window in tokens", "min": 512, "max": MAX_CONTEXT},
-    )
+    n_ctx: int = field(default=4096, metadata={"help": "context window in tokens", **_CONTEXT})
     gpu: Literal["auto", "off"] = field(
         default="auto", metadata={"help": "offload all layers when llama.cpp supports it"}
     )
@@ -61,47 +58,13 @@ class StudentSettings:
     temperature: float = field(default=0.0, metadata={"help": "0 = deterministic", "min": 0})
 
 
-# Query parameters that carry a secret (api-key, apiKey, access_token, Azure Functions'
-# code, a signature).
-_SECRET_PARAM = re.compile(r"(?i)key|token|secret|sig|passw|auth|code|credential")
-
-
-def _endpoint(url: str, where: str) -> str:
-    """``teacher.endpoint``: "local" or an http(s) base URL with no secret in it (the
-    endpoint is written to the audit ledger, the logs and error lines; the key has a
-    place of its own).  An error never repeats the URL: it may hold the secret."""
-    if url == "local":
-        return url
-    from urllib.parse import urlsplit
-
-    shape = f'{where}: not "local" or an http(s) base URL such as http://127.0.0.1:8080/v1'
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise ConfigError(shape) from None
-    names = [p.split("=", 1)[0] for p in re.split(r"[&;]", parts.query) if p]
-    if "@" in parts.netloc or parts.fragment or any(_SECRET_PARAM.search(n) for n in names):
-        raise ConfigError(
-            f"{where}: the URL holds a user name, a password, a fragment or a key-like "
-            "parameter, and the endpoint is written to the audit ledger: give the key "
-            "with `drag config set-key` or DRAG_TEACHER_API_KEY instead"
-        )
-    try:
-        port = parts.port
-    except ValueError:
-        raise ConfigError(shape) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
-        raise ConfigError(shape)
-    return url
-
-
 @dataclass(frozen=True)
 class TeacherSettings:
     endpoint: str = field(
         default="local",
         metadata={
             "help": '"local" (embedded llama.cpp server) or an OpenAI-compatible base URL',
-            "check": _endpoint,
+            "check": check_endpoint,
         },
     )
     model: str = field(
@@ -121,8 +84,7 @@ class TeacherSettings:
     max_tokens: int = field(default=2048, metadata={"help": "longest teacher reply", "min": 16})
     temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})
     n_ctx: int = field(
-        default=8192,
-        metadata={"help": "context of the embedded local server", "min": 512, "max": MAX_CONTEXT},
+        default=8192, metadata={"help": "context of the embedded local server", **_CONTEXT}
     )
     keep_alive: float = field(
         default=60.0,
@@ -524,20 +486,16 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     flat: dict[str, Any] = {}
     for section, table in data.items():
-        if section not in _SECTIONS and not isinstance(table, dict):  # "k = 3" on top
+        if not isinstance(table, dict):  # "k = 3", "pipeline = 3": a value, not a table
+            where = "a section, not a value" if section in _SECTIONS else "outside any section"
             raise ConfigError(
-                f"config file {path}: {section} is outside any section: write it under its "
-                "[section] (drag config show lists every setting with its section)"
+                f"config file {path}: {section} is {where}: settings go under their "
+                "[section] (drag config show lists them)"
             )
         if section not in _SECTIONS:
             raise ConfigError(
                 f"config file {path}: unknown section [{section}]; "
                 f"sections are {', '.join(_SECTIONS)}"
-            )
-        if not isinstance(table, dict):  # "pipeline = 3": a value where a table goes
-            raise ConfigError(
-                f"config file {path}: {section} is a section, not a value: write its "
-                f"settings under [{section}] (drag config show lists them)"
             )
         for name, value in table.items():
             flat[f"{section}.{name}"] = value

@@ -39,8 +39,7 @@ from assistant.net.listeners import alive, owns
 
 HOST = "127.0.0.1"
 ALIAS = "local-teacher"
-# How often a keeper looks for leases.
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.5  # how often a keeper looks for leases
 
 
 @dataclass(frozen=True)
@@ -59,8 +58,7 @@ class ServerInfo:
 
 
 def new_key() -> str:
-    """A server's own API key: without it, another local user's process cannot use the
-    server (llama_cpp.server answers 401)."""
+    """A server's own API key: without it another local user's process gets a 401."""
     return secrets.token_urlsafe(32)
 
 
@@ -172,21 +170,16 @@ def log_file() -> Path:
 
 
 def _tail(path: Path, lines: int = 3, limit: int = 0) -> str:
-    """The log's last ``lines`` lines, joined (their start cut past ``limit``); where it
-    ends in a Python traceback, the exception's own line (its end cut: the frames before
-    it are for a developer)."""
+    """The log's last ``lines`` lines, or the exception's line of a traceback it ends in."""
     try:
         text = path.read_text("utf-8", errors="replace").strip().splitlines()
     except OSError:
         return ""
-    if _TRACEBACK in text and len(text) > 1 and text[-2][:1].isspace():
+    if "Traceback (most recent call last):" in text and text[-2:-1] and text[-2][:1].isspace():
         said = text[-1]  # after the frames, which are indented: "ValueError: …"
         return said[: limit - 1] + "…" if limit and len(said) > limit else said
     tail = " | ".join(text[-lines:])
     return "…" + tail[-limit:] if limit and len(tail) > limit else tail
-
-
-_TRACEBACK = "Traceback (most recent call last):"
 
 
 def exit_file(record: Path) -> Path:
