@@ -183,6 +183,11 @@ def test_config_set_says_what_it_wrote_and_what_overrides_it(tmp_path: Path) -> 
     assert named.stdout.decode().strip() == f'privacy.allow = ["Zoë", "名字"] in {cfg}'
     shown = drag("--config", cfg, "config", "show").stdout.decode()
     assert 'privacy.allow               = ["Zoë", "名字"]' in shown
+    # A model file whose name does not end in .gguf is a model all the same (drag reads
+    # it by its first bytes), where a made-up name is refused.
+    weights = tmp_path / "student.bin"
+    weights.write_bytes(b"GGUF" + bytes(60))
+    assert drag("--config", cfg, "config", "set", "student.model", str(weights)).returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -352,6 +357,17 @@ def test_output_that_cannot_be_written_is_one_line_not_an_internal_error(tmp_pat
         assert proc.returncode == 1 and err.splitlines() == [
             "drag: error: writing standard output failed: No space left on device"
         ], err
+    # DRAG_DEBUG=1 shows the traceback instead, as the one-line errors say.
+    with Path("/dev/full").open("wb") as full:
+        debug = subprocess.run(
+            [sys.executable, "-m", "assistant", "--help"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "DRAG_DEBUG": "1"},
+            timeout=120,
+            check=False,
+        )
+    assert b"Traceback" in debug.stderr and b"OSError: [Errno 28]" in debug.stderr
     target = tmp_path / "nosuch" / "ledger.jsonl"
     proc = drag("audit", "export", "-o", str(target))
     said = one_line_error(proc)

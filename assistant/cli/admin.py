@@ -85,7 +85,8 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
         from assistant.models import modelfiles
 
         known = modelfiles.load_manifest()
-        if value not in known and Path(value).suffix.lower() != ".gguf":
+        path = Path(value).expanduser()  # a GGUF file is read whatever its name's end
+        if value not in known and path.suffix.lower() != ".gguf" and not path.is_file():
             raise errors.ConfigError(
                 f"student.model (new value): unknown model {value!r}: give a path to a "
                 f".gguf file or one of {', '.join(known)}"

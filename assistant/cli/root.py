@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> None:
         echo("drag: interrupted", err=True)
         sys.exit(130)
     except OSError as exc:
-        if exc.errno not in _OUTPUT_FAILED or os.environ.get("DRAG_DEBUG"):
+        if os.environ.get("DRAG_DEBUG"):
+            raise
+        if exc.errno not in _OUTPUT_FAILED:
             raise _internal(exc) from None
         # A write failed (a full disk, a quota, a device): said; output that cannot be
         # written is dropped (the interpreter's own flush would fail again at exit).
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         secho(f"drag: error: {verb} {where} failed: {exc.strerror}", err=True, fg="red")
         sys.exit(1)
     except Exception as exc:
+        if os.environ.get("DRAG_DEBUG"):
+            raise
         raise _internal(exc) from None
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -91,11 +95,8 @@ def main(argv: list[str] | None = None) -> None:
 _OUTPUT_FAILED = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
-def _internal(exc: Exception) -> BaseException:
-    """An error drag did not expect: one line and exit 70 (the exception itself to
-    raise, with its traceback, under DRAG_DEBUG)."""
-    if os.environ.get("DRAG_DEBUG"):
-        return exc
+def _internal(exc: Exception) -> SystemExit:
+    """An error drag did not expect: one line, and exit 70."""
     secho(
         f"drag: internal error: {type(exc).__name__}: {errors.one_line(str(exc), 200)} "
         "(run with DRAG_DEBUG=1 for the traceback)",
