@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
-import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from urllib.parse import urlsplit
 
 from assistant import __version__
 from assistant.base.errors import GuardBlocked, TeacherError, one_line
+from assistant.net.loopback import is_loopback
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
     import openai
@@ -310,11 +310,7 @@ def unreachable_hint(url: str) -> str:
     127.0.0.1 at the port asked for); one elsewhere is a matter of address and network."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    try:
-        here = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        here = False
-    if not here:
+    if not is_loopback(host):
         return "check the address and the network"
     if host in ("localhost", "127.0.0.1") and parts.scheme == "http":
         port = parts.port or 80

@@ -25,15 +25,21 @@ class Cut(DragError):
     """The server took the question, then its answer stopped."""
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback interface."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def loopback_host(url: str) -> tuple[str, int]:
     """(host, port) of ``url``, which must name a loopback address; ValueError else."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    try:
-        loop = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loop = False
-    if parts.scheme != "http" or not loop or parts.port is None:
+    if parts.scheme != "http" or not is_loopback(host) or parts.port is None:
         raise ValueError(f"not a loopback address: {url!r}")
     return host, parts.port
 

@@ -41,21 +41,13 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
+from assistant.net.loopback import is_loopback
 from assistant.serve import native, shapes, stopping, tokens, wire
 
 MAX_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 64  # open at once; more are closed unanswered
 PORT = re.compile(r"(:[0-9]{1,5})?")
 PARTS = ("detector", "reader", "student", "embedder", "teacher")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def host_name(header: str | None) -> str | None:
