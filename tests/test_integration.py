@@ -960,28 +960,37 @@ def test_offline_answers_from_the_cache_and_touches_no_network(
     assert 0 < report["first_answer_byte_s"]["p50"] <= report["exit_s"]["p50"]
 
 
-def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
-    """The README: input from a pipe gives the line-by-line chat (the real student, one
-    answer per line asked, blank lines skipped), and nothing is sent with mode none."""
-    env = {
+def chat_env(tmp_path: Path) -> dict[str, str]:
+    """`drag chat` with the tiny student, short answers, a database of this test's."""
+    return {
         **os.environ,
         "DRAG_STUDENT_MODEL": TEST_MODEL,
         "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
         "DRAG_STUDENT_MAX_TOKENS": "16",
     }
-    proc = subprocess.run(
+
+
+def piped_chat(env: dict[str, str], lines: bytes) -> subprocess.CompletedProcess[bytes]:
+    """`drag chat --mode none` (nothing sent) with ``lines`` piped in."""
+    return subprocess.run(
         [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
-        input="Name a color.\n\nName a fruit.\n",
+        input=lines,
         capture_output=True,
-        text=True,
         env=env,
         timeout=300,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("Context: none (the student alone); nothing sent") == 2
-    assert proc.stdout.count("student: ") == 2 and "Traceback" not in proc.stderr
-    assert "drag: error" not in proc.stderr  # the blank line was not asked
+
+
+def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
+    """The README: input from a pipe gives the line-by-line chat (the real student, one
+    answer per line asked, blank lines skipped), and nothing is sent with mode none."""
+    done = piped_chat(chat_env(tmp_path), b"Name a color.\n\nName a fruit.\n")
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, err
+    assert out.count("Context: none (the student alone); nothing sent") == 2
+    assert out.count("student: ") == 2 and "Traceback" not in err
+    assert "drag: error" not in err  # the blank line was not asked
     with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
         assert db.execute("SELECT count(*) FROM questions").fetchone()[0] == 2
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0
@@ -990,12 +999,7 @@ def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
 def test_a_typed_line_that_is_not_utf8_is_kept(tmp_path: Path) -> None:
     """In a terminal whose input Python decodes strictly (a UTF-8 locale), a line typed
     in Latin-1 was lost: its error had no byte and no draft.  Kept, like a piped one."""
-    env = {
-        **os.environ,
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
-        "PYTHONIOENCODING": "utf-8:strict",
-    }
+    env = {**chat_env(tmp_path), "PYTHONIOENCODING": "utf-8:strict"}
     typing, terminal = os.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "assistant", "chat", "--plain", "--mode", "none"],
@@ -1021,21 +1025,8 @@ def test_a_piped_line_over_the_limit_is_one_error_not_two_questions(tmp_path: Pa
     """A piped line longer than 4 MiB was read in two: its start refused, its end asked
     as a question of its own (sent to the teacher, online).  One error, the start kept;
     the next line is asked."""
-    env = {
-        **os.environ,
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
-        "DRAG_STUDENT_MAX_TOKENS": "16",
-    }
     long = b"x" * (4 * 1024 * 1024 + 40) + b" the tail of a pasted file\n"
-    proc = subprocess.run(
-        [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
-        input=long + b"Name a fruit.\n",
-        capture_output=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    proc = piped_chat(chat_env(tmp_path), long + b"Name a fruit.\n")
     err = proc.stderr.decode()
     said = [line for line in err.splitlines() if line.startswith("drag: error")]
     assert proc.returncode == 0 and len(said) == 1, err
@@ -1049,20 +1040,8 @@ def test_a_piped_line_that_is_not_utf8_is_kept_and_the_chat_goes_on(tmp_path: Pa
     """A line of the piped chat that is not UTF-8 (Latin-1's é) ended it with an internal
     error, the line and the rest of the input lost: it is said in one line, kept as a
     draft, and the next line is asked."""
-    env = {
-        **os.environ,
-        "DRAG_STUDENT_MODEL": TEST_MODEL,
-        "DRAG_STORE_DATABASE": str(tmp_path / "drag.db"),
-        "DRAG_STUDENT_MAX_TOKENS": "16",
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
-        input=b"Name a color.\nCaf\xe9 opening hours?\nName a fruit.\r\n",
-        capture_output=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    env = chat_env(tmp_path)
+    proc = piped_chat(env, b"Name a color.\nCaf\xe9 opening hours?\nName a fruit.\r\n")
     err = proc.stderr.decode()
     assert proc.returncode == 0 and "Traceback" not in err, err
     said = [line for line in err.splitlines() if line.startswith("drag: error")]
