@@ -71,7 +71,12 @@ def test_item_12_a_kept_question_is_sealed_and_can_be_read_back() -> None:
     drafts.remove(long.stem)
     shown = runner.invoke(cli, ["drafts", "show", path.stem])
     assert shown.exit_code == 0 and question in shown.stdout
-    assert runner.invoke(cli, ["drafts", "rm", path.stem]).exit_code == 0
+    # A name given twice is removed once; a name not kept removes none of the others.
+    refused = runner.invoke(cli, ["drafts", "rm", path.stem, "nosuch"])
+    assert "no kept question 'nosuch'" in str(refused.exception)
+    assert path.exists()
+    twice = runner.invoke(cli, ["drafts", "rm", path.stem, path.stem])
+    assert twice.exit_code == 0 and "removed 1 kept question\n" in twice.output
     assert not path.exists()
     assert runner.invoke(cli, ["drafts", "show", "../drag"]).exit_code != 0
 

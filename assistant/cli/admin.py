@@ -217,9 +217,9 @@ def drafts_rm(names: tuple[str, ...], everything: bool) -> None:
         names = tuple(r["name"] for r in drafts.listing())
     elif not names:
         raise errors.InputError("name the kept questions to remove, or give --all")
-    for name in names:
-        drafts.remove(name)
-    echo(f"removed {len(names)} kept questions")
+    names = tuple(dict.fromkeys(names))  # a name given twice is removed once
+    drafts.remove_all(names)
+    echo(f"removed {len(names)} kept question" + ("" if len(names) == 1 else "s"))
 
 
 @cli.group("cache")

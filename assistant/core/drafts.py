@@ -16,7 +16,7 @@ import datetime as dt
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,13 @@ def listing() -> list[dict[str, Any]]:
 
 def remove(name: str) -> None:
     _path(name).unlink()
+
+
+def remove_all(names: Iterable[str]) -> None:
+    """Remove these kept questions, or none: each is found before any goes."""
+    paths = [_path(name) for name in names]
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def release(name: str) -> None:
