@@ -289,6 +289,22 @@ def test_unreadable_and_binary_files_are_skipped_with_their_reason_and_the_rest_
     assert "indexed 7 new and 0 changed file(s)" in result.stdout and "2 skipped" in result.stdout
 
 
+def test_files_named_and_every_one_skipped_is_an_error_with_each_reason(tmp_path: Path) -> None:
+    """`drag index photo.png` said why it skipped the file and exited 0, as if indexed."""
+    photo = tmp_path / "photo.txt"
+    photo.write_bytes(b"\x89PNG\x00\x00binary")
+    proc = drag("index", str(photo))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert f"skipped {photo}: a binary file (it holds NUL bytes)" in err
+    assert err.rstrip().endswith(
+        "drag: error: nothing was indexed: 1 file(s) skipped, each with its reason above"
+    )
+    as_json = drag("index", "--json", str(photo))
+    skipped = json.loads(as_json.stdout)["indexed"]["skipped"]
+    assert as_json.returncode == 2 and [s["path"] for s in skipped] == [str(photo)]
+
+
 def test_no_files_indexed_and_no_paths_are_one_line_errors() -> None:
     line = one_line_error(drag("ask", "--files", "Where is the noodle bar?"))
     assert line.startswith("drag: error: no files are indexed yet: add some with drag index PATH")

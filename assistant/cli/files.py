@@ -75,6 +75,7 @@ def index_command(
         raise InputError(f"no such file or folder: {missing[0]} (nothing was indexed)")
     settings = settings_of(ctx, {})
     out: dict[str, Any] = {}
+    nothing = False  # files were named, and every one was skipped
     with Session(settings, status=status_printer(not as_json and sys.stderr.isatty())) as rt:
         not_indexed: list[Path] = []
         for path in forget:
@@ -98,6 +99,9 @@ def index_command(
                 "chunks": report.chunks,
                 "seconds": round(report.seconds, 2),
             }
+            nothing = bool(report.skipped) and not (
+                report.added or report.replaced or report.unchanged
+            )
         if list_:
             listed = localfiles.sources(rt)
             out["files"] = [
@@ -123,6 +127,9 @@ def index_command(
                 _print_names(out["names"], settings.files.learn_names)
     if as_json:
         echo(to_json(out))
+    if nothing:
+        why = "the output says why" if as_json else "each with its reason above"
+        raise InputError(f"nothing was indexed: {len(report.skipped)} file(s) skipped, {why}")
     if missing:
         raise InputError(f"no such file or folder: {missing[0]} (the rest was indexed)")
     if not_indexed:
