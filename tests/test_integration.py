@@ -541,6 +541,32 @@ def test_drag_processes_share_one_local_teacher(test_model_path: Path) -> None:
     assert _gone(servers)  # ...for a while
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_signals_all_through_the_keepers_stop_do_not_cut_it_short(test_model_path: Path) -> None:
+    """The shared server's keeper told to stop, then signalled again and again while it
+    stops its server: each later signal only hurries the stop (a second one cut it
+    short, the record left behind; one as it exited ended it by that signal)."""
+    import signal
+
+    from assistant.models.localserver import _KEEPERS, serving, shared_files
+
+    before = _llama_servers(test_model_path)
+    record, _lease, log = shared_files(test_model_path, 2048)
+    with serving(test_model_path, n_ctx=2048, keep_alive=0):
+        servers = _llama_servers(test_model_path) - before
+        keeper = _KEEPERS[-1]
+        assert servers and record.exists() and keeper.poll() is None
+        keeper.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while keeper.poll() is None and time.monotonic() < deadline:
+            keeper.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                keeper.wait(timeout=0.002)
+        said = log.read_text("utf-8", "replace")
+        assert keeper.wait(timeout=60) == 0 and "Traceback" not in said, said[-2000:]
+    assert _gone(servers) and not record.exists()
+
+
 class _Squatter:
     """Another local user's process on the port drag picked: it listens first, answers
     every request as a server would, and records what it is sent."""
@@ -702,12 +728,14 @@ def test_doctor_names_the_fix_when_the_teacher_is_down(env: dict[str, str]) -> N
     assert "drag-assistant[server]" not in out
 
 
-def _serve(n_ctx: int, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:
+def _serve(
+    n_ctx: int, preexec_fn: Callable[[], None] | None = None, stderr: int = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
     """`drag teacher serve` with the test model, its output readable line by line."""
     return subprocess.Popen(
         [sys.executable, "-m", "assistant", "teacher", "serve", "--model", TEST_MODEL],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         text=True,
         env={**os.environ, "DRAG_TEACHER_N_CTX": str(n_ctx)},
         preexec_fn=preexec_fn,
@@ -767,6 +795,36 @@ def test_teacher_serve_stops_its_server_on_a_signal(how: str) -> None:
     finally:
         if serve.poll() is None:
             serve.kill()
+    assert not state_file().exists()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in child)
+
+
+def test_signals_all_through_teacher_serves_stop_do_not_cut_it_short() -> None:
+    """Ctrl+C pressed again while `drag teacher serve` stops its server (a supervisor
+    repeating its SIGTERM): a second signal cut the stop short, leaving the record
+    behind and a traceback.  Each later signal only hurries the stop."""
+    import signal
+
+    from assistant.models.localserver import state_file
+
+    serve = _serve(2048, stderr=subprocess.PIPE)
+    try:
+        assert serve.stdout is not None
+        assert "local teacher ready" in serve.stdout.readline()
+        child = _llama_children(serve.pid)
+        assert child and state_file().is_file()
+        serve.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while serve.poll() is None and time.monotonic() < deadline:
+            serve.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                serve.wait(timeout=0.002)
+        _out, said = serve.communicate(timeout=60)
+        assert serve.returncode == 0 and "Traceback" not in said, said
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
     assert not state_file().exists()
     assert not any(Path(f"/proc/{pid}").exists() for pid in child)
 

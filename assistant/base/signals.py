@@ -3,10 +3,12 @@ the local teacher's keeper), set in one place."""
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 STOPPING = (signal.SIGTERM, signal.SIGINT)
 
@@ -22,3 +24,37 @@ def stop_on(handler: Handler) -> dict[signal.Signals, Handler]:
     if hasattr(signal, "pthread_sigmask"):  # not on Windows
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
     return before
+
+
+class StopOnce:
+    """The handler of a process that stops by KeyboardInterrupt (`drag teacher serve`,
+    the local teacher's keeper: their main thread waits on a child or sleeps): the first
+    signal raises it; a later one, or any once :meth:`stopping` was called, only sets
+    :attr:`hurry`, so the stop that follows (its child ended, its record taken away) is
+    never cut short.  A lock-free attribute: a handler may run inside another."""
+
+    def __init__(self) -> None:
+        self.hurry = False
+        self._stopping = False
+
+    def __call__(self, _signum: int, _frame: FrameType | None) -> None:
+        if self._stopping:
+            self.hurry = True
+            return
+        self._stopping = True
+        raise KeyboardInterrupt
+
+    def stopping(self) -> None:
+        """The stop has begun: from now on a signal only hurries it."""
+        self._stopping = True
+
+    def hurried(self) -> bool:
+        return self.hurry
+
+
+def exit_stopped(code: int = 0) -> NoReturn:
+    """End a process whose stop is done, at once: Python puts SIGINT's default handler
+    back as its interpreter exits, so a signal then would end it by that signal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
@@ -39,9 +38,10 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     server = localserver.LocalServer(path, n_ctx=settings.teacher.n_ctx, port=port)
     # Ctrl+C, `kill` and a background job's SIGINT (started with SIGINT ignored, as a
     # shell without job control does) all stop the llama.cpp child and the record.
-    signals.stop_on(signal.default_int_handler)
-    if not port and _serve_running(path, settings.teacher.n_ctx):
-        return
+    stops = signals.StopOnce()
+    signals.stop_on(stops)
+    if not port and _serve_running(path, settings.teacher.n_ctx, stops):
+        signals.exit_stopped()
     echo(f"starting {path.name} on 127.0.0.1:{server.port}…", err=True)
     recorded = False
     try:
@@ -61,12 +61,14 @@ def teacher_serve(ctx: click.Context, port: int, model: str | None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop()
+        stops.stopping()  # a signal from here on hurries the stop, never cuts it short
+        server.stop(stops.hurried)
         if recorded:
             server.forget()
+    signals.exit_stopped()
 
 
-def _serve_running(path: Path, n_ctx: int) -> bool:
+def _serve_running(path: Path, n_ctx: int, stops: signals.StopOnce) -> bool:
     """What ``drag teacher serve`` does when a local teacher for ``path`` already runs:
     another serve is told of and left; the shared server that other drag commands
     started is held until Ctrl+C (as a server of serve's own would be).  False: none runs."""
@@ -91,4 +93,6 @@ def _serve_running(path: Path, n_ctx: int) -> bool:
                 time.sleep(1.0)
         except KeyboardInterrupt:
             return True
+        finally:
+            stops.stopping()  # letting the lease go is never cut short
     raise errors.TeacherError(f"the shared local teacher (pid {shared.pid}) stopped")

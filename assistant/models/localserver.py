@@ -35,7 +35,7 @@ from assistant.base.errors import DragError, TeacherError
 from assistant.models import llamabuild, llamacheck
 from assistant.models.student import default_threads
 from assistant.net import egress
-from assistant.net.listeners import alive, owns
+from assistant.net.listeners import alive, gone_or_zombie, owns
 
 HOST = "127.0.0.1"
 ALIAS = "local-teacher"
@@ -198,17 +198,6 @@ def crash_line(code: int, log: Path, note: str = "") -> str:
     )
 
 
-def _gone_or_zombie(pid: int) -> bool:
-    """The process has ended (its parent may not have collected it yet)."""
-    if not alive(pid):
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state in ("Z", "X")
-
-
 # Base URL -> (server pid, its exit file) of the servers this process uses.
 _served: dict[str, tuple[int, Path]] = {}
 
@@ -231,7 +220,7 @@ def crash_report(base_url: str, note: str = "", wait: float = 5.0) -> str | None
         except (OSError, ValueError, KeyError, TypeError):
             pass
         waited = time.monotonic() - started
-        if not _gone_or_zombie(pid) and waited > 1.0:
+        if not gone_or_zombie(pid) and waited > 1.0:
             return None
         if waited > wait:
             return f"the local teacher's llama.cpp server (pid {pid}) has stopped{note}"
@@ -367,16 +356,19 @@ class LocalServer:
         )
         return kept
 
-    def stop(self) -> None:
+    def stop(self, hurry: Callable[[], bool] = lambda: False) -> None:
+        """Ask the server to end (SIGINT), and kill it after 10 s or once ``hurry()``."""
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not hurry() and time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.1)
+                return
+        proc.kill()
+        proc.wait(timeout=10)
 
     def record(self, path: Path | None = None) -> None:
         """Let other drag commands find and reuse this server."""
@@ -448,7 +440,8 @@ def _start_shared(model_path: Path, n_ctx: int, keep_alive: float, timeout: floa
 def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
     """The keeper: run the shared server until no lease has been held for ``keep_alive``
     seconds (or the server ends, or this process is told to stop)."""
-    signals.stop_on(signal.default_int_handler)
+    stops = signals.StopOnce()
+    signals.stop_on(stops)
     record, lease, log = shared_files(model_path, n_ctx)
     server = LocalServer(model_path, n_ctx=n_ctx, log=log.with_suffix(".server.log"))
     try:
@@ -482,8 +475,9 @@ def keep(model_path: Path, n_ctx: int, keep_alive: float) -> int:
         print(f"drag: {exc}", flush=True)
         return 1
     finally:
+        stops.stopping()
         server.forget(record)
-        server.stop()
+        server.stop(stops.hurried)
         # Not under _deciding() (its starter holds it); another keeper's count is left.
         with contextlib.suppress(OSError):
             if not record.exists():
@@ -597,4 +591,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    signals.exit_stopped(main())

@@ -27,6 +27,14 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def gone_or_zombie(pid: int) -> bool:
+    """Process ``pid`` has ended (its parent may not have collected it yet)."""
+    if not alive(pid):
+        return True
+    fields = _stat(pid)
+    return fields is not None and fields[0] in ("Z", "X")
+
+
 def _machine() -> str:
     """``HOST|BOOT|PIDNS``: the machine, its boot and the pid namespace this process sees
     pids in (empty where /proc does not show them)."""
