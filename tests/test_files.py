@@ -429,17 +429,25 @@ def test_the_benchmark_reads_each_budget_as_a_row_of_its_own() -> None:
     # The run that measured shorter headings (issue 51, not kept) named its rows by them.
     shorter = {**item, "read_tokens": 500, "headings": "short"}
     assert path_of(shorter) == "minirag, 500 tokens, short headings"
+    # A run that measured the answer's decodings side by side names its rows by them.
+    assert (
+        path_of({**item, "read_tokens": 500, "decoding": "plain"}) == "minirag, 500 tokens, plain"
+    )
 
 
-@pytest.mark.parametrize("headings", ["", "name,name", "title"])
-def test_the_benchmark_refuses_headings_it_cannot_read(
-    headings: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--headings", ""), ("--headings", "name,name"), ("--headings", "title")]
+    + [("--decoding", ""), ("--decoding", "plain,plain"), ("--decoding", "fast")],
+)
+def test_the_benchmark_refuses_rows_it_cannot_read(
+    option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from drag_bench.localdocs import main
 
     argv = ["--docs", str(tmp_path), "--questions", "q.csv", "--out", str(tmp_path / "o")]
-    assert main([*argv, "--headings", headings]) == 2
-    assert "headings" in capsys.readouterr().err
+    assert main([*argv, option, value]) == 2
+    assert option.removeprefix("--") in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

@@ -100,21 +100,26 @@ def test_the_reply_is_the_models_greedy_reply_in_fewer_batches(
 
 
 @pytest.mark.integration
-def test_a_reply_whose_token_logprobs_are_asked_for_is_not_drafted(tiny: Student) -> None:
-    """Drafting gives no log-probabilities: asked for them, the drafting student decodes
-    as any other (the files check must not be handed an answer with none)."""
+def test_a_drafted_reply_has_the_log_probabilities_of_a_token_at_a_time(tiny: Student) -> None:
+    """Asked for how sure the model was (the files check reads it), a drafted reply has
+    a log-probability for each of its tokens, each the one llama-cpp-python's own decoding
+    records for it, up to the rounding of a batch (the first, read after the prompt as
+    both read it, exactly; a batch of two rounds otherwise than one token, by up to a
+    tenth here)."""
     asked = R.messages(QUESTIONS[0])
-    tiny.lookup = True
-    assert tiny._drafts()  # this student drafts its greedy replies
-    try:
-        tiny.forget()
-        drafted = tiny.chat(asked, max_tokens=24, temperature=0.0)
-        tiny.forget()
-        watched = tiny.chat(asked, max_tokens=24, temperature=0.0, logprobs=True)
-    finally:
-        tiny.lookup = False
-    assert watched.text == drafted.text and drafted.token_logprobs == ()
-    assert len(watched.token_logprobs) >= 8
+    assert tiny._drafts()  # this student can draft its greedy replies
+    tiny.lookup = False
+    tiny.forget()
+    plain = tiny.chat(asked, max_tokens=24, temperature=0.0, logprobs=True)
+    tiny.forget()
+    drafted = tiny.chat(asked, max_tokens=24, temperature=0.0, logprobs=True, draft=True)
+    unasked = tiny.chat(asked, max_tokens=24, temperature=0.0, draft=True)
+    assert drafted.text == plain.text and len(plain.token_logprobs) >= 8
+    assert len(drafted.token_logprobs) == len(plain.token_logprobs)
+    assert drafted.token_logprobs[0] == plain.token_logprobs[0]
+    assert drafted.token_logprobs == pytest.approx(plain.token_logprobs, abs=0.15)
+    assert min(plain.token_logprobs) < -0.05  # not all sure: the comparison can tell
+    assert unasked.text == plain.text and unasked.token_logprobs == ()
 
 
 class _Enough(Exception):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # Chosen by the reader's time on the first 12 queries under 1,500 characters of PUPA-TNB's
@@ -64,6 +64,9 @@ class Decoded:
     finished: bool  # ended by the model (an end-of-generation token), not the limit
     prompt_seconds: float
     batches: int
+    # Of each token, when asked: how likely the model found it (the log-probability
+    # under the logits that chose it, as :class:`reading.Chosen` keeps them).
+    logprobs: list[float] = field(default_factory=list)
 
 
 def greedy(
@@ -73,13 +76,17 @@ def greedy(
     max_tokens: int,
     on_token: Callable[[int], None],
     clock: Callable[[], float],
+    logprobs: bool = False,
 ) -> Decoded:
     """The greedy reply of ``llm`` (a llama-cpp-python ``Llama``) to ``prompt``, each
-    token passed to ``on_token`` as it is settled.  What the context already holds of the
+    token passed to ``on_token`` as it is settled (``logprobs``: with how likely the
+    model found it, ``Decoded.logprobs``).  What the context already holds of the
     prompt (its head) is not read again; after this, the context holds the prompt and the
     reply, and llama-cpp-python's own calls reuse it as they would their own."""
     import llama_cpp
     import numpy as np
+
+    from assistant.models.reading import log_normaliser
 
     started = clock()
     prompt = list(prompt)
@@ -95,9 +102,10 @@ def greedy(
         if not llm._ctx.kv_cache_seq_rm(-1, n, -1):  # a model that cannot take tokens back
             raise RuntimeError("llama.cpp could not drop the tokens it had guessed")
 
-    def evaluate(tokens: list[int], rows: bool) -> Any:
-        """Read ``tokens`` after what the context holds; the logits of each (``rows``:
-        tokens of one batch) or of the last only."""
+    def evaluate(tokens: list[int], rows: bool) -> tuple[Any, list[float]]:
+        """Read ``tokens`` after what the context holds; the greedy choice after each
+        (``rows``: tokens of one batch) or after the last only, and (``logprobs``) the
+        log-probability of each choice."""
         assert not rows or len(tokens) <= llm.n_batch
         drop_after(llm.n_tokens)
         for i in range(0, len(tokens), llm.n_batch):
@@ -108,41 +116,51 @@ def greedy(
             llm.n_tokens += len(batch)
         count = len(tokens) if rows else 1
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(count * n_vocab,))
-        return logits.reshape(count, n_vocab).argmax(axis=1)
+        logits = logits.reshape(count, n_vocab)
+        best = logits.argmax(axis=1)
+        if not logprobs:
+            return best, [0.0] * count
+        pairs = zip(logits, best, strict=True)
+        return best, [float(row[b]) - log_normaliser(row) for row, b in pairs]
 
     drop_after(held)
-    best = evaluate(prompt[held:], rows=False)
+    best, sure = evaluate(prompt[held:], rows=False)
     prompt_seconds = clock() - started
     drafts = Drafts(prompt)
     reply: list[int] = []
+    likely: list[float] = []
     batches = 0
     room = min(max_tokens, llm.n_ctx() - len(prompt) - 1)
-    token = int(best[-1])
+    token, chance = int(best[-1]), sure[-1]
 
-    def take(token: int) -> None:
+    def take(token: int, chance: float) -> None:
         reply.append(token)
+        likely.append(chance)
         drafts.add(token)
         on_token(token)
 
+    def ended(finished: bool) -> Decoded:
+        return Decoded(reply, finished, prompt_seconds, batches, likely if logprobs else [])
+
     while True:
         if llama_cpp.llama_vocab_is_eog(vocab, token):
-            return Decoded(reply, True, prompt_seconds, batches)
+            return ended(True)
         if len(reply) >= room:
-            return Decoded(reply, False, prompt_seconds, batches)
-        take(token)
+            return ended(False)
+        take(token, chance)
         guess = drafts.guess(min(DRAFT, room - len(reply)))
         start = llm.n_tokens
-        best = evaluate([token, *guess], rows=True)
+        best, sure = evaluate([token, *guess], rows=True)
         batches += 1
         taken = 0
         while taken < len(guess) and int(best[taken]) == guess[taken]:
             token = guess[taken]
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 break
-            take(token)
+            take(token, sure[taken])
             taken += 1
         drop_after(start + 1 + taken)  # what was taken; the guesses after it go
-        token = int(best[taken])
+        token, chance = int(best[taken]), sure[taken]
 
 
 def text_reply(
@@ -152,6 +170,7 @@ def text_reply(
     max_tokens: int,
     on_text: Callable[[str], None] | None,
     clock: Callable[[], float],
+    logprobs: bool = False,
 ) -> tuple[str, Decoded]:
     """:func:`greedy`'s reply as text, passed to ``on_text`` piece by piece (a character
     whose bytes are split over tokens waits for the rest)."""
@@ -170,6 +189,7 @@ def text_reply(
         max_tokens=max_tokens,
         on_token=lambda token: say(utf8.decode(llm.detokenize([token]))),
         clock=clock,
+        logprobs=logprobs,
     )
     say(utf8.decode(b"", final=True))  # bytes of no whole character: "\ufffd"
     return "".join(pieces), decoded

@@ -124,8 +124,8 @@ class Student:
             quiet_llama_cpp()
         self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
-        # ``lookup``: greedy replies without a grammar (and without log-probabilities
-        # asked for) are decoded by drafting from the prompt
+        # ``lookup``: greedy replies without a grammar are decoded by drafting from the
+        # prompt
         # (:mod:`assistant.models.lookup`): the privacy reader's, whose values are
         # copied from the question.
         self.lookup = lookup
@@ -446,6 +446,7 @@ class Student:
         choices: Sequence[str] = (),
         schema: dict[str, Any] | None = None,
         logprobs: bool = False,
+        draft: bool = False,
     ) -> Generation:
         """Generate a reply, streaming pieces to ``on_text`` as they come (one at a time).
 
@@ -453,16 +454,20 @@ class Student:
         ``schema``: the reply is a JSON document of this JSON schema (a grammar enforces
         it, up to ``max_tokens``: a reply cut there is ``Generation.finished`` False).
         ``logprobs``: how likely the model found each token it wrote
-        (``Generation.token_logprobs``; a reply they are asked for is not drafted)."""
+        (``Generation.token_logprobs``).  ``draft``: a greedy reply without a grammar is
+        decoded by drafting from the prompt (:mod:`assistant.models.lookup`), as every
+        such reply of a student made with ``lookup`` is."""
         grammar = None
         if schema is not None:
             grammar = self._schema_grammar(json.dumps(schema, sort_keys=True))
         elif choices:
             grammar = self._grammar(tuple(choices))
         with self._lock:
-            drafted = grammar is None and temperature == 0.0 and not logprobs
-            if self.lookup and drafted and self._drafts():
-                return self._chat_lookup(self._inert_messages(messages), max_tokens, on_text)
+            drafted = (self.lookup or draft) and grammar is None and temperature == 0.0
+            if drafted and self._drafts():
+                return self._chat_lookup(
+                    self._inert_messages(messages), max_tokens, on_text, logprobs
+                )
             chosen = Chosen() if logprobs else None
             return self._chat(
                 self._inert_messages(messages), max_tokens, temperature, on_text, grammar, chosen
@@ -485,6 +490,7 @@ class Student:
         messages: Sequence[dict[str, str]],
         max_tokens: int,
         on_text: Callable[[str], None] | None,
+        logprobs: bool = False,
     ) -> Generation:
         """:meth:`_chat` at temperature 0, decoded by :func:`lookup.greedy` (the reply
         ends at the model's end-of-generation token, which is its template's stop)."""
@@ -504,6 +510,7 @@ class Student:
             max_tokens=min(max_tokens, self.n_ctx - len(prompt) - 16),
             on_text=on_text,
             clock=time.perf_counter,
+            logprobs=logprobs,
         )
         ended = time.perf_counter()
         first = started + decoded.prompt_seconds
@@ -514,6 +521,7 @@ class Student:
             prompt_seconds=decoded.prompt_seconds,
             decode_seconds=ended - first,
             finished=decoded.finished,
+            token_logprobs=tuple(decoded.logprobs),
         )
 
     def _chat(

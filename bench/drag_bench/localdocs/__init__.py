@@ -8,7 +8,8 @@ It indexes ``--docs`` into a database of its own under ``--out`` (an unchanged f
 not indexed twice, so a second run reuses the index), then asks each question of the
 CSV (``Question, Gold Answer, Evidence, Type``) once per method and reading budget
 (``--read-tokens``: the messages that carry the question's words within that many of the
-student's tokens, 0 the passages whole) through the product's own path
+student's tokens, 0 the passages whole; ``--decoding``: the answer drafted from the
+passages, or a token at a time) through the product's own path
 (:func:`assistant.core.localfiles.ask_files`; nothing is sent).  ``--alternate`` takes
 the rows in turns, each first for one question in so many.  It writes
 
@@ -49,7 +50,8 @@ ITEMS = "local-docs-items.jsonl"
 SUMMARY = "local-docs-summary.json"
 METHODS = ("minirag", "vector")
 TYPES = ("Single", "Multi", "Null")
-Row = tuple[str, int, str]  # method, read tokens, headings
+Row = tuple[str, int, str, str]  # method, read tokens, headings, decoding
+DECODINGS = ("drafted", "plain")
 
 
 def load_questions(path: Path) -> list[dict[str, str]]:
@@ -96,13 +98,16 @@ def path_of(item: dict[str, Any]) -> str:
     """The row an item counts in: its method, and how much of the passages it read (a run
     of before ``--read-tokens`` read them whole, and is named by its method alone); an
     item of the run that measured shorter headings (issue 51, taken back: the student
-    reads each passage under its whole path) also by how each passage was headed."""
+    reads each passage under its whole path) also by how each passage was headed; an
+    item of a run that measured the answer's decodings, by its decoding."""
     read = item.get("read_tokens")
     if read is None:
         return str(item["method"])
     row = f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
     headings = item.get("headings")
-    return row if headings is None else f"{row}, {headings} headings"
+    row = row if headings is None else f"{row}, {headings} headings"
+    decoding = item.get("decoding")
+    return row if decoding is None else f"{row}, {decoding}"
 
 
 def in_turn(rows: list[Row], number: int, alternate: bool) -> list[Row]:
@@ -174,19 +179,24 @@ def run(args: Any) -> dict[str, Any]:
         )
         with items_path.open("a", encoding="utf-8") as handle:
             paths: list[Row] = [
-                (m, r, h) for m in args.methods for r in args.read_tokens for h in args.headings
+                (m, r, h, d)
+                for m in args.methods
+                for r in args.read_tokens
+                for h in args.headings
+                for d in args.decoding
             ]
             named = args.headings != ["name"]  # rows named by their headings too
+            decoded = args.decoding != ["drafted"]  # and by their decoding
             for number, q in enumerate(questions, start=1):
-                for method, read, headings in in_turn(paths, number, args.alternate):
+                for method, read, headings, decoding in in_turn(paths, number, args.alternate):
                     item = {"question": q["Question"], "method": method, "read_tokens": read}
-                    if named:
-                        item["headings"] = headings
-                    if q["Question"] + "\0" + path_of(item) in done:
+                    extra = {
+                        **({"headings": headings} if named else {}),
+                        **({"decoding": decoding} if decoded else {}),
+                    }
+                    if q["Question"] + "\0" + path_of({**item, **extra}) in done:
                         continue
-                    item = _ask(rt, q, method, read, args.docs, headings)
-                    if named:
-                        item["headings"] = headings
+                    item = {**_ask(rt, q, method, read, args.docs, headings, decoding), **extra}
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
@@ -220,7 +230,13 @@ def _relative(path: str, docs: Path) -> str:
 
 
 def _ask(
-    rt: Session, q: dict[str, str], method: str, read: int, docs: Path, headings: str = "name"
+    rt: Session,
+    q: dict[str, str],
+    method: str,
+    read: int,
+    docs: Path,
+    headings: str = "name",
+    decoding: str = "drafted",
 ) -> dict[str, Any]:
     # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
     # would otherwise reuse the prompt another row of the same question has just read);
@@ -235,11 +251,13 @@ def _ask(
             read_tokens=read,
             remember=False,
             headings=headings,  # type: ignore[arg-type]
+            draft=decoding == "drafted",
         )
         reply, passages, error = result.answer, result.passages, ""
         support, held = result.provenance.get("support"), result.held_back
         parts = {k: v for k, v in result.timings.items() if k != "total"}
         tokens = result.student.get("prompt_tokens")
+        student = {k: result.student.get(k) for k in ("prompt_seconds", "decode_seconds")}
     except DragError as exc:
         reply, passages, error, support, held, parts, tokens = (
             "",
@@ -250,6 +268,7 @@ def _ask(
             {},
             None,
         )
+        student = {}
     seconds = time.perf_counter() - started
     verdict = score(reply, q["Gold Answer"], q["Type"])
     wanted = evidence_times(q["Evidence"])
@@ -273,6 +292,7 @@ def _ask(
         "evidence_wanted": len(wanted),
         "seconds": round(seconds, 3),
         "timings": parts,  # the product's own: search, cut, answer, check
+        "student_seconds": student,  # of the answer: reading the prompt, then writing
         "prompt_tokens": tokens,
         "right": verdict.right,
         "abstained": verdict.abstained,
@@ -408,6 +428,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="take the rows in turns, question by question, each first in its turn",
     )
+    parser.add_argument(
+        "--decoding",
+        default="drafted",
+        help="how the answer is decoded, comma-separated (each a row): drafted (the "
+        "product's: drafted from the passages), plain (a token at a time, as before)",
+    )
     parser.add_argument("--student", default="", help="student model (default: the settings')")
     parser.add_argument("--max-tokens", type=int, default=96, help="longest reply")
     parser.add_argument("--out", type=Path, required=True)
@@ -418,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         args.headings = split_choices(args.headings, ("path", "name"), "headings")
         if not args.headings or len(set(args.headings)) != len(args.headings):
             raise ValueError("--headings: name, path or both, each once")
+        args.decoding = split_choices(args.decoding, DECODINGS, "decoding")
+        if not args.decoding or len(set(args.decoding)) != len(args.decoding):
+            raise ValueError("--decoding: drafted, plain or both, each once")
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
