@@ -437,8 +437,14 @@ def test_the_benchmark_reads_each_budget_as_a_row_of_its_own() -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--headings", ""), ("--headings", "name,name"), ("--headings", "title")]
-    + [("--decoding", ""), ("--decoding", "plain,plain"), ("--decoding", "fast")],
+    [
+        ("--headings", ""),
+        ("--headings", "name,name"),
+        ("--headings", "title"),
+        ("--decoding", ""),
+        ("--decoding", "plain,plain"),
+        ("--decoding", "fast"),
+    ],
 )
 def test_the_benchmark_refuses_rows_it_cannot_read(
     option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -162,15 +162,15 @@ def ask_files(
     on_text: Callable[[str], None] | None = None,
     remember: bool = True,
     headings: Literal["path", "name"] = "name",
-    draft: bool = True,
+    draft: bool = False,
 ) -> AskResult:
     """Answer ``question`` from the user's indexed files alone; nothing is sent.
     ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys.
     ``headings``: each passage headed in the student's prompt by its file's name and
     time or page (the product's), or by its whole path, as before (issue 51, to measure
     them side by side: ``drag bench local-docs --headings name,path``).  ``draft``: the
-    answer, greedy, is decoded by drafting from the passages it copies (the product's),
-    or a token at a time (``drag bench local-docs --decoding drafted,plain``)."""
+    answer, greedy, is decoded by drafting from the passages it copies, or a token at a
+    time (the product's: drafting saved nothing, ``drag bench local-docs --decoding``)."""
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")

@@ -8,8 +8,8 @@ It indexes ``--docs`` into a database of its own under ``--out`` (an unchanged f
 not indexed twice, so a second run reuses the index), then asks each question of the
 CSV (``Question, Gold Answer, Evidence, Type``) once per method and reading budget
 (``--read-tokens``: the messages that carry the question's words within that many of the
-student's tokens, 0 the passages whole; ``--decoding``: the answer drafted from the
-passages, or a token at a time) through the product's own path
+student's tokens, 0 the passages whole; ``--decoding``: the answer a token at a time,
+or drafted from the passages) through the product's own path
 (:func:`assistant.core.localfiles.ask_files`; nothing is sent).  ``--alternate`` takes
 the rows in turns, each first for one question in so many.  It writes
 
@@ -186,7 +186,7 @@ def run(args: Any) -> dict[str, Any]:
                 for d in args.decoding
             ]
             named = args.headings != ["name"]  # rows named by their headings too
-            decoded = args.decoding != ["drafted"]  # and by their decoding
+            decoded = args.decoding != ["plain"]  # and by their decoding
             for number, q in enumerate(questions, start=1):
                 for method, read, headings, decoding in in_turn(paths, number, args.alternate):
                     item = {"question": q["Question"], "method": method, "read_tokens": read}
@@ -236,7 +236,7 @@ def _ask(
     read: int,
     docs: Path,
     headings: str = "name",
-    decoding: str = "drafted",
+    decoding: str = "plain",
 ) -> dict[str, Any]:
     # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
     # would otherwise reuse the prompt another row of the same question has just read);
@@ -430,9 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--decoding",
-        default="drafted",
-        help="how the answer is decoded, comma-separated (each a row): drafted (the "
-        "product's: drafted from the passages), plain (a token at a time, as before)",
+        default="plain",
+        help="how the answer is decoded, comma-separated (each a row): plain (the "
+        "product's: a token at a time), drafted (drafted from the passages; issue 51, "
+        "not kept)",
     )
     parser.add_argument("--student", default="", help="student model (default: the settings')")
     parser.add_argument("--max-tokens", type=int, default=96, help="longest reply")
