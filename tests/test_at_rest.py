@@ -75,7 +75,7 @@ def test_item_12_a_kept_question_is_sealed_and_can_be_read_back() -> None:
     refused = runner.invoke(cli, ["drafts", "rm", path.stem, "nosuch"])
     assert "no kept question 'nosuch'" in str(refused.exception)
     assert path.exists()
-    twice = runner.invoke(cli, ["drafts", "rm", path.stem, path.stem])
+    twice = runner.invoke(cli, ["drafts", "rm", path.stem, path.stem, path.name])
     assert twice.exit_code == 0 and "removed 1 kept question\n" in twice.output
     assert not path.exists()
     assert runner.invoke(cli, ["drafts", "show", "../drag"]).exit_code != 0

@@ -3,6 +3,7 @@ the local teacher's keeper), set in one place."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -55,6 +56,7 @@ class StopOnce:
 def exit_stopped(code: int = 0) -> NoReturn:
     """End a process whose stop is done, at once: Python puts SIGINT's default handler
     back as its interpreter exits, so a signal then would end it by that signal."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed
+            stream.flush()
     os._exit(code)

@@ -217,9 +217,8 @@ def drafts_rm(names: tuple[str, ...], everything: bool) -> None:
         names = tuple(r["name"] for r in drafts.listing())
     elif not names:
         raise errors.InputError("name the kept questions to remove, or give --all")
-    names = tuple(dict.fromkeys(names))  # a name given twice is removed once
-    drafts.remove_all(names)
-    echo(f"removed {len(names)} kept question" + ("" if len(names) == 1 else "s"))
+    removed = drafts.remove_all(names)  # a name given twice is removed once
+    echo(f"removed {removed} kept question" + ("" if removed == 1 else "s"))
 
 
 @cli.group("cache")

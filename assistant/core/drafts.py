@@ -147,11 +147,13 @@ def remove(name: str) -> None:
     _path(name).unlink()
 
 
-def remove_all(names: Iterable[str]) -> None:
-    """Remove these kept questions, or none: each is found before any goes."""
-    paths = [_path(name) for name in names]
+def remove_all(names: Iterable[str]) -> int:
+    """Remove these kept questions, or none: each is found before any goes.  How many
+    were removed (two names of one, "a" and its file's "a.sealed", count once)."""
+    paths = list(dict.fromkeys(_path(name) for name in names))
     for path in paths:
         path.unlink(missing_ok=True)
+    return len(paths)
 
 
 def release(name: str) -> None:

@@ -65,7 +65,8 @@ class Decoded:
     prompt_seconds: float
     batches: int
     # Of each token, when asked: how likely the model found it (the log-probability
-    # under the logits that chose it, as :class:`reading.Chosen` keeps them).
+    # under the logits that chose it, as :class:`reading.Chosen` keeps them; a reply
+    # cut at its longest has its last token's too, which Chosen's lacks).
     logprobs: list[float] = field(default_factory=list)
 
 
