@@ -125,9 +125,8 @@ class Student:
         self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
         # ``lookup``: greedy replies without a grammar are decoded by drafting from the
-        # prompt
-        # (:mod:`assistant.models.lookup`): the privacy reader's, whose values are
-        # copied from the question.
+        # prompt (:mod:`assistant.models.lookup`): the privacy reader's, whose values
+        # are copied from the question.
         self.lookup = lookup
         self._lookup_ok: bool | None = None
 
