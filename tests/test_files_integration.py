@@ -134,7 +134,7 @@ def test_a_files_answer_cut_at_max_tokens_says_so(notes: Path) -> None:
     cut = run({**env, "DRAG_STUDENT_MAX_TOKENS": "3"}, "ask", "--files", "Where is the noodle bar?")
     assert "warning: the answer was cut off at student.max_tokens (3 tokens)" in cut.output
     # Set by the environment: the advice is the variable (`drag config set` would not do).
-    assert "DRAG_STUDENT_MAX_TOKENS=6 (your environment sets it" in cut.output
+    assert "DRAG_STUDENT_MAX_TOKENS=6 (the environment drag runs in sets it" in cut.output
     assert "drag config set student.max_tokens" not in cut.output
 
 
@@ -303,6 +303,15 @@ def test_files_named_and_every_one_skipped_is_an_error_with_each_reason(tmp_path
     as_json = drag("index", "--json", str(photo))
     skipped = json.loads(as_json.stdout)["indexed"]["skipped"]
     assert as_json.returncode == 2 and [s["path"] for s in skipped] == [str(photo)]
+    # A file indexed before and unreadable now: nothing is indexed, and its old text goes.
+    notes = tmp_path / "notes.md"
+    notes.write_text("The noodle bar is on Linden Lane.\n", "utf-8")
+    assert drag("index", str(notes)).returncode == 0
+    notes.write_bytes(b"\x00binary now")
+    again = drag("index", str(notes))
+    assert again.returncode == 2 and again.stderr.decode().rstrip().endswith(
+        "skipped, each with its reason above; 1 indexed before, now gone from the index"
+    )
 
 
 def test_no_files_indexed_and_no_paths_are_one_line_errors() -> None:

@@ -129,6 +129,8 @@ def index_command(
         echo(to_json(out))
     if nothing:
         why = "the output says why" if as_json else "each with its reason above"
+        if report.removed:
+            why += f"; {len(report.removed)} indexed before, now gone from the index"
         raise InputError(f"nothing was indexed: {len(report.skipped)} file(s) skipped, {why}")
     if missing:
         raise InputError(f"no such file or folder: {missing[0]} (the rest was indexed)")

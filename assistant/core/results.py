@@ -197,7 +197,10 @@ def cut_short(gen: Generation, settings: Settings) -> str | None:
             f"one needs a larger student.n_ctx ({n_ctx} tokens) too"
         )
     if settings.sources.get("student.max_tokens") == "env":
-        how = f"DRAG_STUDENT_MAX_TOKENS={more} (your environment sets it, over the config file)"
+        how = (
+            f"DRAG_STUDENT_MAX_TOKENS={more} (the environment drag runs in sets it, over "
+            "the config file)"
+        )
     else:
         how = f"drag config set student.max_tokens {more}"
     said = f"the answer was cut off at student.max_tokens ({max_tokens} tokens)"
