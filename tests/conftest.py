@@ -8,13 +8,18 @@ teacher, and the real all-MiniLM-L6-v2 embedder.  The tiny SmolLM2-135M GGUF
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,6 +190,18 @@ def linear_growth(setup: str, work: str, make: str) -> tuple[float, float]:
         timeout=240,
     )
     return seconds["whole"], seconds["pieces"]
+
+
+def signalled_through_its_stop(proc: subprocess.Popen[Any], seconds: float = 60) -> bool:
+    """SIGTERM to ``proc``, then SIGINT every 2 ms until it ends (a supervisor repeating
+    its signal, a user pressing Ctrl+C again): whether it ended within ``seconds``."""
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.002)
+    return proc.poll() is not None
 
 
 def loopback_address(base_url: str) -> tuple[str, int]:

@@ -26,7 +26,7 @@ from assistant.drag.ranking import RRF_C, fuse, rank_texts, ranks_descending
 from assistant.models.embedder import OnnxEmbedder
 from assistant.models.localserver import ALIAS
 from assistant.net import egress
-from tests.conftest import TEST_MODEL, SocketLog, loopback_address
+from tests.conftest import TEST_MODEL, SocketLog, loopback_address, signalled_through_its_stop
 
 pytestmark = pytest.mark.integration
 
@@ -546,7 +546,6 @@ def test_signals_all_through_the_keepers_stop_do_not_cut_it_short(test_model_pat
     """The shared server's keeper told to stop, then signalled again and again while it
     stops its server: each later signal only hurries the stop (a second one cut it
     short, the record left behind; one as it exited ended it by that signal)."""
-    import signal
 
     from assistant.models.localserver import _KEEPERS, serving, shared_files
 
@@ -556,12 +555,7 @@ def test_signals_all_through_the_keepers_stop_do_not_cut_it_short(test_model_pat
         servers = _llama_servers(test_model_path) - before
         keeper = _KEEPERS[-1]
         assert servers and record.exists() and keeper.poll() is None
-        keeper.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while keeper.poll() is None and time.monotonic() < deadline:
-            keeper.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                keeper.wait(timeout=0.002)
+        signalled_through_its_stop(keeper)
         said = log.read_text("utf-8", "replace")
         assert keeper.wait(timeout=60) == 0 and "Traceback" not in said, said[-2000:]
     assert _gone(servers) and not record.exists()
@@ -803,7 +797,6 @@ def test_signals_all_through_teacher_serves_stop_do_not_cut_it_short() -> None:
     """Ctrl+C pressed again while `drag teacher serve` stops its server (a supervisor
     repeating its SIGTERM): a second signal cut the stop short, leaving the record
     behind and a traceback.  Each later signal only hurries the stop."""
-    import signal
 
     from assistant.models.localserver import state_file
 
@@ -813,12 +806,7 @@ def test_signals_all_through_teacher_serves_stop_do_not_cut_it_short() -> None:
         assert "local teacher ready" in serve.stdout.readline()
         child = _llama_children(serve.pid)
         assert child and state_file().is_file()
-        serve.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while serve.poll() is None and time.monotonic() < deadline:
-            serve.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                serve.wait(timeout=0.002)
+        signalled_through_its_stop(serve)
         _out, said = serve.communicate(timeout=60)
         assert serve.returncode == 0 and "Traceback" not in said, said
     finally:

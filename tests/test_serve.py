@@ -40,7 +40,7 @@ from assistant.serve import server as serving
 from assistant.serve import tokens
 from assistant.store import Store, ledger
 from tests import hostile_teacher
-from tests.conftest import TEST_MODEL, SocketLog
+from tests.conftest import TEST_MODEL, SocketLog, signalled_through_its_stop
 from tests.test_cli_errors import drag, one_line_error
 
 NAME, MAIL = "Jonathan Whitfield", "jonathan.whitfield@example.com"
@@ -810,13 +810,7 @@ def test_signals_all_through_the_stop_and_the_exit_do_not_cut_them_short(
     env = {**os.environ, "DRAG_TEACHER_ENDPOINT": curious.url("echo"), "DRAG_TEACHER_MODEL": "x"}
     serve, _url = start_serve(env)
     try:
-        serve.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while serve.poll() is None and time.monotonic() < deadline:
-            serve.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                serve.wait(timeout=0.002)
-        if serve.poll() is None:  # where each of its threads was, not a hang
+        if not signalled_through_its_stop(serve):  # where each of its threads was, not a hang
             serve.send_signal(signal.SIGABRT)
             _out, said = serve.communicate(timeout=60)
             pytest.fail(f"drag serve did not stop within 60 s; its threads:\n{said[-8000:]}")
