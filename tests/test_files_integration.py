@@ -815,3 +815,29 @@ def test_a_forget_whose_history_step_fails_leaves_the_file_for_the_next_forget(
     monkeypatch.setattr(Store, "forget_passages", real)
     assert localfiles.forget(runtime, notes / "garden.md") == [str(notes / "garden.md")]
     assert str(notes / "garden.md") not in [s.path for s in localfiles.sources(runtime)]
+
+
+def test_the_benchmark_refuses_a_drafted_row_of_a_student_that_cannot_draft(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row named "drafted" decoded a token at a time would measure nothing it names."""
+    from drag_bench.localdocs import main
+
+    from assistant.models.student import Student
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "chat.txt").write_text("Time: 20260101_10:00\nAnna: hello\n", encoding="utf-8")
+    questions = tmp_path / "q.csv"
+    questions.write_text(
+        "Question,Gold Answer,Evidence,Type\nWho said hello?,Anna,20260101_10:00,Single\n",
+        encoding="utf-8",
+    )
+    # The tiny student drafts (test_lookup.py): this one is made one that cannot.
+    monkeypatch.setattr(Student, "can_draft", lambda self: False)
+    out = tmp_path / "o"
+    argv = ["--docs", str(docs), "--questions", str(questions), "--part", "all", "--out", str(out)]
+    code = main([*argv, "--student", TEST_MODEL, "--decoding", "drafted,plain"])
+    assert code == 2
+    assert "--decoding drafted: " in capsys.readouterr().err
+    assert not (out / "local-docs-items.jsonl").exists()  # nothing was asked

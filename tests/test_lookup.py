@@ -107,7 +107,7 @@ def test_a_drafted_reply_has_the_log_probabilities_of_a_token_at_a_time(tiny: St
     both read it, exactly; a batch of two rounds otherwise than one token, by up to a
     tenth here)."""
     asked = R.messages(QUESTIONS[0])
-    assert tiny._drafts()  # this student can draft its greedy replies
+    assert tiny.can_draft()  # this student can draft its greedy replies
     tiny.lookup = False
     tiny.forget()
     plain = tiny.chat(asked, max_tokens=24, temperature=0.0, logprobs=True)

@@ -463,7 +463,7 @@ class Student:
             grammar = self._grammar(tuple(choices))
         with self._lock:
             drafted = (self.lookup or draft) and grammar is None and temperature == 0.0
-            if drafted and self._drafts():
+            if drafted and self.can_draft():
                 return self._chat_lookup(
                     self._inert_messages(messages), max_tokens, on_text, logprobs
                 )
@@ -472,7 +472,7 @@ class Student:
                 self._inert_messages(messages), max_tokens, temperature, on_text, grammar, chosen
             )
 
-    def _drafts(self) -> bool:
+    def can_draft(self) -> bool:
         """Whether this model's replies can be decoded by :mod:`lookup`: prompted by its
         own chat template (read here as :meth:`_chat` reads it), and one whose context
         can take guessed tokens back (not a recurrent or hybrid model)."""

@@ -154,6 +154,12 @@ def run(args: Any) -> dict[str, Any]:
         "read_tokens": args.read_tokens,
     }
     with Session(settings) as rt:
+        if "drafted" in args.decoding and not rt.student.can_draft():
+            # Its row would be decoded a token at a time under the name "drafted".
+            raise ValueError(
+                f"--decoding drafted: {rt.student.path.name} cannot draft its replies "
+                "(another prompt format, or a model whose context cannot take tokens back)"
+            )
         report = localfiles.index(rt, [args.docs])
         chunks = int(rt.store.db.execute("SELECT count(*) FROM file_chunks").fetchone()[0])
         entities = int(rt.store.db.execute("SELECT count(*) FROM file_entities").fetchone()[0])
