@@ -244,6 +244,12 @@ PRIVACY_TABLES = {
         "full + reader without public": "full+reader -public",
         "full + reader without value-parts": "full+reader -value-parts",
     },
+    "privacy-figures/world-streets/pupa-unseen-95": {
+        "full (detector alone)": "full",
+        "full without the world's streets": "full -world-streets",
+        "full + reader": "full+reader",
+        "full + reader without the world's streets": "full+reader -world-streets",
+    },
     "privacy-figures/pupa-unseen-95-reader-v4": {
         "full (detector alone)": "full",
         "full + reader, reader-v4": "full+reader",
@@ -1272,6 +1278,44 @@ def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label:
     refused = sum(1 for r in records if r["method"] == "full+reader" and r["blocked"])
     row = next(ln for ln in DOCS.read_text("utf-8").splitlines() if ln.startswith(f"| {label}"))
     assert row.endswith(f"| {changed('full')} | {changed('full+reader')} | {refused} |"), row
+
+
+def test_the_world_streets_rows_are_their_records() -> None:
+    """docs/benchmarks.md, "Streets as other countries write them" (issue 48): the MMLU
+    controls' rows with and without the patterns, counted from the records, and
+    presidio-research's rows, from their summaries."""
+    folder = RESULTS / "privacy-figures" / "world-streets"
+    lines = DOCS.read_text("utf-8").splitlines()
+
+    def row(start: str) -> str:
+        (found,) = [ln for ln in lines if ln.startswith(start)]
+        return found
+
+    records = [
+        json.loads(line)
+        for line in (folder / "mmlu-controls-120-179" / "privacy-items.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+
+    def changed(method: str) -> str:
+        rows = [r for r in records if r["method"] == method]
+        return f"{sum(1 for r in rows if r['changed'] or r['blocked'])} / {len(rows)}"
+
+    for label, suffix in (("with the streets", ""), ("without them", " -world-streets")):
+        refused = sum(1 for r in records if r["method"] == "full+reader" + suffix and r["blocked"])
+        want = f"| {changed('full' + suffix)} | {changed('full+reader' + suffix)} | {refused} |"
+        assert row(f"| 120–179 (seen by no rule), {label} |").endswith(want), label
+    for split, label in (("unseen", "unseen templates (32)"), ("seen", "seen templates (1,468)")):
+        summary = json.loads((folder / f"presidio-{split}" / "privacy-summary.json").read_text())
+        for method, how in (("full", "with the streets"), ("full -world-streets", "without them")):
+            s = summary[method]
+            want = (
+                f"| presidio-research, {label} | {how} | {s['units']} "
+                f"| {100 * s['unit_leak_rate']:.2f} % | {100 * s['unit_whole_rate']:.2f} % "
+                f"| {s['blocked']} | {s['control_changed']} / {s['control_items']} |"
+            )
+            assert want in lines, want
 
 
 def test_the_two_reader_rules_change_no_query_they_should_not_as_the_docs_say() -> None:

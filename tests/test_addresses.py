@@ -1,0 +1,150 @@
+"""Street addresses as other countries write them (issue 48): the street word first
+("Via Roma 45"), after the number ("9 rue de l’artisanat"), joined to the name
+("Hauptstraße 5"), a postcode and town after it, and streets in other scripts.  The
+real detector (Presidio, spaCy, the policy's patterns)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import regex
+
+from assistant.privacy.detector import Detector
+from assistant.privacy.findings import Finding
+from assistant.privacy.policy import load_policy
+from tests.conftest import need_data
+
+
+@pytest.fixture(scope="module")
+def detector() -> Detector:
+    return Detector()
+
+
+def addresses(findings: list[Finding]) -> list[str]:
+    return [f.text for f in findings if f.entity == "STREET_ADDRESS"]
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        # The seen half's miss (PUPA-TNB/122), a firm's address in a French tender.
+        (
+            "Immeuble A, 9 rue de l’artisanat- Z.I la Charguia II -2035 Tunis Carthage »",
+            "9 rue de l’artisanat- Z.I la Charguia II -2035 Tunis Carthage",
+        ),
+        ("My flat is at 14 avenue Jean Jaurès, 69007 Lyon.", "14 avenue Jean Jaurès, 69007 Lyon"),
+        ("We met at 12 rue Cler during my trip.", "12 rue Cler"),
+        ("Write to me at Hauptstraße 5, 10115 Berlin.", "Hauptstraße 5, 10115 Berlin"),
+        ("Our office: Via Roma 45, 00184 Roma.", "Via Roma 45, 00184 Roma"),
+        ("Ship it to Rua Augusta 100, Lisboa.", "Rua Augusta 100"),
+        ("Deliver to Avenida Paulista 1578, São Paulo.", "Avenida Paulista 1578"),
+        ("Send it to Calle de Alcalá 20 please.", "Calle de Alcalá 20"),
+        ("The address is Kungsgatan 12, 111 43 Stockholm.", "Kungsgatan 12, 111 43 Stockholm"),
+        ("Prinsengracht 263, 1016 GV Amsterdam", "Prinsengracht 263, 1016 GV Amsterdam"),
+        ("ul. Marszałkowska 10, 00-590 Warszawa", "ul. Marszałkowska 10, 00-590 Warszawa"),
+        ("Karl Johans gate 5, 0154 Oslo", "Karl Johans gate 5, 0154 Oslo"),
+        ("She moved to Berliner Straße 12 in May.", "Berliner Straße 12"),
+        ("Meet me outside Váci utca 5, Budapest", "Váci utca 5"),
+        ("Jl. Sudirman No. 5, Jakarta", "Jl. Sudirman No. 5"),
+        ("Carrera 7 # 71-21, Bogotá", "Carrera 7 # 71-21"),
+        ("Москва, ул. Тверская, д. 7, кв. 12", "ул. Тверская, д. 7, кв. 12"),
+        ("地址：北京市朝阳区建国路88号", "北京市朝阳区建国路88号"),
+        ("住所：東京都千代田区丸の内1-1-1です", "東京都千代田区丸の内1-1-1"),
+        ("서울특별시 강남구 테헤란로 152 에서 만나요", "서울특별시 강남구 테헤란로 152"),
+        ("العنوان: شارع التحرير رقم 5", "شارع التحرير رقم 5"),
+    ],
+)
+def test_a_street_as_its_country_writes_it_is_an_address(
+    detector: Detector, text: str, address: str
+) -> None:
+    assert addresses(detector.find(text)) == [address]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It covers 5 square miles of land.",
+        "I sent 3 via email yesterday.",
+        "Via Amazon 2 packages arrived today.",
+        "In 2020 Berlin was quiet.",
+        "She finished in 10 place overall.",
+        "Take 2 routes to work, or Route 66.",
+        "Watergate 5 was a scandal, Highway 61 a record.",
+        "The Corso 3 was sold out.",
+        "Ronda Rousey 2 fights a year, a Carrera 4 on the track.",
+    ],
+)
+def test_words_that_only_look_like_a_street_are_no_address(detector: Detector, text: str) -> None:
+    assert addresses(detector.find(text)) == []
+
+
+def test_the_benchmark_can_measure_the_detector_without_these_streets() -> None:
+    """`drag bench privacy --without world-streets`: the same policy less these patterns."""
+    from drag_bench.privacy import without_part
+
+    without = Detector(policy=without_part("world-streets"))
+    text = "Send it to Calle de Alcalá 20, or to 742 Evergreen Terrace."
+    assert addresses(without.find(text)) == ["742 Evergreen Terrace"]
+    assert addresses(Detector().find(text)) == ["Calle de Alcalá 20", "742 Evergreen Terrace"]
+
+
+SHARED = Path(__file__).parents[2] / "shared" / "data"
+
+
+def _street_patterns() -> list[regex.Pattern[str]]:
+    """The policy's WorldStreetAddressRecognizer patterns, compiled as Presidio does."""
+    (streets,) = [
+        r for r in load_policy().recognizers if r["name"] == "WorldStreetAddressRecognizer"
+    ]
+    flags = regex.IGNORECASE | regex.MULTILINE | regex.DOTALL  # Presidio's
+    return [regex.compile(p["regex"], flags) for p in streets["patterns"]]
+
+
+def _question_sets() -> Iterator[str]:
+    """Every text of the question sets and chats beside the checkout, none an address:
+    ARC-Challenge's test questions, MedMCQA's validation questions, every MMLU question
+    (dev and test) and LiHuaWorld's chats."""
+    for name in ("arc/arc_challenge_test.jsonl", "medmcqa/validation.jsonl"):
+        with need_data(SHARED / name).open(encoding="utf-8") as handle:
+            yield from handle
+    for path in sorted(need_data(SHARED / "mmlu").glob("*/*.csv")):
+        with path.open(encoding="utf-8", newline="") as handle:
+            yield from (" ".join(row) for row in csv.reader(handle))
+    for path in sorted(need_data(SHARED / "lihuaworld" / "LiHua-World").rglob("*.txt")):
+        yield path.read_text("utf-8")
+
+
+def test_no_street_of_these_patterns_is_in_twenty_thousand_questions_and_chats() -> None:
+    """The words these patterns ask for ("Via", "square", a number before a name) are in
+    questions about anything; a street as they read it is not (docs/benchmarks.md)."""
+    patterns = _street_patterns()
+    texts = list(_question_sets())
+    assert len(texts) > 20_000
+    found = [m.group() for t in texts for p in patterns for m in p.finditer(t)]
+    assert found == []
+
+
+# Texts made to make a pattern try again and again (a name's words that read two ways,
+# towns nested in towns): each pattern reads 20,000 characters of them far inside a
+# 10 s limit (about 0.1 s at most here); the nested patterns these replaced ran for
+# minutes.
+_HOSTILE = {
+    "elided articles": "1 rue D'A D'A D'A D'A D'A D'A D'A x ",
+    "capitals": "Via " + "Aa " * 50 + "x ",
+    "Chinese towns": "北京市" * 3 + "路" * 5 + "一",
+    "Japanese wards": "東京都" + "区" * 30 + "1-",
+    "Korean": "서울시 " + "가" * 12 + " ",
+    "joined words": "Aaaa" + "weg" * 5 + " ",
+    "Arabic": "شارع " + "ب " * 20,
+    "Cyrillic": "ул. " + "Аа " * 20,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HOSTILE))
+def test_no_street_pattern_backtracks_on_a_text_made_for_it(name: str) -> None:
+    text = _HOSTILE[name] * (20_000 // len(_HOSTILE[name]))  # 20,000 characters
+    for pattern in _street_patterns():
+        list(pattern.finditer(text, timeout=10))  # TimeoutError past 10 s
