@@ -1,7 +1,8 @@
-"""Street addresses as other countries write them (issue 48): the street word first
-("Via Roma 45"), after the number ("9 rue de l’artisanat"), joined to the name
-("Hauptstraße 5"), a postcode and town after it, and streets in other scripts.  The
-real detector (Presidio, spaCy, the policy's patterns)."""
+"""Street addresses as other countries write them in Latin letters (issue 48): the
+street word first ("Via Roma 45"), after the number ("9 rue de l’artisanat"), joined to
+the name ("Hauptstraße 5") or apart, a postcode and town after it.  Text in a script the
+detector cannot read is marked unread, for the local reader.  The real detector
+(Presidio, spaCy, the policy's patterns)."""
 
 from __future__ import annotations
 
@@ -50,11 +51,13 @@ def addresses(findings: list[Finding]) -> list[str]:
         ("Meet me outside Váci utca 5, Budapest", "Váci utca 5"),
         ("Jl. Sudirman No. 5, Jakarta", "Jl. Sudirman No. 5"),
         ("Carrera 7 # 71-21, Bogotá", "Carrera 7 # 71-21"),
-        ("Москва, ул. Тверская, д. 7, кв. 12", "ул. Тверская, д. 7, кв. 12"),
-        ("地址：北京市朝阳区建国路88号", "北京市朝阳区建国路88号"),
-        ("住所：東京都千代田区丸の内1-1-1です", "東京都千代田区丸の内1-1-1"),
-        ("서울특별시 강남구 테헤란로 152 에서 만나요", "서울특별시 강남구 테헤란로 152"),
-        ("العنوان: شارع التحرير رقم 5", "شارع التحرير رقم 5"),
+        ("Our office is at Otto-Hahn-Straße 5 now.", "Otto-Hahn-Straße 5"),
+        ("Prinsengracht 263A, 1016 GV Amsterdam", "Prinsengracht 263A, 1016 GV Amsterdam"),
+        ("Rua Augusta 100, 1100-053 Lisboa", "Rua Augusta 100, 1100-053 Lisboa"),
+        ("Kungsgatan 12 B, 111 43 Stockholm", "Kungsgatan 12 B, 111 43 Stockholm"),
+        ("Via Garibaldi 12, Milano", "Via Garibaldi 12"),
+        ("We met at 12 rue Cler. Then we left.", "12 rue Cler"),
+        ("Hauptstraße 5, 10115 Berlin Mitte today", "Hauptstraße 5, 10115 Berlin Mitte"),
     ],
 )
 def test_a_street_as_its_country_writes_it_is_an_address(
@@ -75,6 +78,19 @@ def test_a_street_as_its_country_writes_it_is_an_address(
         "Watergate 5 was a scandal, Highway 61 a record.",
         "The Corso 3 was sold out.",
         "Ronda Rousey 2 fights a year, a Carrera 4 on the track.",
+        # From an adversarial review: a sentence's end after the number, English street
+        # words in capitals, words that end as a street word does.
+        "Via Lemma 2, the sum converges.",
+        "Install it Via Python 3.11 today.",
+        "Ronda Rousey 2.",
+        "The patient: Av. Age 45 years.",
+        "Real Madrid won 3 Av. Goals per game.",
+        "Top 5 Avenue Restaurants in NYC",
+        "Chapter 3 Boulevard Of Broken Dreams",
+        "Departure Gate 12 is closed.",
+        "Connect the NAND gate 2 inputs.",
+        "Aligned with Bowtie 2, the Brigade 2 attacked, Blockade 3.",
+        "Instr. 3 plays the melody, Version Str. 2",
     ],
 )
 def test_words_that_only_look_like_a_street_are_no_address(detector: Detector, text: str) -> None:
@@ -128,18 +144,17 @@ def test_no_street_of_these_patterns_is_in_twenty_thousand_questions_and_chats()
 
 
 # Texts made to make a pattern try again and again (a name's words that read two ways,
-# towns nested in towns): each pattern reads 20,000 characters of them far inside a
-# 10 s limit (about 0.1 s at most here); the nested patterns these replaced ran for
-# minutes.
+# a word that a pattern could start again inside): each pattern reads 20,000 characters
+# of them far inside a 2 s limit (under 0.05 s here); a first version's patterns ran for
+# seconds (a name starting after any dot or hyphen) or minutes (repeats nested in repeats).
 _HOSTILE = {
     "elided articles": "1 rue D'A D'A D'A D'A D'A D'A D'A x ",
     "capitals": "Via " + "Aa " * 50 + "x ",
-    "Chinese towns": "北京市" * 3 + "路" * 5 + "一",
-    "Japanese wards": "東京都" + "区" * 30 + "1-",
-    "Korean": "서울시 " + "가" * 12 + " ",
     "joined words": "Aaaa" + "weg" * 5 + " ",
-    "Arabic": "شارع " + "ب " * 20,
-    "Cyrillic": "ул. " + "Аа " * 20,
+    "dots": "A.",
+    "hyphens": "A-",
+    "apostrophes": "A'",
+    "dots and hyphens": "Ab.Cd-",
 }
 
 
@@ -147,4 +162,22 @@ _HOSTILE = {
 def test_no_street_pattern_backtracks_on_a_text_made_for_it(name: str) -> None:
     text = _HOSTILE[name] * (20_000 // len(_HOSTILE[name]))  # 20,000 characters
     for pattern in _street_patterns():
-        list(pattern.finditer(text, timeout=10))  # TimeoutError past 10 s
+        list(pattern.finditer(text, timeout=2))  # TimeoutError past 2 s
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Москва, ул. Тверская, д. 7, кв. 12",
+        "地址：北京市朝阳区建国路88号",
+        "住所：東京都千代田区丸の内1-1-1です",
+        "서울특별시 강남구 테헤란로 152 에서 만나요",
+        "العنوان: شارع التحرير رقم 5",
+    ],
+)
+def test_a_street_in_a_script_the_detector_cannot_read_is_left_to_the_reader(
+    detector: Detector, text: str
+) -> None:
+    """Not one of these patterns: the text is marked unread, so it goes only once the
+    local reader has read it (or the user, at review)."""
+    assert detector.unreadable(text)
