@@ -16,7 +16,7 @@ import regex
 from assistant.privacy.detector import Detector
 from assistant.privacy.findings import Finding
 from assistant.privacy.policy import load_policy
-from tests.conftest import need_data
+from tests.conftest import LINEAR_AT_MOST, linear_growth, need_data
 
 
 @pytest.fixture(scope="module")
@@ -144,25 +144,29 @@ def test_no_street_of_these_patterns_is_in_twenty_thousand_questions_and_chats()
 
 
 # Texts made to make a pattern try again and again (a name's words that read two ways,
-# a word that a pattern could start again inside): each pattern reads 20,000 characters
-# of them far inside a 2 s limit (under 0.05 s here); a first version's patterns ran for
-# seconds (a name starting after any dot or hyphen) or minutes (repeats nested in repeats).
+# a word that a pattern could start again inside), each an expression of K as
+# conftest.linear_growth builds them: about 20,000 characters whole.  A first version's
+# patterns took seconds (a name starting after any dot or hyphen) or minutes (repeats
+# nested in repeats) on such texts.
 _HOSTILE = {
-    "elided articles": "1 rue D'A D'A D'A D'A D'A D'A D'A x ",
-    "capitals": "Via " + "Aa " * 50 + "x ",
-    "joined words": "Aaaa" + "weg" * 5 + " ",
-    "dots": "A.",
-    "hyphens": "A-",
-    "apostrophes": "A'",
-    "dots and hyphens": "Ab.Cd-",
+    "elided articles": "\"1 rue D'A D'A D'A D'A D'A D'A D'A x \" * (550 // K)",
+    "capitals": '("Via " + "Aa " * 50 + "x ") * (130 // K)',
+    "joined words": '("Aaaa" + "weg" * 5 + " ") * (1000 // K)',
+    "dots": '"A." * (10_000 // K)',
+    "hyphens": '"A-" * (10_000 // K)',
+    "apostrophes": '"A\'" * (10_000 // K)',
+    "dots and hyphens": '"Ab.Cd-" * (3_300 // K)',
 }
 
 
 @pytest.mark.parametrize("name", sorted(_HOSTILE))
 def test_no_street_pattern_backtracks_on_a_text_made_for_it(name: str) -> None:
-    text = _HOSTILE[name] * (20_000 // len(_HOSTILE[name]))  # 20,000 characters
-    for pattern in _street_patterns():
-        list(pattern.finditer(text, timeout=2))  # TimeoutError past 2 s
+    whole, pieces = linear_growth(
+        "from tests.test_addresses import _street_patterns\npatterns = _street_patterns()",
+        "for p in patterns: list(p.finditer(text))",
+        _HOSTILE[name],
+    )
+    assert whole <= LINEAR_AT_MOST * pieces, (name, whole, pieces)
 
 
 @pytest.mark.parametrize(
