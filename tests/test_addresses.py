@@ -58,6 +58,23 @@ def addresses(findings: list[Finding]) -> list[str]:
         ("Via Garibaldi 12, Milano", "Via Garibaldi 12"),
         ("We met at 12 rue Cler. Then we left.", "12 rue Cler"),
         ("Hauptstraße 5, 10115 Berlin Mitte today", "Hauptstraße 5, 10115 Berlin Mitte"),
+        # MoreStreetFormsRecognizer: the forms the review of the above found sent whole.
+        ("Send it to Chaussée de Wavre 12, 1050 Ixelles.", "Chaussée de Wavre 12, 1050 Ixelles"),
+        ("Our flat: Rue de Rivoli 99", "Rue de Rivoli 99"),
+        ("Rue de la Loi 16, 1000 Bruxelles", "Rue de la Loi 16, 1000 Bruxelles"),
+        ("Rue Neuve 123, 1000 Bruxelles", "Rue Neuve 123, 1000 Bruxelles"),
+        ("Quai du Mont-Blanc 19, 1201 Genève", "Quai du Mont-Blanc 19, 1201 Genève"),
+        ("Avenue Louise 54, 1050 Bruxelles", "Avenue Louise 54, 1050 Bruxelles"),
+        ("Boulevard Anspach 1\nBruxelles", "Boulevard Anspach 1"),
+        ("Str. Lipscani nr. 5, București", "Str. Lipscani nr. 5"),
+        ("Bd. Unirii nr. 12 is my address", "Bd. Unirii nr. 12"),
+        ("Av. Juárez #45, Ciudad de México", "Av. Juárez #45"),
+        ("Av. Reforma No. 222, Ciudad de México", "Av. Reforma No. 222"),
+        ("Calle 5 de Mayo 32, Puebla", "Calle 5 de Mayo 32"),
+        ("Rua 25 de Março 100", "Rua 25 de Março 100"),
+        ("Vestergade 12, 1456 København K", "Vestergade 12, 1456 København K"),
+        ("Nørregade 7\nKøbenhavn", "Nørregade 7"),
+        ("Mannerheimintie 5, 00100 Helsinki", "Mannerheimintie 5, 00100 Helsinki"),
     ],
 )
 def test_a_street_as_its_country_writes_it_is_an_address(
@@ -91,6 +108,16 @@ def test_a_street_as_its_country_writes_it_is_an_address(
         "Connect the NAND gate 2 inputs.",
         "Aligned with Bowtie 2, the Brigade 2 attacked, Blockade 3.",
         "Instr. 3 plays the melody, Version Str. 2",
+        # Look-alikes of MoreStreetFormsRecognizer's forms.
+        "Rue McClanahan 5 episodes were filmed.",
+        "Rue the day 5 times over.",
+        "Avenue Q 2 tickets, please.",
+        "Boulevard Of Broken Dreams 3 times",
+        "Impasse 2, the sequel.",
+        "Av. Temp No. 3 was low.",
+        "Cinco de Mayo 5 times",
+        "The Brigade 2\nRenegade 3\nNecktie 3",
+        "Cutie 3\nAuntie 2, Nora said",
     ],
 )
 def test_words_that_only_look_like_a_street_are_no_address(detector: Detector, text: str) -> None:
@@ -105,18 +132,24 @@ def test_the_benchmark_can_measure_the_detector_without_these_streets() -> None:
     text = "Send it to Calle de Alcalá 20, or to 742 Evergreen Terrace."
     assert addresses(without.find(text)) == ["742 Evergreen Terrace"]
     assert addresses(Detector().find(text)) == ["Calle de Alcalá 20", "742 Evergreen Terrace"]
+    fewer = Detector(policy=without_part("more-streets"))
+    text = "Send it to Rue de Rivoli 99, or to Calle de Alcalá 20."
+    assert addresses(fewer.find(text)) == ["Calle de Alcalá 20"]
+    assert addresses(Detector().find(text)) == ["Rue de Rivoli 99", "Calle de Alcalá 20"]
 
 
 SHARED = Path(__file__).parents[2] / "shared" / "data"
 
 
+STREET_RECOGNIZERS = ("WorldStreetAddressRecognizer", "MoreStreetFormsRecognizer")
+
+
 def _street_patterns() -> list[regex.Pattern[str]]:
-    """The policy's WorldStreetAddressRecognizer patterns, compiled as Presidio does."""
-    (streets,) = [
-        r for r in load_policy().recognizers if r["name"] == "WorldStreetAddressRecognizer"
-    ]
+    """The policy's patterns of both street recognizers, compiled as Presidio does."""
+    streets = [r for r in load_policy().recognizers if r["name"] in STREET_RECOGNIZERS]
+    assert len(streets) == len(STREET_RECOGNIZERS)
     flags = regex.IGNORECASE | regex.MULTILINE | regex.DOTALL  # Presidio's
-    return [regex.compile(p["regex"], flags) for p in streets["patterns"]]
+    return [regex.compile(p["regex"], flags) for r in streets for p in r["patterns"]]
 
 
 def _question_sets() -> Iterator[str]:
@@ -156,6 +189,9 @@ _HOSTILE = {
     "hyphens": '"A-" * (10_000 // K)',
     "apostrophes": '"A\'" * (10_000 // K)',
     "dots and hyphens": '"Ab.Cd-" * (3_300 // K)',
+    "articles": '("Rue " + "de " * 7 + "Aa ") * (1400 // K)',
+    "number marks": '("Str. " + "Aa " * 5 + "No. ") * (1000 // K)',
+    "joined street words": '("Aaaa" + "tie" * 5 + " 5 ") * (1000 // K)',
 }
 
 

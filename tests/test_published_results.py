@@ -250,6 +250,12 @@ PRIVACY_TABLES = {
         "full + reader": "full+reader",
         "full + reader without the world's streets": "full+reader -world-streets",
     },
+    "privacy-figures/more-streets/pupa-unseen-95": {
+        "full (detector alone)": "full",
+        "full without the more street forms": "full -more-streets",
+        "full + reader": "full+reader",
+        "full + reader without the more street forms": "full+reader -more-streets",
+    },
     "privacy-figures/pupa-unseen-95-reader-v4": {
         "full (detector alone)": "full",
         "full + reader, reader-v4": "full+reader",
@@ -1280,15 +1286,25 @@ def test_the_docs_controls_table_is_counted_from_the_records(folder: str, label:
     assert row.endswith(f"| {changed('full')} | {changed('full+reader')} | {refused} |"), row
 
 
-def test_the_world_streets_rows_are_their_records() -> None:
-    """docs/benchmarks.md, "Streets as other countries write them" (issue 48): the MMLU
-    controls' rows with and without the patterns, counted from the records, and
-    presidio-research's rows, from their summaries."""
-    folder = RESULTS / "privacy-figures" / "world-streets"
+@pytest.mark.parametrize(
+    ("part", "heading", "with_label"),
+    [
+        ("world-streets", "Streets as other countries write them", "with the streets"),
+        ("more-streets", "More street forms", "with the more street forms"),
+    ],
+)
+def test_the_street_rows_are_their_records(part: str, heading: str, with_label: str) -> None:
+    """docs/benchmarks.md's two street sections (issue 48): the MMLU controls' rows with
+    and without the patterns, counted from the records, and presidio-research's rows,
+    from their summaries."""
+    folder = RESULTS / "privacy-figures" / part
     lines = DOCS.read_text("utf-8").splitlines()
+    (start,) = [i for i, ln in enumerate(lines) if ln.startswith(f"### {heading}")]
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("#"))
+    lines = lines[start:end]  # this section's rows only: both say "without them"
 
-    def row(start: str) -> str:
-        (found,) = [ln for ln in lines if ln.startswith(start)]
+    def row(begins: str) -> str:
+        (found,) = [ln for ln in lines if ln.startswith(begins)]
         return found
 
     records = [
@@ -1302,13 +1318,13 @@ def test_the_world_streets_rows_are_their_records() -> None:
         rows = [r for r in records if r["method"] == method]
         return f"{sum(1 for r in rows if r['changed'] or r['blocked'])} / {len(rows)}"
 
-    for label, suffix in (("with the streets", ""), ("without them", " -world-streets")):
+    for label, suffix in ((with_label, ""), ("without them", f" -{part}")):
         refused = sum(1 for r in records if r["method"] == "full+reader" + suffix and r["blocked"])
         want = f"| {changed('full' + suffix)} | {changed('full+reader' + suffix)} | {refused} |"
         assert row(f"| 120–179 (seen by no rule), {label} |").endswith(want), label
     for split, label in (("unseen", "unseen templates (32)"), ("seen", "seen templates (1,468)")):
         summary = json.loads((folder / f"presidio-{split}" / "privacy-summary.json").read_text())
-        for method, how in (("full", "with the streets"), ("full -world-streets", "without them")):
+        for method, how in (("full", with_label), (f"full -{part}", "without them")):
             s = summary[method]
             want = (
                 f"| presidio-research, {label} | {how} | {s['units']} "

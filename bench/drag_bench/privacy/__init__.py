@@ -420,22 +420,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Parts of the policy a run can leave out (--without), each the rule of one issue.
-PARTS = ("public", "value-parts", "world-streets")
+PARTS = ("public", "value-parts", "world-streets", "more-streets")
 
 
 def without_part(part: str) -> Policy:
     """The policy without one part: "public" (issue 48: public organisations kept unless
     tied, and the work tie phrases), "value-parts" (a name inside a found value),
     "world-streets" (streets as other countries write them: the policy's
-    WorldStreetAddressRecognizer)."""
+    WorldStreetAddressRecognizer), "more-streets" (the forms its review found sent
+    as written: MoreStreetFormsRecognizer)."""
     policy = load_policy()
     if part == "public":
         c = dataclasses.replace(policy.contextual, public=(), work_ties=(), work_words=())
         return dataclasses.replace(policy, contextual=c)
     if part == "value-parts":
         return dataclasses.replace(policy, value_parts=ValuePartRule())
-    if part == "world-streets":
-        kept = tuple(r for r in policy.recognizers if r["name"] != "WorldStreetAddressRecognizer")
+    streets = {
+        "world-streets": "WorldStreetAddressRecognizer",
+        "more-streets": "MoreStreetFormsRecognizer",
+    }
+    if part in streets:
+        kept = tuple(r for r in policy.recognizers if r["name"] != streets[part])
         return dataclasses.replace(policy, recognizers=kept)
     raise ValueError(f"--without: {part!r} is none of {', '.join(PARTS)}")
 
