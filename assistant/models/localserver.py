@@ -282,6 +282,10 @@ class LocalServer:
             str(self.threads),
             "--n_threads_batch",
             str(self.threads),
+            # Shared by every drag process: a request waits for the reply being written
+            # (llama_cpp.server's default ends a streamed one early when another comes).
+            "--interrupt_requests",
+            "false",
         ]
 
     def start(self, *, timeout: float = 180.0, die_with_parent: bool = False) -> None:

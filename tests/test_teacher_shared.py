@@ -1,0 +1,71 @@
+"""The local teacher is one llama.cpp server that every drag process shares (issue 28):
+a request from one of them waits for the reply being written, and never cuts it short.
+llama_cpp.server, by default, ends a streamed reply early when another request comes in
+(``interrupt_requests``): `drag serve` forwarding a tool's streamed chat would have seen
+its reply end unfinished whenever a question of the app went to the same teacher.  The
+server is the real one, started as the product starts it (LocalServer)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import openai
+import pytest
+
+from assistant.models.localserver import ALIAS
+from tests.conftest import TEACHER_KEY
+
+pytestmark = pytest.mark.integration
+
+LONG = 200  # tokens: the streamed reply goes on well past the other request's arrival
+
+
+def _eos(model_path: Any) -> int:
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+    try:
+        return int(vocab.token_eos())
+    finally:
+        vocab.close()
+
+
+def test_another_request_does_not_cut_a_streamed_reply_short(
+    on_teacher: dict[str, str], teacher_server: str, test_model_path: Any
+) -> None:
+    client = openai.OpenAI(base_url=teacher_server, api_key=TEACHER_KEY, max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "Count from 1 to 1000, one number a line."}]
+    stream = client.chat.completions.create(
+        model=ALIAS,
+        messages=messages,
+        max_tokens=LONG,
+        temperature=0.0,
+        logit_bias={str(_eos(test_model_path)): -100},  # it writes all LONG tokens
+        stream=True,
+    )
+    other: list[str | None] = []
+
+    def ask_another() -> None:
+        reply = client.chat.completions.create(model=ALIAS, messages=messages, max_tokens=4)
+        other.append(reply.choices[0].finish_reason)
+
+    asker = threading.Thread(target=ask_another)
+    finish: str | None = None
+    pieces = 0
+    try:
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            if chunk.choices[0].delta.content:
+                pieces += 1
+                if pieces == 1:  # the reply is being written: another request comes in
+                    asker.start()
+            finish = chunk.choices[0].finish_reason or finish
+    finally:
+        stream.close()
+        if pieces:  # started
+            asker.join(timeout=300)
+    assert finish == "length", f"the streamed reply ended after {pieces} pieces, unfinished"
+    assert pieces >= LONG // 2
+    assert other == ["length"]  # and the other request was answered too
