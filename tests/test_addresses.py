@@ -54,6 +54,8 @@ def addresses(findings: list[Finding]) -> list[str]:
         ("Our office is at Otto-Hahn-Straße 5 now.", "Otto-Hahn-Straße 5"),
         ("Prinsengracht 263A, 1016 GV Amsterdam", "Prinsengracht 263A, 1016 GV Amsterdam"),
         ("Rua Augusta 100, 1100-053 Lisboa", "Rua Augusta 100, 1100-053 Lisboa"),
+        # Brazil's postcode (five digits, a dash, three), as the other street forms read it.
+        ("Rua Augusta 100, 01310-100 São Paulo", "Rua Augusta 100, 01310-100 São Paulo"),
         ("Kungsgatan 12 B, 111 43 Stockholm", "Kungsgatan 12 B, 111 43 Stockholm"),
         ("Via Garibaldi 12, Milano", "Via Garibaldi 12"),
         ("We met at 12 rue Cler. Then we left.", "12 rue Cler"),

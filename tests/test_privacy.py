@@ -447,6 +447,51 @@ def test_a_broken_policy_file_is_a_clear_error(tmp_path: Path) -> None:
         load_policy(bad)
 
 
+_SMALL_POLICY = """
+nlp: {model: m, entity_mapping: {PERSON: PERSON}}
+entities: {STREET_ADDRESS: {tag: ADDRESS, threshold: 0.5}}
+fragments:
+  digits: '\\d{1,4}'
+  number: '(?:No\\. )?{{digits}}'
+recognizers:
+  - name: R
+    supported_entity: STREET_ADDRESS
+    patterns:
+      - {name: street, regex: 'Via {{number}}', score: 0.7}
+"""
+
+
+def test_a_policy_fragment_is_written_out_where_a_pattern_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(_SMALL_POLICY, "utf-8")
+    [spec] = load_policy(path).recognizers
+    assert spec["patterns"][0]["regex"] == r"Via (?:No\. )?\d{1,4}"
+    # The shipped policy's patterns are all written out.
+    shipped = [p["regex"] for r in load_policy().recognizers for p in r.get("patterns", ())]
+    assert len(shipped) > 20 and not [r for r in shipped if "{{" in r]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "missing"),
+    [
+        ("'Via {{number}}'", "'Via {{numbr}}'", "numbr"),  # a name no fragment has
+        (  # a fragment used above its definition
+            "  digits: '\\d{1,4}'\n  number: '(?:No\\. )?{{digits}}'",
+            "  number: '(?:No\\. )?{{digits}}'\n  digits: '\\d{1,4}'",
+            "digits",
+        ),
+    ],
+)
+def test_a_fragment_not_defined_above_its_use_is_a_clear_error(
+    tmp_path: Path, old: str, new: str, missing: str
+) -> None:
+    path = tmp_path / "policy.yaml"
+    assert old in _SMALL_POLICY
+    path.write_text(_SMALL_POLICY.replace(old, new), "utf-8")
+    with pytest.raises(PrivacyError, match=rf"no fragment '{missing}' above it"):
+        load_policy(path)
+
+
 def test_uk_nhs_does_not_fire_on_us_phone_numbers(detector: Detector) -> None:
     assert "UK_NHS" not in {f.entity for f in detector.find("Call me at 212 555 0182 tomorrow")}
 

@@ -45,6 +45,9 @@ PATH = re.compile(r"\w\\\w|^[A-Za-z]:[\\/]|(?:^|\s)(?:~|\.{1,2})?/\w")
 GLUED_NAME_WORD = r"[A-Z][a-z]{2,}\d+"
 GLUED_NAME = re.compile(rf"(?<![\w]){GLUED_NAME_WORD}(?![\w])")
 
+# A piece of a recognizer's regex written once in policy.yaml's ``fragments``.
+FRAGMENT = re.compile(r"\{\{(\w+)\}\}")
+
 
 @dataclass(frozen=True)
 class EntityRule:
@@ -229,6 +232,33 @@ def load_policy(path: Path = POLICY_FILE) -> Policy:
         ) from None
 
 
+def _expand(path: Path, where: str, text: str, fragments: dict[str, str]) -> str:
+    """``text`` with each ``{{name}}`` replaced by the fragment of that name."""
+
+    def fragment(match: re.Match[str]) -> str:
+        if match.group(1) not in fragments:
+            raise PrivacyError(f"{path}: {where}: no fragment {match.group(1)!r} above it")
+        return fragments[match.group(1)]
+
+    return FRAGMENT.sub(fragment, text)
+
+
+def _recognizers(path: Path, data: Any) -> tuple[dict[str, Any], ...]:
+    """The ``recognizers`` list, each pattern's ``{{fragments}}`` written out (a
+    fragment may use those defined above it)."""
+    fragments: dict[str, str] = {}
+    for name, text in dict(data.get("fragments", {})).items():
+        fragments[str(name)] = _expand(path, f"fragments: {name}", str(text), fragments)
+    specs = []
+    for spec in data.get("recognizers", ()):
+        patterns = [
+            {**p, "regex": _expand(path, f"{spec['name']}: {p['name']}", p["regex"], fragments)}
+            for p in spec.get("patterns", ())
+        ]
+        specs.append({**spec, "patterns": patterns} if "patterns" in spec else dict(spec))
+    return tuple(specs)
+
+
 def _parse_policy(path: Path, data: Any) -> Policy:
     bad = [n for n, rule in data["entities"].items() if not re.fullmatch(r"[A-Z]+", rule["tag"])]
     if bad:
@@ -261,7 +291,7 @@ def _parse_policy(path: Path, data: Any) -> Policy:
             for name, rule in data["entities"].items()
         },
         disabled=tuple(data.get("disabled_recognizers", ())),
-        recognizers=tuple(data.get("recognizers", ())),
+        recognizers=_recognizers(path, data),
         country_recognizers=tuple(data.get("country_recognizers", ())),
         own_recognizers=tuple(data.get("own_recognizers", ())),
         context=ContextRule(**section("context")),
