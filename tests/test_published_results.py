@@ -496,6 +496,31 @@ def test_the_docs_reader_prototypes_are_counted_from_their_records() -> None:
         assert row in lines, row
 
 
+def test_the_docs_flash_attention_table_is_counted_from_the_records() -> None:
+    """Issue 48: the reader with flash attention off and on, tried and not kept: each
+    row as docs/benchmarks.md gives it, counted again from the stored per-text numbers."""
+    folder = RESULTS / "privacy-reader" / "flash-attn"
+    text = DOCS.read_text("utf-8")
+    after = text[text.index("](results/privacy-reader/flash-attn/command.txt)") :]
+    lines = after[: after.index("\n#")].splitlines()
+    stored = (folder / "readings.jsonl").read_text("utf-8").splitlines()
+    rows = [json.loads(line) for line in stored]
+    for part, label, n in (
+        ("controls 0-59", "MMLU controls 0–59", 60),
+        ("pupa seen, first 40", "PUPA-TNB seen, first 40", 40),
+    ):
+        got = [r for r in rows if r["set"] == part]
+        off = [r["seconds_off"] for r in got]
+        on = [r["seconds_on"] for r in got]
+        assert len(got) == n
+        row = (
+            f"| {label} | {sum(r['same'] for r in got)} of {n} "
+            f"| {statistics.median(off):.2f} s | {statistics.median(on):.2f} s "
+            f"| {sum(off):.1f} | {sum(on):.1f} | {sum(on) / sum(off):.3f} |"
+        )
+        assert row in lines, row
+
+
 def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:
     """Issue 48: the figures without the units the rule calls public, and those units,
     as docs/benchmarks.md gives them, counted again from the per-item records."""

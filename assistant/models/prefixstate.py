@@ -11,8 +11,8 @@ instead of reading the head again.
 The file holds only what the head made (the prompt's own text, never a question): it is
 written right after the head is read into a context emptied first (a model that has
 answered a question holds its tokens until then).  It is keyed on the model
-file, the llama.cpp binding, the offload and the head's tokens; a file that does not
-match, is cut short or does not load is read afresh and replaced.  Nothing here can lift
+file, the llama.cpp binding, the offload, flash attention and the head's tokens; a file
+that does not match, is cut short or does not load is read afresh and replaced.  Nothing here can lift
 a protection: a head that is not kept is read as before.
 """
 
@@ -30,12 +30,16 @@ from assistant.base import paths
 MAGIC = b"drag-prefix-state 1\n"
 
 
-def _key(model: Path, tokens: list[int], gpu_layers: int, n_ctx: int) -> str:
+def _key(
+    model: Path, tokens: list[int], gpu_layers: int, n_ctx: int, flash_attn: bool = False
+) -> str:
     import llama_cpp
 
     st = model.stat()
     about = [str(model.resolve()), st.st_size, st.st_mtime_ns, llama_cpp.__version__]
     about += [gpu_layers, n_ctx, tokens]
+    if flash_attn:  # its cache is laid out otherwise (llama.cpp's values not transposed)
+        about.append("flash_attn")
     return hashlib.sha256(json.dumps(about).encode("utf-8")).hexdigest()
 
 
@@ -125,6 +129,7 @@ def keep(
     n_ctx: int,
     folder: Path | None,
     tag: str = "",
+    flash_attn: bool = False,
 ) -> str:
     """Have ``llm`` hold ``tokens`` read: "held" where it holds them already (what it
     read last starts with them: nothing is done), from ``folder``'s state file when it
@@ -133,7 +138,7 @@ def keep(
     n = len(tokens)
     if llm.n_tokens >= n and llm.input_ids[:n].tolist() == tokens:
         return "held"
-    key = _key(model, tokens, gpu_layers, n_ctx)
+    key = _key(model, tokens, gpu_layers, n_ctx, flash_attn)
     path = state_file(folder, model, key, tag) if folder is not None else None
     llm.reset()
     if path is not None and _load(llm, path, key, tokens):

@@ -82,6 +82,7 @@ class Student:
         seed: int = 0,
         status: Callable[[str], None] = lambda _message: None,
         lookup: bool = False,
+        flash_attn: bool = False,
     ) -> None:
         try:
             from llama_cpp import Llama
@@ -104,6 +105,7 @@ class Student:
             "seed": seed,
             "n_threads": threads or default_threads(),
             "n_threads_batch": threads or default_threads(),
+            "flash_attn": flash_attn,
             # verbose=False would make llama-cpp-python point file descriptors 1 and 2 at
             # /dev/null for the whole process while it loads: the terminal app, drawing on
             # them from another thread, would lose its output and its size.  Loaded
@@ -124,6 +126,7 @@ class Student:
             quiet_llama_cpp()
         self._llm.verbose = False  # no prints while answering
         self.n_ctx = n_ctx
+        self.flash_attn = flash_attn
         # ``lookup``: greedy replies without a grammar are decoded by drafting from the
         # prompt (:mod:`assistant.models.lookup`): the privacy reader's, whose values
         # are copied from the question.
@@ -206,6 +209,7 @@ class Student:
                     n_ctx=self.n_ctx,
                     folder=folder,
                     tag=tag,
+                    flash_attn=self.flash_attn,
                 )
             except Exception:
                 self._llm.reset()  # type: ignore[no-untyped-call]
