@@ -93,10 +93,22 @@ def teacher_server(test_model_path: Path) -> Iterator[str]:
 
     server = LocalServer(test_model_path, n_ctx=4096, api_key=TEACHER_KEY)
     server.start(timeout=120)
+    _TEACHER_SERVERS.append(server)
     try:
         yield server.base_url
     finally:
+        _TEACHER_SERVERS.remove(server)
         server.stop()
+
+
+_TEACHER_SERVERS: list[Any] = []  # the running teacher_server (its process id)
+
+
+@pytest.fixture
+def teacher_pid(teacher_server: str) -> int:
+    """The process id of the real test teacher (:func:`teacher_server`)."""
+    [server] = _TEACHER_SERVERS
+    return int(server.process.pid)
 
 
 def use_teacher(

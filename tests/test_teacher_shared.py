@@ -7,12 +7,15 @@ server is the real one, started as the product starts it (LocalServer)."""
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
+from assistant.models import localserver
 from assistant.models.localserver import ALIAS
 from tests.conftest import TEACHER_KEY
 
@@ -70,3 +73,47 @@ def test_another_request_does_not_cut_a_streamed_reply_short(
     assert pieces >= LONG // 2
     # And the other request was answered too (it may stop before its 4 tokens).
     assert len(other) == 1 and other[0] is not None
+
+
+def test_a_server_writing_a_reply_is_found_up_not_started_again(
+    on_teacher: dict[str, str],
+    teacher_server: str,
+    teacher_pid: int,
+    test_model_path: Any,
+    tmp_path: Path,
+) -> None:
+    """A drag process that looks for the shared server while it writes a reply finds it
+    (even the list of its models waits for that reply, past the probe's 2 s): it must not
+    take it for gone and start a second server on the same cores."""
+    record = tmp_path / "teacher-shared.json"
+    port = int(teacher_server.rsplit(":", 1)[1].split("/", 1)[0])
+    record.write_text(
+        json.dumps(
+            {
+                "pid": teacher_pid,
+                "port": port,
+                "model_path": str(test_model_path),
+                "api_key": TEACHER_KEY,
+            }
+        ),
+        "utf-8",
+    )
+    assert localserver._recorded(record, test_model_path) is not None  # idle: it answers
+    client = openai.OpenAI(base_url=teacher_server, api_key=TEACHER_KEY, max_retries=0)
+    stream = client.chat.completions.create(
+        model=ALIAS,
+        messages=[{"role": "user", "content": "Count from 1 to 1000, one number a line."}],
+        max_tokens=4000,  # far longer than the look takes
+        temperature=0.0,
+        logit_bias={str(_eos(test_model_path)): -100},
+        stream=True,
+    )
+    found: list[Any] = []
+    try:
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:  # it is writing
+                found.append(localserver._recorded(record, test_model_path))
+                break
+    finally:
+        stream.close()  # the server stops writing to a client that went
+    assert found and found[0] is not None, "the busy server was taken for gone"

@@ -80,6 +80,10 @@ class TeacherError(DragError):
         self.reply = reply  # what the teacher sent, kept so nothing is lost
 
 
+class TeacherTimeout(TeacherError):
+    """The teacher took the request and did not answer within the timeout."""
+
+
 class StoreError(DragError):
     """The local database or its key cannot be used."""
 

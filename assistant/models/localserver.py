@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from assistant.base import paths, signals
-from assistant.base.errors import DragError, TeacherError
+from assistant.base.errors import DragError, TeacherError, TeacherTimeout
 from assistant.models import llamabuild, llamacheck
 from assistant.models.student import default_threads
 from assistant.net import egress
@@ -72,14 +72,19 @@ def state_file() -> Path:
     return paths.state_dir() / "teacher.json"
 
 
-def _probe(base_url: str, api_key: str, timeout: float = 2.0) -> bool:
-    """The server answers, and takes ``api_key`` (a server that refuses it is not ours)."""
+def _probe(base_url: str, api_key: str, timeout: float = 2.0, *, busy: bool = False) -> bool:
+    """The server answers, and takes ``api_key`` (a server that refuses it is not ours).
+    ``busy``: a server that took the request and did not answer in time counts too (the
+    caller knows it is ours): it answers one request at a time, and even the list of its
+    models waits for the reply it is writing."""
     try:
         egress.send(
             egress.Endpoint(base_url, api_key=api_key, timeout=timeout, max_retries=0),
             egress.ModelsRequest(),
             egress.BodylessOnly(),
         )
+    except TeacherTimeout:
+        return busy
     except TeacherError:
         return False
     return True
@@ -101,7 +106,8 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
         return None
     if not owns(info.pid, info.port):
         return None  # the port is someone else's now: never send them a question
-    return info if _probe(info.base_url, info.api_key) else None
+    # Ours (its process holds the port): one that is writing a reply is up, not gone.
+    return info if _probe(info.base_url, info.api_key, busy=True) else None
 
 
 def running(model_path: Path | None = None) -> ServerInfo | None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from assistant import __version__
-from assistant.base.errors import GuardBlocked, TeacherError, one_line
+from assistant.base.errors import GuardBlocked, TeacherError, TeacherTimeout, one_line
 from assistant.net.loopback import is_loopback
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
@@ -318,6 +318,15 @@ def unreachable_hint(url: str) -> str:
     return "start the server it names"
 
 
+def _failed(
+    exc: openai.OpenAIError, endpoint: Endpoint, request: ChatRequest | ModelsRequest
+) -> TeacherError:
+    import openai
+
+    kind = TeacherTimeout if isinstance(exc, openai.APITimeoutError) else TeacherError
+    return kind(_explain(exc, endpoint, request))
+
+
 def _explain(
     exc: openai.OpenAIError, endpoint: Endpoint, request: ChatRequest | ModelsRequest
 ) -> str:
@@ -439,9 +448,9 @@ def _send(
         ours = exc.__cause__
         if isinstance(ours, GuardBlocked | TeacherError):  # raised in one of our hooks
             raise ours from None
-        raise TeacherError(_explain(exc, endpoint, request)) from None
+        raise _failed(exc, endpoint, request) from None
     except openai.OpenAIError as exc:
-        raise TeacherError(_explain(exc, endpoint, request)) from None
+        raise _failed(exc, endpoint, request) from None
     except ValueError as exc:  # a body that claims JSON but is cut off or broken
         raise TeacherError(
             f"the teacher at {endpoint.base_url} sent a broken reply "
