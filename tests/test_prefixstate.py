@@ -93,22 +93,25 @@ def test_a_head_that_cannot_be_held_leaves_what_the_model_read_or_nothing(
 
 @pytest.mark.integration
 def test_a_head_kept_without_flash_attention_answers_alike_with_it(tmp_path: Path) -> None:
-    """The privacy reader uses flash attention, which lays llama.cpp's cache out
-    otherwise: a state kept without it is never read as one with it (its key differs),
-    and a model with it answers the same whether its head came from disk or was read."""
+    """Flash attention (measured for the privacy reader, not kept) lays llama.cpp's
+    cache out otherwise: a state kept without it is never read as one with it (its key
+    differs), and a model with it answers the same whether its head came from disk or
+    was read."""
     from assistant.privacy import reader
 
     path, _spec = modelfiles.resolve(TEST_MODEL)
     head = (reader.head(), reader.HEAD_MARK)
     asked = reader.messages("Ask Ottoline Quarrie where the noodle bar is.")
-    replies = []
+    replies, files = [], []
     for flash, folder in ((False, "kept"), (True, "kept"), (True, "kept"), (True, "afresh")):
         student = Student(path, n_ctx=2048, flash_attn=flash)
         try:
             how = student.keep_head(*head, tmp_path / folder)
             replies.append((how, student.chat(asked, max_tokens=12).text))
+            files.append([p.name for p in (tmp_path / "kept").iterdir()])
         finally:
             student.close()
     assert [how for how, _text in replies] == ["saved", "saved", "loaded", "saved"]
+    assert files[0] != files[1]  # keyed apart (llama.cpp would refuse the other layout too)
     assert replies[2][1] == replies[3][1]  # loaded from disk or read: the same reply
     assert len(list((tmp_path / "kept").iterdir())) == 1  # the other layout's replaced

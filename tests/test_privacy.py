@@ -475,6 +475,7 @@ def test_a_policy_fragment_is_written_out_where_a_pattern_names_it(tmp_path: Pat
     ("old", "new", "missing"),
     [
         ("'Via {{number}}'", "'Via {{numbr}}'", "numbr"),  # a name no fragment has
+        ("'Via {{number}}'", "'Via {{num-ber}}'", "num-ber"),  # nor one that is no word
         (  # a fragment used above its definition
             "  digits: '\\d{1,4}'\n  number: '(?:No\\. )?{{digits}}'",
             "  number: '(?:No\\. )?{{digits}}'\n  digits: '\\d{1,4}'",
@@ -489,6 +490,13 @@ def test_a_fragment_not_defined_above_its_use_is_a_clear_error(
     assert old in _SMALL_POLICY
     path.write_text(_SMALL_POLICY.replace(old, new), "utf-8")
     with pytest.raises(PrivacyError, match=rf"no fragment '{missing}' above it"):
+        load_policy(path)
+
+
+def test_a_fragment_that_is_not_text_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(_SMALL_POLICY.replace("  digits: '\\d{1,4}'", "  digits:"), "utf-8")
+    with pytest.raises(PrivacyError, match="fragments: digits is not a regex in quotes"):
         load_policy(path)
 
 

@@ -12,8 +12,8 @@ The file holds only what the head made (the prompt's own text, never a question)
 written right after the head is read into a context emptied first (a model that has
 answered a question holds its tokens until then).  It is keyed on the model
 file, the llama.cpp binding, the offload, flash attention and the head's tokens; a file
-that does not match, is cut short or does not load is read afresh and replaced.  Nothing here can lift
-a protection: a head that is not kept is read as before.
+that does not match, is cut short or does not load is read afresh and replaced.  Nothing
+here can lift a protection: a head that is not kept is read as before.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ GLUED_NAME_WORD = r"[A-Z][a-z]{2,}\d+"
 GLUED_NAME = re.compile(rf"(?<![\w]){GLUED_NAME_WORD}(?![\w])")
 
 # A piece of a recognizer's regex written once in policy.yaml's ``fragments``.
-FRAGMENT = re.compile(r"\{\{(\w+)\}\}")
+FRAGMENT = re.compile(r"\{\{([^{}]*)\}\}")
 
 
 @dataclass(frozen=True)
@@ -248,7 +248,9 @@ def _recognizers(path: Path, data: Any) -> tuple[dict[str, Any], ...]:
     fragment may use those defined above it)."""
     fragments: dict[str, str] = {}
     for name, text in dict(data.get("fragments", {})).items():
-        fragments[str(name)] = _expand(path, f"fragments: {name}", str(text), fragments)
+        if not isinstance(text, str):
+            raise PrivacyError(f"{path}: fragments: {name} is not a regex in quotes")
+        fragments[str(name)] = _expand(path, f"fragments: {name}", text, fragments)
     specs = []
     for spec in data.get("recognizers", ()):
         patterns = [
