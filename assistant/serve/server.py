@@ -199,8 +199,8 @@ class Server(ThreadingHTTPServer):
 class _Stream:
     """A streamed reply (server-sent events), its headers sent with its first event so
     that a refusal before any text is still a plain HTTP error.  A client that goes away
-    is noted: a proxied request's work goes on (its answer is kept) with nothing more
-    written; drag's own route stops the student, as Ctrl+C does in-process."""
+    is noted: a proxied request's reply is read no further (what came is kept), drag's
+    own route stops the student, as Ctrl+C does in-process."""
 
     def __init__(self, handler: Handler, ident: str, model: str) -> None:
         self.handler, self.ident, self.model = handler, ident, model
@@ -450,6 +450,21 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.waiting -= 1
             self.server.slots.release()
 
+    @staticmethod
+    def _passed_on(stream: _Stream) -> Callable[[str], None]:
+        """A forwarded reply's pieces, told to ``stream``; once its client has gone, the
+        next piece ends the reply (what came is kept in the ledger): the teacher stops
+        writing it for no one (a local teacher is shared: the others wait for it)."""
+        told: list[bool] = []
+
+        def piece(text: str) -> None:
+            stream.text(text)
+            if stream.gone and not told:
+                told.append(True)
+                raise Interrupted("the client went away before the end of the reply")
+
+        return piece
+
     def _chat(self, call: proxy.ChatCall, client: str) -> None:
         ident = shapes.new_id()
         stream = _Stream(self, ident, call.model) if call.stream else None
@@ -476,13 +491,14 @@ class Handler(BaseHTTPRequestHandler):
             )
 
         try:
+            on_text: Callable[[str], None] | None
             if call.model == shapes.DRAG_MODEL:
                 on_text = stream.text if stream is not None else None
                 result = proxy.answer(self.server.session, call, client, on_text, done)
                 if not answered:
                     done(result)
             else:
-                on_text = stream.text if stream is not None else None
+                on_text = self._passed_on(stream) if stream is not None else None
                 reply = proxy.forward(self.server.session, call, client, on_text)
                 finish(
                     reply.text, reply.finish_reason, (reply.prompt_tokens, reply.completion_tokens)
