@@ -8,6 +8,9 @@ server is the real one, started as the product starts it (LocalServer)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,15 @@ def test_another_request_does_not_cut_a_streamed_reply_short(
     assert len(other) == 1 and other[0] is not None
 
 
+def _record(tmp_path: Path, base_url: str, pid: int, model_path: Any) -> Path:
+    """A record of the test teacher, as the keeper writes one for the shared server."""
+    record = tmp_path / "teacher-shared.json"
+    port = int(base_url.rsplit(":", 1)[1].split("/", 1)[0])
+    about = {"pid": pid, "port": port, "model_path": str(model_path), "api_key": TEACHER_KEY}
+    record.write_text(json.dumps(about), "utf-8")
+    return record
+
+
 def test_a_server_writing_a_reply_is_found_up_not_started_again(
     on_teacher: dict[str, str],
     teacher_server: str,
@@ -85,19 +97,7 @@ def test_a_server_writing_a_reply_is_found_up_not_started_again(
     """A drag process that looks for the shared server while it writes a reply finds it
     (even the list of its models waits for that reply, past the probe's 2 s): it must not
     take it for gone and start a second server on the same cores."""
-    record = tmp_path / "teacher-shared.json"
-    port = int(teacher_server.rsplit(":", 1)[1].split("/", 1)[0])
-    record.write_text(
-        json.dumps(
-            {
-                "pid": teacher_pid,
-                "port": port,
-                "model_path": str(test_model_path),
-                "api_key": TEACHER_KEY,
-            }
-        ),
-        "utf-8",
-    )
+    record = _record(tmp_path, teacher_server, teacher_pid, test_model_path)
     assert localserver._recorded(record, test_model_path) is not None  # idle: it answers
     client = openai.OpenAI(base_url=teacher_server, api_key=TEACHER_KEY, max_retries=0)
     stream = client.chat.completions.create(
@@ -117,3 +117,24 @@ def test_a_server_writing_a_reply_is_found_up_not_started_again(
     finally:
         stream.close()  # the server stops writing to a client that went
     assert found and found[0] is not None, "the busy server was taken for gone"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_stopped_server_is_not_taken_for_a_busy_one(
+    on_teacher: dict[str, str],
+    teacher_server: str,
+    teacher_pid: int,
+    test_model_path: Any,
+    tmp_path: Path,
+) -> None:
+    """A server stopped (Ctrl+Z on the terminal of `drag teacher serve` stops it too)
+    takes the connection and never answers, as a busy one does, but does no work: it is
+    not used (each question would wait for its timeout), as before."""
+    record = _record(tmp_path, teacher_server, teacher_pid, test_model_path)
+    os.kill(teacher_pid, signal.SIGSTOP)
+    try:
+        found = localserver._recorded(record, test_model_path)
+    finally:
+        os.kill(teacher_pid, signal.SIGCONT)
+    assert found is None
+    assert localserver._recorded(record, test_model_path) is not None  # going on: up again

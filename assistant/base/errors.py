@@ -81,7 +81,7 @@ class TeacherError(DragError):
 
 
 class TeacherTimeout(TeacherError):
-    """The teacher took the request and did not answer within the timeout."""
+    """The teacher did not answer within the timeout (connecting, or its reply)."""
 
 
 class StoreError(DragError):

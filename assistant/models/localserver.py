@@ -35,7 +35,7 @@ from assistant.base.errors import DragError, TeacherError, TeacherTimeout
 from assistant.models import llamabuild, llamacheck
 from assistant.models.student import default_threads
 from assistant.net import egress
-from assistant.net.listeners import alive, gone_or_zombie, owns
+from assistant.net.listeners import alive, cpu_ticks, gone_or_zombie, owns
 
 HOST = "127.0.0.1"
 ALIAS = "local-teacher"
@@ -72,11 +72,13 @@ def state_file() -> Path:
     return paths.state_dir() / "teacher.json"
 
 
-def _probe(base_url: str, api_key: str, timeout: float = 2.0, *, busy: bool = False) -> bool:
+def _probe(base_url: str, api_key: str, timeout: float = 2.0, *, busy: int | None = None) -> bool:
     """The server answers, and takes ``api_key`` (a server that refuses it is not ours).
-    ``busy``: a server that took the request and did not answer in time counts too (the
-    caller knows it is ours): it answers one request at a time, and even the list of its
-    models waits for the reply it is writing."""
+    ``busy``: the process id of a server the caller knows is ours; one that does not
+    answer in time counts too while it works (its CPU time grows): it answers one
+    request at a time, and even the list of its models waits for the reply it is
+    writing.  One stopped (Ctrl+Z) or stuck does not count."""
+    before = cpu_ticks(busy) if busy is not None else None
     try:
         egress.send(
             egress.Endpoint(base_url, api_key=api_key, timeout=timeout, max_retries=0),
@@ -84,7 +86,8 @@ def _probe(base_url: str, api_key: str, timeout: float = 2.0, *, busy: bool = Fa
             egress.BodylessOnly(),
         )
     except TeacherTimeout:
-        return busy
+        after = cpu_ticks(busy) if busy is not None else None
+        return before is not None and after is not None and after > before
     except TeacherError:
         return False
     return True
@@ -107,7 +110,7 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
     if not owns(info.pid, info.port):
         return None  # the port is someone else's now: never send them a question
     # Ours (its process holds the port): one that is writing a reply is up, not gone.
-    return info if _probe(info.base_url, info.api_key, busy=True) else None
+    return info if _probe(info.base_url, info.api_key, busy=info.pid) else None
 
 
 def running(model_path: Path | None = None) -> ServerInfo | None:

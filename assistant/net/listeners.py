@@ -27,6 +27,16 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def cpu_ticks(pid: int) -> int | None:
+    """The CPU time process ``pid`` has used, all its threads, user and system, in clock
+    ticks; None where /proc does not say."""
+    fields = _stat(pid)
+    try:
+        return int(fields[11]) + int(fields[12]) if fields is not None else None
+    except (IndexError, ValueError):
+        return None
+
+
 def gone_or_zombie(pid: int) -> bool:
     """Process ``pid`` has ended (its parent may not have collected it yet)."""
     if not alive(pid):
