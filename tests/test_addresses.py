@@ -56,6 +56,7 @@ def addresses(findings: list[Finding]) -> list[str]:
         ("Rua Augusta 100, 1100-053 Lisboa", "Rua Augusta 100, 1100-053 Lisboa"),
         # Brazil's postcode (five digits, a dash, three), as the other street forms read it.
         ("Rua Augusta 100, 01310-100 São Paulo", "Rua Augusta 100, 01310-100 São Paulo"),
+        ("Alameda Santos 200, 01418-000 São Paulo", "Alameda Santos 200, 01418-000 São Paulo"),
         ("Kungsgatan 12 B, 111 43 Stockholm", "Kungsgatan 12 B, 111 43 Stockholm"),
         ("Via Garibaldi 12, Milano", "Via Garibaldi 12"),
         ("We met at 12 rue Cler. Then we left.", "12 rue Cler"),

@@ -74,10 +74,8 @@ def state_file() -> Path:
 
 def _probe(base_url: str, api_key: str, timeout: float = 2.0, *, busy: int | None = None) -> bool:
     """The server answers, and takes ``api_key`` (a server that refuses it is not ours).
-    ``busy``: the process id of a server the caller knows is ours; one that does not
-    answer in time counts too while it works (its CPU time grows): it answers one
-    request at a time, and even the list of its models waits for the reply it is
-    writing.  One stopped (Ctrl+Z) or stuck does not count."""
+    ``busy``: the pid of a server known to be ours, up if it works (its CPU time grows)
+    but does not answer in time: even its models' list waits for the reply it writes."""
     before = cpu_ticks(busy) if busy is not None else None
     try:
         egress.send(
@@ -85,9 +83,8 @@ def _probe(base_url: str, api_key: str, timeout: float = 2.0, *, busy: int | Non
             egress.ModelsRequest(),
             egress.BodylessOnly(),
         )
-    except TeacherTimeout:
-        after = cpu_ticks(busy) if busy is not None else None
-        return before is not None and after is not None and after > before
+    except TeacherTimeout:  # stopped (Ctrl+Z) or stuck: not up
+        return busy is not None and before is not None and (cpu_ticks(busy) or 0) > before
     except TeacherError:
         return False
     return True
@@ -103,13 +100,10 @@ def _recorded(path: Path, model_path: Path | None) -> ServerInfo | None:
         return None
     if not isinstance(key, str) or not key:
         return None  # a record without a key is a server that lets anyone in: not used
-    if not alive(info.pid):
-        return None
-    if model_path is not None and Path(info.model_path) != model_path:
+    if not alive(info.pid) or (model_path is not None and Path(info.model_path) != model_path):
         return None
     if not owns(info.pid, info.port):
         return None  # the port is someone else's now: never send them a question
-    # Ours (its process holds the port): one that is writing a reply is up, not gone.
     return info if _probe(info.base_url, info.api_key, busy=info.pid) else None
 
 
@@ -291,8 +285,7 @@ class LocalServer:
             str(self.threads),
             "--n_threads_batch",
             str(self.threads),
-            # Shared by every drag process: a request waits for the reply being written
-            # (llama_cpp.server's default ends a streamed one early when another comes).
+            # A request waits for the reply being written (the default cuts a stream short).
             "--interrupt_requests",
             "false",
         ]

@@ -204,7 +204,7 @@ class _Stream:
 
     def __init__(self, handler: Handler, ident: str, model: str) -> None:
         self.handler, self.ident, self.model = handler, ident, model
-        self.started = self.gone = False
+        self.started = self.gone = self.cut = False
 
     def event(self, data: object) -> None:
         payload = b"[DONE]" if data is None else shapes.encode(data)
@@ -230,6 +230,14 @@ class _Stream:
         if piece or not self.started:
             delta = {"content": piece} if self.started else {"role": "assistant", "content": piece}
             self.event(shapes.chunk(self.ident, self.model, delta))
+
+    def forwarded(self, piece: str) -> None:
+        """A forwarded reply's piece; the first after the client went ends the reply (what
+        came is kept): the teacher stops writing for no one (a shared one, others wait)."""
+        self.text(piece)
+        if self.gone and not self.cut:
+            self.cut = True
+            raise Interrupted("the client went away before the end of the reply")
 
     def end(self, finish: str | None, usage: tuple[int, int] | None) -> None:
         self.event(shapes.chunk(self.ident, self.model, {}, finish or "stop"))
@@ -450,21 +458,6 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.waiting -= 1
             self.server.slots.release()
 
-    @staticmethod
-    def _passed_on(stream: _Stream) -> Callable[[str], None]:
-        """A forwarded reply's pieces, told to ``stream``; once its client has gone, the
-        next piece ends the reply (what came is kept in the ledger): the teacher stops
-        writing it for no one (a local teacher is shared: the others wait for it)."""
-        told: list[bool] = []
-
-        def piece(text: str) -> None:
-            stream.text(text)
-            if stream.gone and not told:
-                told.append(True)
-                raise Interrupted("the client went away before the end of the reply")
-
-        return piece
-
     def _chat(self, call: proxy.ChatCall, client: str) -> None:
         ident = shapes.new_id()
         stream = _Stream(self, ident, call.model) if call.stream else None
@@ -491,14 +484,13 @@ class Handler(BaseHTTPRequestHandler):
             )
 
         try:
-            on_text: Callable[[str], None] | None
             if call.model == shapes.DRAG_MODEL:
                 on_text = stream.text if stream is not None else None
                 result = proxy.answer(self.server.session, call, client, on_text, done)
                 if not answered:
                     done(result)
             else:
-                on_text = self._passed_on(stream) if stream is not None else None
+                on_text = stream.forwarded if stream is not None else None
                 reply = proxy.forward(self.server.session, call, client, on_text)
                 finish(
                     reply.text, reply.finish_reason, (reply.prompt_tokens, reply.completion_tokens)
