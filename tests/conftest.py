@@ -87,28 +87,23 @@ def test_model_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def teacher_server(test_model_path: Path) -> Iterator[str]:
-    """A real llama_cpp.server with the bundled test GGUF; yields its base URL."""
+def teacher_process(test_model_path: Path) -> Iterator[Any]:
+    """A real llama_cpp.server with the bundled test GGUF, started as drag starts one
+    (LocalServer)."""
     from assistant.models.localserver import LocalServer
 
     server = LocalServer(test_model_path, n_ctx=4096, api_key=TEACHER_KEY)
     server.start(timeout=120)
-    _TEACHER_SERVERS.append(server)
     try:
-        yield server.base_url
+        yield server
     finally:
-        _TEACHER_SERVERS.remove(server)
         server.stop()
 
 
-_TEACHER_SERVERS: list[Any] = []  # the running teacher_server (its process id)
-
-
-@pytest.fixture
-def teacher_pid(teacher_server: str) -> int:
-    """The process id of the real test teacher (:func:`teacher_server`)."""
-    [server] = _TEACHER_SERVERS
-    return int(server.process.pid)
+@pytest.fixture(scope="session")
+def teacher_server(teacher_process: Any) -> str:
+    """The base URL of the real test teacher (:func:`teacher_process`)."""
+    return str(teacher_process.base_url)
 
 
 def use_teacher(

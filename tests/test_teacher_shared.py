@@ -7,7 +7,6 @@ server is the real one, started as the product starts it (LocalServer)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -37,23 +36,30 @@ def _eos(model_path: Any) -> int:
         vocab.close()
 
 
+COUNT: list[Any] = [{"role": "user", "content": "Count from 1 to 1000, one number a line."}]
+
+
+def _long_stream(client: openai.OpenAI, model_path: Any, max_tokens: int) -> Any:
+    """A streamed reply that writes all ``max_tokens`` (its end token barred)."""
+    return client.chat.completions.create(
+        model=ALIAS,
+        messages=COUNT,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        logit_bias={str(_eos(model_path)): -100},
+        stream=True,
+    )
+
+
 def test_another_request_does_not_cut_a_streamed_reply_short(
     on_teacher: dict[str, str], teacher_server: str, test_model_path: Any
 ) -> None:
     client = openai.OpenAI(base_url=teacher_server, api_key=TEACHER_KEY, max_retries=0)
-    messages: list[Any] = [{"role": "user", "content": "Count from 1 to 1000, one number a line."}]
-    stream = client.chat.completions.create(
-        model=ALIAS,
-        messages=messages,
-        max_tokens=LONG,
-        temperature=0.0,
-        logit_bias={str(_eos(test_model_path)): -100},  # it writes all LONG tokens
-        stream=True,
-    )
+    stream = _long_stream(client, test_model_path, LONG)
     other: list[str | None] = []
 
     def ask_another() -> None:
-        reply = client.chat.completions.create(model=ALIAS, messages=messages, max_tokens=4)
+        reply = client.chat.completions.create(model=ALIAS, messages=COUNT, max_tokens=4)
         other.append(reply.choices[0].finish_reason)
 
     asker = threading.Thread(target=ask_another)
@@ -78,41 +84,28 @@ def test_another_request_does_not_cut_a_streamed_reply_short(
     assert len(other) == 1 and other[0] is not None
 
 
-def _record(tmp_path: Path, base_url: str, pid: int, model_path: Any) -> Path:
-    """A record of the test teacher, as the keeper writes one for the shared server."""
-    record = tmp_path / "teacher-shared.json"
-    port = int(base_url.rsplit(":", 1)[1].split("/", 1)[0])
-    about = {"pid": pid, "port": port, "model_path": str(model_path), "api_key": TEACHER_KEY}
-    record.write_text(json.dumps(about), "utf-8")
+@pytest.fixture
+def shared_record(on_teacher: dict[str, str], teacher_process: Any, tmp_path: Path) -> Path:
+    """The real test teacher recorded as drag records a server for others to find."""
+    record = tmp_path / "teacher.json"
+    teacher_process.record(record)
     return record
 
 
 def test_a_server_writing_a_reply_is_found_up_not_started_again(
-    on_teacher: dict[str, str],
-    teacher_server: str,
-    teacher_pid: int,
-    test_model_path: Any,
-    tmp_path: Path,
+    shared_record: Path, teacher_server: str, test_model_path: Any
 ) -> None:
     """A drag process that looks for the shared server while it writes a reply finds it
     (even the list of its models waits for that reply, past the probe's 2 s): it must not
     take it for gone and start a second server on the same cores."""
-    record = _record(tmp_path, teacher_server, teacher_pid, test_model_path)
-    assert localserver._recorded(record, test_model_path) is not None  # idle: it answers
+    assert localserver._recorded(shared_record, test_model_path) is not None  # idle: answers
     client = openai.OpenAI(base_url=teacher_server, api_key=TEACHER_KEY, max_retries=0)
-    stream = client.chat.completions.create(
-        model=ALIAS,
-        messages=[{"role": "user", "content": "Count from 1 to 1000, one number a line."}],
-        max_tokens=4000,  # far longer than the look takes
-        temperature=0.0,
-        logit_bias={str(_eos(test_model_path)): -100},
-        stream=True,
-    )
+    stream = _long_stream(client, test_model_path, 4000)  # far longer than the look takes
     found: list[Any] = []
     try:
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:  # it is writing
-                found.append(localserver._recorded(record, test_model_path))
+                found.append(localserver._recorded(shared_record, test_model_path))
                 break
     finally:
         stream.close()  # the server stops writing to a client that went
@@ -121,20 +114,16 @@ def test_a_server_writing_a_reply_is_found_up_not_started_again(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_stopped_server_is_not_taken_for_a_busy_one(
-    on_teacher: dict[str, str],
-    teacher_server: str,
-    teacher_pid: int,
-    test_model_path: Any,
-    tmp_path: Path,
+    shared_record: Path, teacher_process: Any, test_model_path: Any
 ) -> None:
     """A server stopped (Ctrl+Z on the terminal of `drag teacher serve` stops it too)
     takes the connection and never answers, as a busy one does, but does no work: it is
     not used (each question would wait for its timeout), as before."""
-    record = _record(tmp_path, teacher_server, teacher_pid, test_model_path)
-    os.kill(teacher_pid, signal.SIGSTOP)
+    pid = teacher_process.process.pid
+    os.kill(pid, signal.SIGSTOP)
     try:
-        found = localserver._recorded(record, test_model_path)
+        found = localserver._recorded(shared_record, test_model_path)
     finally:
-        os.kill(teacher_pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
     assert found is None
-    assert localserver._recorded(record, test_model_path) is not None  # going on: up again
+    assert localserver._recorded(shared_record, test_model_path) is not None  # up again
