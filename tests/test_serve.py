@@ -592,6 +592,61 @@ def test_a_client_gone_before_the_reply_ends_it_recorded_and_the_server_working(
     assert "client went away before the end of the reply" in rows[0]["error"]
 
 
+class FakeGuardPassingAll:
+    """A guard that lets every body through (the teacher here is the test's own)."""
+
+    def check_body(self, body: bytes, request: object) -> None:
+        pass
+
+    def check_headers(self, headers: dict[str, str], request: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("fault", "looked"), [("", False), ("cut", True)], ids=["reader-failed", "teacher-failed"]
+)
+def test_a_reply_its_reader_could_not_pass_on_is_not_looked_at_as_a_crash(
+    curious: hostile_teacher.HostileTeacher, socket_guard: SocketLog, fault: str, looked: bool
+) -> None:
+    """A streamed reply whose reader fails (drag serve's client went away) ends it; the
+    teacher is not at fault, so no crash of it is looked for (for a local teacher that
+    look waits a second, holding the work the others wait for). A reply the teacher
+    broke off is looked at."""
+    from assistant.base.errors import NotPassedOn, TeacherError
+    from assistant.models.teacher import Teacher
+    from assistant.net import egress
+
+    socket_guard.allowed.add(curious.address)
+    diagnosed: list[bool] = []
+
+    def diagnose() -> None:
+        diagnosed.append(True)
+
+    def reader_gone(piece: str) -> None:
+        raise OSError("the client went away")
+
+    teacher = Teacher(
+        egress.Endpoint(curious.url("echo"), max_retries=0),
+        "hostile",
+        "off",
+        guard=FakeGuardPassingAll(),
+        diagnose=diagnose,
+    )
+    request = egress.ChatRequest(
+        purpose="chat",
+        model="hostile",
+        messages=({"role": "user", "content": "Say hello."},),
+        max_tokens=16,
+        stream=True,
+    )
+    if fault:
+        curious.faults.put(fault)
+    with pytest.raises(TeacherError) as failed:
+        teacher.complete(request, None if fault else reader_gone)
+    assert isinstance(failed.value, NotPassedOn) is not looked
+    assert diagnosed == ([True] if looked else [])
+
+
 def test_the_models_are_let_go_after_keep_alive_idle_and_loaded_again(
     echo_env: SocketLog,
 ) -> None:
@@ -1524,6 +1579,45 @@ def test_ctrl_c_in_drag_ask_stops_the_servers_student_as_it_would_here(
         )
         assert done is not None and done.answer.strip()
         assert len(server.session.store.questions()) == 1
+
+
+def test_a_chat_client_gone_mid_answer_stops_the_servers_student(
+    echo_env: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model "drag" through the chat API, streamed: a client that goes once the answer
+    has begun stops the student (the models are shared: the others would wait for an
+    answer written for no one), nothing is saved as answered, and the next request works."""
+    monkeypatch.setenv("DRAG_PIPELINE_MODE", "none")
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "64")  # a student not stopped ends too
+    question = "Write a long story about a cat who sails around the world."
+    with serving_to(echo_env) as server:
+        gone = http.client.HTTPConnection("127.0.0.1", int(server.server_address[1]), timeout=120)
+        body = {"model": "drag", "messages": [{"role": "user", "content": question}]}
+        headers = {
+            "Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}",
+            "Content-Type": "application/json",
+        }
+        gone.request("POST", "/v1/chat/completions", json.dumps({**body, "stream": True}), headers)
+        response = gone.getresponse()
+        assert response.status == 200 and response.readline().startswith(b"data: ")
+        response.close()  # the answer has begun: the client goes
+        gone.close()
+        ended(server)
+        assert server.session.store.questions() == []
+        reply = client_of(server).chat.completions.create(
+            model="drag", messages=[{"role": "user", "content": "What is 2+2?"}]
+        )
+        assert (reply.choices[0].message.content or "").strip()
+        ended(server)  # the answer is told before it is saved
+        assert len(server.session.store.questions()) == 1
+
+
+def ended(server: serving.Server) -> None:
+    """Return once the server's requests have ended (a poll, with a deadline)."""
+    deadline = time.monotonic() + 120
+    while server.busy():
+        assert time.monotonic() < deadline, "a request never ended"
+        time.sleep(0.05)
 
 
 def test_a_request_that_takes_the_models_after_the_stop_is_refused(

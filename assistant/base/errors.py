@@ -84,6 +84,11 @@ class TeacherTimeout(TeacherError):
     """The teacher did not answer within the timeout (connecting, or its reply)."""
 
 
+class NotPassedOn(TeacherError):
+    """The teacher's streamed reply could not be passed on (its reader failed: a client
+    that went away): the teacher is not at fault, and no crash of it is looked for."""
+
+
 class StoreError(DragError):
     """The local database or its key cannot be used."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from assistant.base.config import TeacherSettings
-from assistant.base.errors import StoreError, TeacherError
+from assistant.base.errors import NotPassedOn, StoreError, TeacherError
 from assistant.net import egress
 from assistant.net.upload import Upload
 
@@ -220,6 +220,8 @@ class Teacher:
         server: how it died and its log), with what it had sent kept."""
         try:
             yield
+        except NotPassedOn:  # its reader failed, not the teacher: nothing to look for
+            raise
         except TeacherError as exc:
             crash = self.diagnose() if self.diagnose is not None else None
             if crash is None:

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from assistant import __version__
-from assistant.base.errors import GuardBlocked, TeacherError, TeacherTimeout, one_line
+from assistant.base.errors import (
+    GuardBlocked,
+    NotPassedOn,
+    TeacherError,
+    TeacherTimeout,
+    one_line,
+)
 from assistant.net.loopback import is_loopback
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
@@ -530,7 +536,7 @@ def _streamed(
                 if on_text is not None:
                     _tell(on_text, piece, text)
     except TeacherError as exc:  # the size cap, the deadline (_capped_stream), or _tell
-        raise TeacherError(str(exc), reply="".join(text)) from None
+        raise type(exc)(str(exc), reply="".join(text)) from None
     except (openai.OpenAIError, http.HTTPError, ValueError) as exc:
         raise TeacherError(
             f"the teacher at {endpoint.base_url} broke off its streamed reply "
@@ -563,7 +569,7 @@ def _tell(on_text: Callable[[str], None], piece: str, text: list[str]) -> None:
     try:
         on_text(piece)
     except Exception as exc:
-        raise TeacherError(
+        raise NotPassedOn(
             f"the teacher's streamed reply could not be passed on ({type(exc).__name__}: "
             f"{one_line(str(exc), 120)}); what it had sent is kept",
             reply="".join(text),

@@ -199,8 +199,8 @@ class Server(ThreadingHTTPServer):
 class _Stream:
     """A streamed reply (server-sent events), its headers sent with its first event so
     that a refusal before any text is still a plain HTTP error.  A client that goes away
-    is noted: a proxied request's reply is read no further (what came is kept), drag's
-    own route stops the student, as Ctrl+C does in-process."""
+    is noted: the reply under way, the teacher's or the student's, is written no further
+    (what came is kept), as Ctrl+C does in-process."""
 
     def __init__(self, handler: Handler, ident: str, model: str) -> None:
         self.handler, self.ident, self.model = handler, ident, model
@@ -231,9 +231,10 @@ class _Stream:
             delta = {"content": piece} if self.started else {"role": "assistant", "content": piece}
             self.event(shapes.chunk(self.ident, self.model, delta))
 
-    def forwarded(self, piece: str) -> None:
-        """A forwarded reply's piece; the first after the client went ends the reply (what
-        came is kept): the teacher stops writing for no one (a shared one, others wait)."""
+    def told(self, piece: str) -> None:
+        """A piece of a reply, forwarded or the student's; the first after the client went
+        ends it (what came is kept): neither the teacher nor the student writes for no one
+        (the models are shared: the others wait)."""
         self.text(piece)
         if self.gone and not self.cut:
             self.cut = True
@@ -483,14 +484,13 @@ class Handler(BaseHTTPRequestHandler):
                 (int(s.get("prompt_tokens", 0)), int(s.get("completion_tokens", 0))),
             )
 
+        on_text = stream.told if stream is not None else None
         try:
             if call.model == shapes.DRAG_MODEL:
-                on_text = stream.text if stream is not None else None
                 result = proxy.answer(self.server.session, call, client, on_text, done)
                 if not answered:
                     done(result)
             else:
-                on_text = stream.forwarded if stream is not None else None
                 reply = proxy.forward(self.server.session, call, client, on_text)
                 finish(
                     reply.text, reply.finish_reason, (reply.prompt_tokens, reply.completion_tokens)
