@@ -89,6 +89,14 @@ def addresses(findings: list[Finding]) -> list[str]:
         ("Vestergade 12, 1456 København K", "Vestergade 12, 1456 København K"),
         ("Nørregade 7\nKøbenhavn", "Nørregade 7"),
         ("Mannerheimintie 5, 00100 Helsinki", "Mannerheimintie 5, 00100 Helsinki"),
+        # From the review of 2026-12-07: a short name before the street word, Brazil's
+        # comma before the number and the neighbourhood after it.
+        ("Itäväylä 5\n", "Itäväylä 5"),
+        ("Algade 3, 9000 Aalborg", "Algade 3, 9000 Aalborg"),
+        ("Av. Paulista, 1578 - Bela Vista, São Paulo", "Av. Paulista, 1578 - Bela Vista"),
+        ("Alameda Santos, 2100 – Jardim Paulista", "Alameda Santos, 2100 – Jardim Paulista"),
+        ("Av. Paulista, 1578, 01310-200 São Paulo", "Av. Paulista, 1578, 01310-200 São Paulo"),
+        ("Av. Brasil, 500\n", "Av. Brasil, 500"),
     ],
 )
 def test_a_street_as_its_country_writes_it_is_an_address(
@@ -159,6 +167,9 @@ def test_a_street_as_its_country_writes_it_is_an_address(
         "The Fire-Brigade 2\nLight-Brigade 3",
         "Agatha Christie 1920, Poirot",
         "Route du Rhum 2018 winners",
+        "Team stats: Av. Rating, 4.5 stars",
+        "Season high:\nAv. Goals, 1999",
+        "Av. Speed, 12 km/h",
     ],
 )
 def test_words_that_only_look_like_a_street_are_no_address(detector: Detector, text: str) -> None:

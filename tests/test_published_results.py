@@ -521,6 +521,19 @@ def test_the_docs_flash_attention_table_is_counted_from_the_records() -> None:
         assert row in lines, row
 
 
+def test_the_review_street_forms_comparison_is_as_the_docs_say() -> None:
+    """Issue 48: the street forms of 2026-12-07's review, run over the same texts before
+    and after: the count of texts and of those whose matches differ, as the docs say."""
+    folder = RESULTS / "privacy-figures" / "street-forms-review-2"
+    lines = (folder / "compare.txt").read_text("utf-8").splitlines()
+    texts = int(next(line for line in lines if line.startswith("texts:")).split()[-1])
+    differ = [line for line in lines if line.startswith("DIFF")]
+    assert lines[-1] == f"texts whose matches differ: {len(differ)}"
+    text = " ".join(DOCS.read_text("utf-8").split())
+    assert f"patterns before and after were run over {texts:,} texts" in text
+    assert f"{len(differ)} texts whose matches differ, so no figure above moves" in text
+
+
 def test_the_docs_figures_without_the_public_units_are_counted_from_the_records() -> None:
     """Issue 48: the figures without the units the rule calls public, and those units,
     as docs/benchmarks.md gives them, counted again from the per-item records."""
