@@ -618,6 +618,34 @@ def test_a_process_on_the_teachers_port_is_never_taken_for_it(
         squatter.close()
 
 
+def test_a_start_interrupted_while_the_server_loads_leaves_no_server(
+    test_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+C while the local teacher loads (a model load takes seconds): the llama.cpp
+    child ends with the start, rather than running on with no one to stop it."""
+    from assistant.models import localserver
+
+    started: list[subprocess.Popen[bytes]] = []
+
+    def interrupted(pid: int, port: int) -> bool:  # the first look at the listener
+        assert server.process is not None
+        started.append(server.process)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(localserver, "owns", interrupted)
+    server = localserver.LocalServer(test_model_path, n_ctx=2048)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.start(timeout=120)
+        assert len(started) == 1 and server.process is None
+        assert started[0].poll() is not None  # ended (and waited for: no zombie)
+    finally:  # a failed test leaves no server behind either
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_the_local_teacher_serves_only_who_holds_its_own_key(test_model_path: Path) -> None:
     """Issue 30, item 5: another local user cannot use drag's server.  Each server asks

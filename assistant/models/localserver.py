@@ -121,11 +121,8 @@ def shared_files(model_path: Path, n_ctx: int) -> tuple[Path, Path, Path]:
     context (another model or context gets a server of its own)."""
     folder = paths.private_dir(paths.state_dir())
     key = _key(model_path, n_ctx)
-    return (
-        folder / f"teacher-{key}.json",
-        folder / f"teacher-{key}.lease",
-        folder / f"teacher-{key}.log",
-    )
+    record, lease, log = (folder / f"teacher-{key}{end}" for end in (".json", ".lease", ".log"))
+    return record, lease, log
 
 
 def _fcntl() -> Any:
@@ -314,29 +311,31 @@ class LocalServer:
                 env={**server_env(), "API_KEY": self.api_key},
             )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                how = llamacheck.describe_exit(self.process.returncode)
-                raise TeacherError(
-                    f"the local teacher server exited ({how}; log: {log}): {_tail(log)}"
-                )
-            # Answering is not enough: the listener must be this server (a process that
-            # took the port first would answer and read the questions).
-            if owns(self.process.pid, self.port) and _probe(
-                self.base_url, self.api_key, timeout=5.0
-            ):
-                if _probe(self.base_url, "", timeout=5.0):  # it lets a request in without
-                    self.stop()
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    how = llamacheck.describe_exit(self.process.returncode)
                     raise TeacherError(
-                        "the local teacher server does not ask for its API key (a "
-                        "llama-cpp-python that ignores API_KEY?); it was stopped, nothing sent"
+                        f"the local teacher server exited ({how}; log: {log}): {_tail(log)}"
                     )
-                return
-            time.sleep(0.25)
-        self.stop()
-        raise TeacherError(
-            f"the local teacher server did not start within {timeout:g} s (log: {log})"
-        )
+                # Answering is not enough: the listener must be this server (a process
+                # that took the port first would answer and read the questions).
+                if owns(self.process.pid, self.port) and _probe(
+                    self.base_url, self.api_key, timeout=5.0
+                ):
+                    if _probe(self.base_url, "", timeout=5.0):  # a request let in without
+                        raise TeacherError(
+                            "the local teacher server does not ask for its API key (a "
+                            "llama-cpp-python that ignores API_KEY?); stopped, nothing sent"
+                        )
+                    return
+                time.sleep(0.25)
+            raise TeacherError(
+                f"the local teacher server did not start within {timeout:g} s (log: {log})"
+            )
+        except BaseException:  # failed, or interrupted (Ctrl+C) while it loads: it ends
+            self.stop(lambda: True)
+            raise
 
     def ended(self) -> int | None:
         """The exit code of a server that ended by itself (negative: the signal), or None."""
