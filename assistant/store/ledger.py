@@ -437,6 +437,7 @@ def detail(row: Mapping[str, Any]) -> dict[str, Any]:
         "content_hash": row["content_hash"],
         "prev_hash": row["prev_hash"],
         "hash": row["hash"],
+        **_noted(row),  # under the hash too: an exported row can be hashed again
     }
 
 
