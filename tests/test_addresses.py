@@ -94,9 +94,9 @@ def addresses(findings: list[Finding]) -> list[str]:
         ("Itäväylä 5\n", "Itäväylä 5"),
         ("Algade 3, 9000 Aalborg", "Algade 3, 9000 Aalborg"),
         ("Av. Paulista, 1578 - Bela Vista, São Paulo", "Av. Paulista, 1578 - Bela Vista"),
-        ("Alameda Santos, 2100 – Jardim Paulista", "Alameda Santos, 2100 – Jardim Paulista"),
+        ("Alameda Santos, 2100 – Jardim Paulista - SP", "Alameda Santos, 2100 – Jardim Paulista"),
         ("Av. Paulista, 1578, 01310-200 São Paulo", "Av. Paulista, 1578, 01310-200 São Paulo"),
-        ("Av. Brasil, 500\n", "Av. Brasil, 500"),
+        ("Rua Augusta, 500 – Consolação.", "Rua Augusta, 500 – Consolação"),
     ],
 )
 def test_a_street_as_its_country_writes_it_is_an_address(
@@ -167,9 +167,17 @@ def test_a_street_as_its_country_writes_it_is_an_address(
         "The Fire-Brigade 2\nLight-Brigade 3",
         "Agatha Christie 1920, Poirot",
         "Route du Rhum 2018 winners",
+        # From the review of those forms: "Av." an average, Alameda a county, a firm.
         "Team stats: Av. Rating, 4.5 stars",
         "Season high:\nAv. Goals, 1999",
-        "Av. Speed, 12 km/h",
+        "Av. Rating, 4",
+        "Team stats\nAv. Points, 23\nAv. Rebounds, 11\n",
+        "Top scorer: Av. Goals, 3 - Liverpool.",
+        "Av. Points, 102 - Lakers, 98 - Celtics",
+        "Mean (Av. Score, 85 - Excellent)",
+        "County cases:\nAlameda County, 312\n",
+        "Nurse, Alameda Health System, 2016 - Present\n",
+        "Analyst at Estrada Partners, 2019 - Present.",
     ],
 )
 def test_words_that_only_look_like_a_street_are_no_address(detector: Detector, text: str) -> None:

@@ -1753,6 +1753,62 @@ def test_a_client_gone_before_anything_was_sent_has_nothing_sent(
         assert done is not None and done.source == "teacher" and len(curious.seen) == before + 1
 
 
+def test_a_client_is_gone_only_once_it_closed_its_end() -> None:
+    """A client that waits, or that sent its next request on the same connection (HTTP
+    keep-alive), is there; one that closed its end is gone."""
+    import socket
+
+    from assistant.net.loopback import peer_closed
+
+    server, client = socket.socketpair()
+    with server, client:
+        assert peer_closed(server) is False  # waiting
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n")
+        assert peer_closed(server) is False  # its next request, not an end
+        assert server.recv(64)  # read: nothing waits now
+        client.close()
+        assert peer_closed(server) is True
+
+
+@pytest.mark.parametrize("model", ["hostile", "drag"])
+def test_a_chat_client_gone_while_it_waited_has_nothing_sent(
+    echo_env: SocketLog,
+    curious: hostile_teacher.HostileTeacher,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+) -> None:
+    """A program's chat request waits for the models (another request holds them), and
+    the program gives up: once its turn comes nothing is sent for it, forwarded or asked
+    through the pipeline; the next request is answered."""
+    monkeypatch.setenv("DRAG_PIPELINE_MODE", "evidence")
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    with serving_to(echo_env) as server:
+        before = len(curious.seen)
+        server.work.acquire()  # a request under way
+        gone = http.client.HTTPConnection("127.0.0.1", int(server.server_address[1]), timeout=60)
+        headers = {
+            "Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}",
+            "Content-Type": "application/json",
+        }
+        gone.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps({"model": model, "messages": question}),
+            headers,
+        )
+        deadline = time.monotonic() + 60
+        while server.busy() < 1:
+            assert time.monotonic() < deadline, "the request never arrived"
+            time.sleep(0.05)
+        gone.close()  # it gave up
+        server.work.release()
+        ended(server)
+        assert len(curious.seen) == before and ledger_rows() == [] and journal_notes() == 0
+        reply = client_of(server).chat.completions.create(model=model, messages=question)
+        assert (reply.choices[0].message.content or "").strip()
+        assert len(curious.seen) == before + 1
+
+
 @pytest.mark.parametrize("holder", ["the recorded pid", "another process"])
 def test_a_port_that_is_not_a_drag_server_is_never_given_the_question(
     echo_env: SocketLog, holder: str

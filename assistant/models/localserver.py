@@ -299,19 +299,19 @@ class LocalServer:
         # The same check as the student's, in a process of its own: a build that dies on
         # this CPU is an error that says so, not a server that dies on its first request.
         cpu = llamacheck.ready(self.model_path).variant
-        with paths.open_private(log) as out:
-            self.process = subprocess.Popen(
-                self.command(cpu),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=_death_signal() if die_with_parent else None,
-                # The key goes in the environment, which only this user can read
-                # (/proc/PID/environ), never on the command line, which every user can.
-                env={**server_env(), "API_KEY": self.api_key},
-            )
-        deadline = time.monotonic() + timeout
-        try:
+        try:  # failed, or interrupted (Ctrl+C) once the child is made: it ends
+            with paths.open_private(log) as out:
+                self.process = subprocess.Popen(
+                    self.command(cpu),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_death_signal() if die_with_parent else None,
+                    # The key goes in the environment, which only this user can read
+                    # (/proc/PID/environ), never on the command line, which every user can.
+                    env={**server_env(), "API_KEY": self.api_key},
+                )
+            deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
                     how = llamacheck.describe_exit(self.process.returncode)
@@ -333,7 +333,7 @@ class LocalServer:
             raise TeacherError(
                 f"the local teacher server did not start within {timeout:g} s (log: {log})"
             )
-        except BaseException:  # failed, or interrupted (Ctrl+C) while it loads: it ends
+        except BaseException:
             self.stop(lambda: True)
             raise
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import select
+import socket
 from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +35,16 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def peer_closed(sock: Any) -> bool:
+    """Whether the client at the other end of ``sock`` (a connection to `drag serve`, its
+    request read) has closed it: readable, and at its end (a next request already sent
+    on it is no end); a socket that cannot be looked at is taken as closed."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0]) and not sock.recv(1, socket.MSG_PEEK)
+    except (OSError, ValueError):
+        return True
 
 
 def loopback_host(url: str) -> tuple[str, int]:

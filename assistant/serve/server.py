@@ -18,7 +18,6 @@ import ipaddress
 import json
 import math
 import re
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from assistant.core import proxy
 from assistant.core.results import AskResult
 from assistant.core.session import Session
 from assistant.models import localserver
-from assistant.net.loopback import is_loopback
+from assistant.net.loopback import is_loopback, peer_closed
 from assistant.serve import native, shapes, stopping, tokens, wire
 
 MAX_BODY = 4 * 1024 * 1024
@@ -247,15 +246,6 @@ class _Stream:
         self.event(None)
 
 
-def _client_gone(sock: Any) -> bool:
-    """Whether drag's own client (one request per connection, never a second one sent
-    on it) closed its end: once its request is read, a readable socket is one closed."""
-    try:
-        return bool(select.select([sock], [], [], 0)[0])
-    except (OSError, ValueError):
-        return True
-
-
 def _error_of(exc: BaseException) -> tuple[int, dict[str, Any]]:
     """The HTTP status and OpenAI-shaped body for a failure (no traceback, no value)."""
     if isinstance(exc, proxy.NotSent):
@@ -436,7 +426,7 @@ class Handler(BaseHTTPRequestHandler):
                         self.server.session,
                         call,
                         emit,
-                        lambda: not _client_gone(self.connection),
+                        lambda: not peer_closed(self.connection),
                     )
                     stream.event(None)
                     # The teacher answered and the ledger could not record it (the error
@@ -485,13 +475,15 @@ class Handler(BaseHTTPRequestHandler):
             )
 
         on_text = stream.told if stream is not None else None
+        session = self.server.session  # nothing is sent for a client gone (while it waited)
+        session.wanted = lambda: not peer_closed(self.connection)
         try:
             if call.model == shapes.DRAG_MODEL:
-                result = proxy.answer(self.server.session, call, client, on_text, done)
+                result = proxy.answer(session, call, client, on_text, done)
                 if not answered:
                     done(result)
             else:
-                reply = proxy.forward(self.server.session, call, client, on_text)
+                reply = proxy.forward(session, call, client, on_text)
                 finish(
                     reply.text, reply.finish_reason, (reply.prompt_tokens, reply.completion_tokens)
                 )
@@ -509,6 +501,8 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self.close_connection = True
             self._json(status, body)
+        finally:
+            session.wanted = None
 
 
 def run(
