@@ -1612,6 +1612,40 @@ def test_a_chat_client_gone_mid_answer_stops_the_servers_student(
         assert len(server.session.store.questions()) == 1
 
 
+def test_a_chat_client_gone_while_its_answer_is_written_whole_stops_the_student(
+    echo_env: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model "drag", not streamed: nothing is told before the end, yet a client that
+    goes while the student writes stops it as a streamed one does."""
+    monkeypatch.setenv("DRAG_PIPELINE_MODE", "none")
+    monkeypatch.setenv("DRAG_STUDENT_MAX_TOKENS", "64")  # a student not stopped ends too
+    question = "Write a long story about a cat who sails around the world."
+    with serving_to(echo_env) as server:
+        writing = threading.Event()
+        real = server.session.student.chat
+
+        def chat(*args: Any, on_text: Any = None, **kw: Any) -> Any:
+            def told(piece: str) -> None:
+                writing.set()  # the student has begun: the client may go now
+                if on_text is not None:
+                    on_text(piece)
+
+            return real(*args, on_text=told, **kw)
+
+        monkeypatch.setattr(server.session.student, "chat", chat)
+        gone = http.client.HTTPConnection("127.0.0.1", int(server.server_address[1]), timeout=120)
+        headers = {
+            "Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}",
+            "Content-Type": "application/json",
+        }
+        body = {"model": "drag", "messages": [{"role": "user", "content": question}]}
+        gone.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+        assert writing.wait(120)
+        gone.close()
+        ended(server)
+        assert server.session.store.questions() == []
+
+
 def ended(server: serving.Server) -> None:
     """Return once the server's requests have ended (a poll, with a deadline)."""
     deadline = time.monotonic() + 120

@@ -449,6 +449,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.waiting -= 1
             self.server.slots.release()
 
+    def _unless_gone(self, piece: str) -> None:
+        """A piece of an answer not streamed: it ends once its client has gone."""
+        if peer_closed(self.connection):
+            raise Interrupted("the client went away before the answer")
+
     def _chat(self, call: proxy.ChatCall, client: str) -> None:
         ident = shapes.new_id()
         stream = _Stream(self, ident, call.model) if call.stream else None
@@ -475,6 +480,8 @@ class Handler(BaseHTTPRequestHandler):
             )
 
         on_text = stream.told if stream is not None else None
+        if stream is None and call.model == shapes.DRAG_MODEL:  # the student still stops
+            on_text = self._unless_gone
         session = self.server.session  # nothing is sent for a client gone (while it waited)
         session.wanted = lambda: not peer_closed(self.connection)
         try:
