@@ -1174,6 +1174,41 @@ def test_drag_model_answers_through_the_pipeline_streamed(
 
 
 @pytest.mark.integration
+def test_a_drag_answers_graph_is_built_after_its_client_has_gone_with_the_answer(
+    on_teacher: dict[str, str], socket_guard: SocketLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model "drag" with the graph built after the answer: the client has its answer and
+    closes the connection; the graph for the cache is still asked of the teacher (a
+    client gone stops what is done for it, not what is done for the cache)."""
+    for key, value in {
+        "DRAG_PIPELINE_MODE": "graph",
+        "DRAG_PIPELINE_GRAPH_TIMING": "after-answer",
+        "DRAG_PIPELINE_N": "3",
+        "DRAG_PIPELINE_K": "2",
+        "DRAG_STUDENT_MAX_TOKENS": "4",
+        "DRAG_PRIVACY_REVIEW": "never",
+    }.items():
+        monkeypatch.setenv(key, value)
+    with serving_to(socket_guard) as server:
+        asked = http.client.HTTPConnection("127.0.0.1", int(server.server_address[1]), timeout=300)
+        headers = {
+            "Authorization": f"Bearer {tokens.token_for(tokens.DEFAULT)}",
+            "Content-Type": "application/json",
+        }
+        body = {
+            "model": "drag",
+            "messages": [{"role": "user", "content": "What gas do plants take in?"}],
+        }
+        asked.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+        response = asked.getresponse()
+        assert response.status == 200 and json.loads(response.read())["choices"]
+        response.close()
+        asked.close()  # the answer is had: the client goes
+        ended(server)
+    assert [r["purpose"] for r in ledger_rows()][:2] == ["evidence", "triples"]
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_pass_through_to_the_real_teacher_server(
     on_teacher: dict[str, str],

@@ -460,9 +460,9 @@ class Handler(BaseHTTPRequestHandler):
         answered: list[bool] = []
 
         def finish(text: str, finish: str | None, used: tuple[int, int]) -> None:
-            """The whole reply told: the rest of the work (the graph built for the
-            cache after a drag answer) does not hold the client."""
+            """The whole reply told: the rest (a drag answer's graph) does not hold it."""
             answered.append(True)
+            self.server.session.wanted = None  # what follows is for the cache (the graph)
             self.server.note_loaded()  # before the client hears: it may ask --status next
             if stream is None:
                 self._json(200, shapes.completion(ident, call.model, text, finish, used))
@@ -482,8 +482,8 @@ class Handler(BaseHTTPRequestHandler):
         on_text = stream.told if stream is not None else None
         if stream is None and call.model == shapes.DRAG_MODEL:  # the student still stops
             on_text = self._unless_gone
-        session = self.server.session  # nothing is sent for a client gone (while it waited)
-        session.wanted = lambda: not peer_closed(self.connection)
+        session = self.server.session  # nothing is sent for a client gone (as it waited):
+        session.wanted = lambda: not peer_closed(self.connection)  # until it is told
         try:
             if call.model == shapes.DRAG_MODEL:
                 result = proxy.answer(session, call, client, on_text, done)
