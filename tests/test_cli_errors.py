@@ -465,3 +465,32 @@ def test_serve_help_names_the_models_it_answers() -> None:
     helped = " ".join(drag("serve", "--help").stdout.decode().split())
     assert 'model "drag": the DRAG pipeline; model teacher.model, or "local-teacher"' in helped
     assert "any other model" not in helped
+
+
+@pytest.mark.parametrize(
+    ("closed", "args", "code", "said"),
+    [
+        (1, ["audit", "list"], 2, "drag: error: standard output is closed: nothing was done"),
+        (0, ["config", "set-key"], 2, "drag: error: no key on standard input"),
+        (0, ["chat", "--plain"], 0, ""),
+    ],
+    ids=["output", "input-key", "input-chat"],
+)
+def test_a_closed_standard_stream_is_said_or_read_as_empty(
+    closed: int, args: list[str], code: int, said: str
+) -> None:
+    """`drag … >&-`, `drag … <&-`: output closed is a one-line error before anything is
+    done (it was an internal error, or exit 0 with nothing written); input closed reads
+    as empty.  The closed descriptor is opened on the null device first, so that no file
+    drag opens (the database) takes its number."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "assistant", *args],
+        capture_output=True,
+        preexec_fn=lambda: os.close(closed),
+        timeout=120,
+        check=False,
+    )
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert err.strip().startswith(said)

@@ -142,6 +142,18 @@ def test_search_and_since(store: Store) -> None:
     assert ledger.select(store.db, since=later) == []
 
 
+@pytest.mark.parametrize("hours", [5, -10])
+def test_a_time_given_in_another_zone_is_that_moment(store: Store, hours: int) -> None:
+    """`--since 2026-12-07T20:00:00+05:00`: the rows are stored in UTC, and the time is
+    compared as the same moment (it was compared as text: east of UTC found nothing
+    that was there, west found what was not yet written)."""
+    store.record_upload(upload(1))
+    zone = dt.timezone(dt.timedelta(hours=hours))
+    now = dt.datetime.now(zone)
+    assert [r["id"] for r in ledger.select(store.db, since=now - dt.timedelta(minutes=5))] == [1]
+    assert ledger.select(store.db, since=now + dt.timedelta(minutes=5)) == []
+
+
 WRITER = textwrap.dedent(
     """
     import sys
@@ -805,3 +817,26 @@ def test_an_exported_ledger_can_be_checked_without_drag(tmp_path: Path) -> None:
         assert r["content_hash"] == content and r["prev_hash"] == previous
         assert blake(canonical.encode("utf-8")) == r["hash"], r["id"]
         previous = r["hash"]
+
+
+@pytest.mark.parametrize("kind", ["folder", "device"])
+def test_a_database_path_that_is_no_file_is_refused_and_left_as_it_is(
+    tmp_path: Path, kind: str
+) -> None:
+    """store.database naming a folder or a device: a one-line error, and its mode is not
+    touched (it was made 0600: a folder the user could no longer list, /dev/null for
+    every user, / itself when run as root)."""
+    if kind == "folder":
+        target = tmp_path / "notes"
+        target.mkdir(mode=0o755)
+        target.chmod(0o755)
+    else:
+        target = Path("/dev/null")
+    before = target.stat().st_mode
+    try:
+        with pytest.raises(StoreError, match="is not a file"):
+            Store(target, key="file")
+        assert target.stat().st_mode == before
+    finally:  # a failing version leaves the device as it found it
+        if target.stat().st_mode != before:
+            target.chmod(before & 0o7777)

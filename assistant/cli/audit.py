@@ -72,7 +72,7 @@ def audit_list(
     """Uploads, oldest first: time, teacher model, purpose, bytes, what was redacted."""
     from assistant.store import ledger
 
-    when = parse_since(since) if since else None
+    when = parse_since(since) if since is not None else None
     with open_store(ctx) as store:
         _settle(store)
         rows = [
@@ -216,7 +216,7 @@ def audit_export(ctx: click.Context, fmt: str, output: str | None, since: str | 
     """Every upload with its payload, as JSON lines or Markdown."""
     from assistant.store import ledger
 
-    when = parse_since(since) if since else None
+    when = parse_since(since) if since is not None else None
     with open_store(ctx) as store:
         _settle(store)
         rows = [ledger.detail(r) for r in ledger.select(store.db, since=when)]

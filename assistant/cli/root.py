@@ -42,9 +42,26 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 _NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
+def _standard_streams() -> None:
+    """Standard input, output and error each open: one closed (`drag … >&-`) would be the
+    next file opened (the database), and a library's log written into it.  A closed one
+    is opened on the null device (input: an empty one); output closed, nothing is done."""
+    closed = []
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:  # the lowest free descriptor: this one, those below being open
+            os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
+            closed.append(name)
+    if "stdout" in closed:
+        raise errors.InputError("standard output is closed: nothing was done")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors, no tracebacks (DRAG_DEBUG=1 shows them)."""
     try:
+        _standard_streams()
         code = cli.main(args=argv, prog_name="drag", standalone_mode=False)
     except errors.DragError as exc:
         secho(f"drag: error: {exc}", err=True, fg="red")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -277,6 +278,8 @@ def _create_private(path: Path) -> None:
     with contextlib.suppress(FileExistsError):
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
+    if not stat.S_ISREG(path.stat().st_mode):  # a folder or a device named: left as it is
+        raise StoreError(f"cannot open the database {path}: it is not a file")
     path.chmod(0o600)
 
 

@@ -454,9 +454,9 @@ def select(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     clauses, params = [], []
-    if since is not None:
+    if since is not None:  # compared as text, as stored: in UTC (not "+05:00")
         clauses.append("created >= ?")
-        params.append(since.isoformat(timespec="microseconds"))
+        params.append(since.astimezone(dt.UTC).isoformat(timespec="microseconds"))
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     rows = list(_rows(db, where, params))
     if search:  # in Python: SQLite's lower() folds ASCII only ("Ádám" would never match)
