@@ -494,3 +494,36 @@ def test_a_closed_standard_stream_is_said_or_read_as_empty(
     assert proc.returncode == code, err
     assert "Traceback" not in err and "internal error" not in err
     assert err.strip().startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["audit", "list"], {"DRAG_CONFIG": "~nouser-of-drag/config.toml"}),
+        (["audit", "list"], {"DRAG_STORE_DATABASE": "~nouser-of-drag/drag.db"}),
+        (["config", "set", "student.model", "~nouser-of-drag/model.gguf"], {}),
+    ],
+    ids=["config", "database", "model"],
+)
+def test_a_home_of_a_user_this_system_does_not_know_is_one_line(
+    args: list[str], env: dict[str, str]
+) -> None:
+    """`~someone/…` for a user with no home here: pathlib raises RuntimeError, which was
+    an internal error (exit 70); it is a one-line error that names the user."""
+    proc = drag(*args, env=env)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2, err
+    assert err.startswith("drag: error: '~nouser-of-drag/") and "no home folder is known" in err
+
+
+@pytest.mark.parametrize("args", [["drafts", "show"], ["drafts", "rm"], ["index"]])
+def test_a_name_too_long_for_the_file_system_is_no_such_thing(
+    args: list[str], tmp_path: Path
+) -> None:
+    """A 300-character name: Python 3.11's is_file() raises 'File name too long', which
+    was an internal error (exit 70); it is named as not there."""
+    long = "a" * 300 if args[0] == "drafts" else str(tmp_path / ("a" * 300))
+    proc = drag(*args, long)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2, err
+    assert err.startswith(("drag: error: no kept question", "drag: error: no such file or folder"))

@@ -1935,3 +1935,22 @@ def test_a_program_key_cannot_use_the_cli_route(echo_env: SocketLog) -> None:
             server, "POST", "/drag/ask", {**auth, "Content-Length": str(len(body))}, body
         )
         assert status == 409 and error["error"]["code"] == "settings"  # its own key: checked
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"pid": 1, "url": "http://127.0.0.1:99999/v1"},
+        {"pid": 10**30, "url": "http://127.0.0.1:8778/v1"},
+        {"pid": 1, "url": "http://[::1/v1"},
+    ],
+    ids=["port-past-65535", "huge-pid", "broken-address"],
+)
+def test_a_damaged_server_record_is_no_server(record: dict[str, Any]) -> None:
+    """A record no drag serve wrote (damaged, edited): `drag serve --status` says none
+    runs (it was an internal error, and `drag ask` failed with its question not kept)."""
+    tokens.state_file().parent.mkdir(parents=True, exist_ok=True)
+    tokens.state_file().write_text(json.dumps(record), "utf-8")
+    assert tokens.recorded() is None
+    done = CliRunner().invoke(cli, ["serve", "--status"])
+    assert done.exit_code == 1 and "no drag serve is running" in done.output  # none runs

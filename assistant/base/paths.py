@@ -14,12 +14,24 @@ from typing import BinaryIO
 
 from platformdirs import PlatformDirs
 
+from assistant.base.errors import InputError
+
 APP = "drag-assistant"
+
+
+def expand(value: str | os.PathLike[str]) -> Path:
+    """``value`` with a leading ``~`` or ``~user`` made that home folder; a user this
+    system knows no home for is an InputError naming it (pathlib raises RuntimeError)."""
+    path = Path(value)
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        raise InputError(f"{str(value)!r}: no home folder is known for {path.parts[0]}") from None
 
 
 def _home() -> Path | None:
     value = os.environ.get("DRAG_HOME")
-    return Path(value).expanduser() if value else None
+    return expand(value) if value else None
 
 
 def _dirs() -> PlatformDirs:
@@ -53,7 +65,7 @@ def state_dir() -> Path:
 
 def config_file() -> Path:
     explicit = os.environ.get("DRAG_CONFIG")
-    return Path(explicit).expanduser() if explicit else config_dir() / "config.toml"
+    return expand(explicit) if explicit else config_dir() / "config.toml"
 
 
 def private_dir(path: Path) -> Path:

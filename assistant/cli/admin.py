@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -85,7 +84,7 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
         from assistant.models import modelfiles
 
         known = modelfiles.load_manifest()
-        path = Path(value).expanduser()  # a GGUF file is read whatever its name's end
+        path = paths.expand(value)  # a GGUF file is read whatever its name's end
         if value not in known and path.suffix.lower() != ".gguf" and not path.is_file():
             raise errors.ConfigError(
                 f"student.model (new value): unknown model {value!r}: give a path to a "

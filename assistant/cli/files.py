@@ -30,6 +30,15 @@ def _size(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+def _there(path: Path) -> bool:
+    """Whether ``path`` names something (a link that leads nowhere too); a name the file
+    system cannot hold (too long) names nothing."""
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:
+        return False
+
+
 @cli.command("index")
 @click.argument("paths", nargs=-1, type=GivenPath(path_type=Path))
 @click.option("--list", "list_", is_flag=True, help="Show the indexed files.")
@@ -70,7 +79,7 @@ def index_command(
             f"--forget takes one path: --forget {forget[-1]} --forget {paths[0]} to forget "
             "both; indexing and forgetting are two commands (nothing was done)"
         )
-    missing = [p for p in paths if not (p.exists() or p.is_symlink())]
+    missing = [p for p in paths if not _there(p)]
     if paths and len(missing) == len(paths):  # said once, before anything loads
         raise InputError(f"no such file or folder: {missing[0]} (nothing was indexed)")
     settings = settings_of(ctx, {})

@@ -122,7 +122,11 @@ def kept_error(question: str, exc: BaseException) -> DragError:
 
 def _path(name: str) -> Path:
     path = unsent_dir() / (Path(name).stem + SUFFIX)
-    if Path(name).name != name or not path.is_file():
+    try:
+        there = Path(name).name == name and path.is_file()
+    except OSError:  # a name too long for the file system (Python 3.11 raises it)
+        there = False
+    if not there:
         raise InputError(f"no kept question {name!r}: `drag drafts list` shows them")
     return path
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import cast
 
 from assistant.base.errors import one_line
+from assistant.base.paths import expand
 from assistant.base.safetext import name_line
 from assistant.files import pdftext
 
@@ -99,7 +100,7 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
     seen_dirs: dict[tuple[int, int], bool] = {}  # each folder read, and whether named
     seen_files: set[Path] = set()
     for given in paths:
-        top = Path(given).expanduser()
+        top = expand(given)
         try:
             root = top.resolve()  # where a link inside may point: under the named folder
         except (OSError, RuntimeError):
@@ -183,7 +184,7 @@ def absolute(path: Path) -> Path:
     """``path`` from the root with ``..`` and ``.`` worked out as written, links kept (the
     one name a file is indexed under, wherever ``drag index`` ran from); as it is when
     ``..`` follows a link, where the written form would name another file."""
-    path = path.expanduser().absolute()
+    path = expand(path).absolute()
     plain = Path(os.path.normpath(path))
     if plain == path:
         return path

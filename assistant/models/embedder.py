@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from assistant.base import paths
 from assistant.base.errors import ModelError
 
 BUNDLED = "all-MiniLM-L6-v2"
@@ -46,7 +47,7 @@ def bundled_path() -> Path:
 def model_path(name: str) -> Path:
     if name.casefold() in {BUNDLED.casefold(), "sentence-transformers/" + BUNDLED.casefold()}:
         return bundled_path()
-    path = Path(name).expanduser()
+    path = paths.expand(name)
     if not (path / "config.json").is_file():
         raise ModelError(
             f"embedder.model {name!r} is neither {BUNDLED} nor a local sentence-transformers folder"

@@ -281,7 +281,7 @@ def resolve(
     if name_or_path in manifest:
         spec = manifest[name_or_path]
         return locate(spec, on_progress), spec
-    path = Path(name_or_path).expanduser()
+    path = paths.expand(name_or_path)
     if path.suffix.lower() == ".gguf" or path.exists():
         if path.is_dir():
             raise ModelError(f"{path} is a folder: give the path of the .gguf file in it")

@@ -149,17 +149,15 @@ def recorded() -> dict[str, Any] | None:
     except StoreError:
         return None
     pid, url = state.get("pid"), state.get("url")
-    if not isinstance(pid, int) or not isinstance(url, str):
-        return None
+    if not isinstance(pid, int) or not isinstance(url, str) or not 0 < pid < 2**31:
+        return None  # (0 and -1 would ask the process group, every process)
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:  # another user's: not ours to use
+        port = urlsplit(url).port  # a port past 65535, a broken address: no server
+    except (ProcessLookupError, PermissionError, ValueError):  # gone; another user's
         return None
     # A port that another process holds now (the server died, its port was taken) is
     # never sent a key or a question.
-    port = urlsplit(url).port
     if port is None or not listeners.owns(pid, port):
         return None
     loaded = state.get("loaded")

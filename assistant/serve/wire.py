@@ -12,7 +12,6 @@ import importlib.metadata
 import json
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import assistant
@@ -31,7 +30,7 @@ def _resolved(value: str) -> str:
     """A setting that names a file, as this process finds it (relative paths and ``~``
     depend on where and as whom it runs); a manifest name as it is."""
     if value and (os.sep in value or value.endswith(".gguf") or value.startswith("~")):
-        return str(Path(value).expanduser().resolve())
+        return str(paths.expand(value).resolve())
     return value
 
 

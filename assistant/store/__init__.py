@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlite_utils
 
+from assistant.base import paths
 from assistant.base.errors import DragError, StoreError
 from assistant.net import listeners
 from assistant.net.upload import Upload
@@ -43,7 +44,7 @@ class Store:
         """The store the settings name (``store.database``: empty for the default file;
         ``store.key``): the one way the app, the CLI and the drafts open it, so that
         every part seals with the one key this database records."""
-        return cls(Path(database).expanduser() if database else None, key=key)
+        return cls(paths.expand(database) if database else None, key=key)
 
     def close(self) -> None:
         if self._holds:  # no note of this process left: its lock file goes too

@@ -374,7 +374,7 @@ class ChatScreen(DragScreen):
         """Ask for files or folders (separated by ;) and add them to the index."""
 
         def done(text: str | None) -> None:
-            paths = [Path(p.strip()).expanduser() for p in (text or "").split(";") if p.strip()]
+            paths = [Path(p.strip()) for p in (text or "").split(";") if p.strip()]  # ~: read
             if paths:
                 self._index(paths)
 
