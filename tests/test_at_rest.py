@@ -81,6 +81,24 @@ def test_item_12_a_kept_question_is_sealed_and_can_be_read_back() -> None:
     assert runner.invoke(cli, ["drafts", "show", "../drag"]).exit_code != 0
 
 
+def test_item_12_a_damaged_draft_is_listed_as_such_and_the_others_still_are() -> None:
+    """One kept question's file damaged (a disk error, an edit): `drag drafts list` still
+    lists every other one, names the damaged one and why, and `drafts rm --all` removes
+    them all (both stopped at the first damaged file, naming none)."""
+    good = drafts.keep("a question kept whole", "failed")
+    bad = drafts.keep("a question whose file is damaged", "failed")
+    bad.write_bytes(b"not a sealed draft")
+    rows = {r["name"]: r for r in drafts.listing()}
+    assert rows[good.stem]["question"] == "a question kept whole"
+    assert rows[bad.stem]["damaged"] is True and "cannot be opened" in rows[bad.stem]["error"]
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["drafts", "list"])
+    assert listed.exit_code == 0 and good.stem in listed.stdout and bad.stem in listed.stdout
+    removed = runner.invoke(cli, ["drafts", "rm", "--all"])
+    assert removed.exit_code == 0 and "removed 2 kept questions" in removed.stdout
+    assert not good.exists() and not bad.exists()
+
+
 def test_item_12_drafts_are_purged_and_old_plain_ones_sealed() -> None:
     old = drafts.keep("an old question", "failed")
     new = drafts.keep("a new question", "failed")

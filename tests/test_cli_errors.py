@@ -527,3 +527,41 @@ def test_a_name_too_long_for_the_file_system_is_no_such_thing(
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2, err
     assert err.startswith(("drag: error: no kept question", "drag: error: no such file or folder"))
+
+
+@pytest.mark.parametrize("sent", ["SIGTERM", "SIGHUP"])
+def test_a_question_ended_by_a_signal_is_kept_as_for_ctrl_c(sent: str) -> None:
+    """`timeout 60 drag ask …` (SIGTERM), a terminal closed (SIGHUP) while the teacher
+    is asked: the question is kept, as Ctrl+C keeps it (it was lost)."""
+    import signal
+    import socket
+
+    question = "Why do leaves change colour in autumn?"
+    with socket.create_server(("127.0.0.1", 0)) as teacher:  # takes the request, answers never
+        port = teacher.getsockname()[1]
+        env = {
+            **os.environ,
+            "DRAG_TEACHER_ENDPOINT": f"http://127.0.0.1:{port}/v1",
+            "DRAG_TEACHER_MODEL": "m",
+            "DRAG_TEACHER_MAX_RETRIES": "0",
+            "DRAG_PIPELINE_MODE": "evidence",
+        }
+        asking = subprocess.Popen(
+            [sys.executable, "-m", "assistant", "ask", "--yes", question],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            teacher.settimeout(120)
+            connection, _ = teacher.accept()  # the question is with the teacher
+            with connection:
+                asking.send_signal(getattr(signal, sent))
+                _out, err = asking.communicate(timeout=60)
+        finally:
+            if asking.poll() is None:
+                asking.kill()
+                asking.wait()
+    said = err.decode("utf-8", "replace").strip()
+    assert asking.returncode == 130, said
+    assert kept(said)["question"] == question

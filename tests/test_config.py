@@ -82,6 +82,8 @@ def test_with_flags_keeps_lower_layers(tmp_path: Path) -> None:
         ({"DRAG_STORE_COVERAGE": "inf"}, "'inf' is not a number"),
         ({"DRAG_TEACHER_TIMEOUT": "1e308"}, "above the maximum 86400"),
         ({"DRAG_PRIVACY_READER_TIMEOUT": "1e308"}, "above the maximum 86400"),
+        # A probe of the CLI: 99999999999 retries of a teacher that is down never ended.
+        ({"DRAG_TEACHER_MAX_RETRIES": "11"}, "above the maximum 10"),
     ],
 )
 def test_bad_env_values(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -79,7 +79,8 @@ class TeacherSettings:
         default=300.0, metadata={"help": "seconds per request", "min": 1, "max": DAY}
     )
     max_retries: int = field(
-        default=3, metadata={"help": "retries with backoff on 429/5xx/connection errors", "min": 0}
+        default=3,
+        metadata={"help": "retries with backoff on 429/5xx/connection errors", "min": 0, "max": 10},
     )
     max_tokens: int = field(default=2048, metadata={"help": "longest teacher reply", "min": 16})
     temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})

@@ -4,9 +4,11 @@ the local teacher's keeper), set in one place."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, NoReturn
@@ -25,6 +27,30 @@ def stop_on(handler: Handler) -> dict[signal.Signals, Handler]:
     if hasattr(signal, "pthread_sigmask"):  # not on Windows
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
     return before
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` with SIGTERM and SIGHUP (`timeout`, `kill`, a terminal closed) taken
+    as Ctrl+C while it runs, in the main thread: what Ctrl+C keeps (a question) is kept
+    then too.  The handlers before are put back after."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+        if threading.current_thread() is not threading.main_thread():
+            return command(*args, **kwargs)
+        before = {s: signal.signal(s, _interrupt) for s in ending}
+        try:
+            return command(*args, **kwargs)
+        finally:
+            for s, handler in before.items():
+                signal.signal(s, handler)
+
+    return run
 
 
 class StopOnce:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from assistant.base import errors, safetext
+from assistant.base import errors, safetext, signals
 from assistant.cli.common import (
     chat_line,
     echo,
@@ -126,6 +126,7 @@ def _format_result(result: Any, streamed: bool) -> str:
     help="Answer from your indexed files (drag index); nothing is sent.",
 )
 @click.pass_context
+@signals.ended_as_interrupted  # `timeout`, `kill`: the question is kept, as for Ctrl+C
 def ask(
     ctx: click.Context,
     /,

@@ -142,9 +142,19 @@ def read(name: str, sealer: Sealer | None = None) -> dict[str, Any]:
 
 
 def listing() -> list[dict[str, Any]]:
-    """Every kept question, oldest first, opened."""
+    """Every kept question, oldest first, opened; one that cannot be (damaged) is listed
+    by its name and why, so that it can be removed, and the others still are."""
     sealer = _sealer()
-    return [read(p.stem, sealer) for p in sorted(unsent_dir().glob("*" + SUFFIX))]
+    rows: list[dict[str, Any]] = []
+    for path in sorted(unsent_dir().glob("*" + SUFFIX)):
+        try:
+            rows.append(read(path.stem, sealer))
+        except InputError:  # removed meanwhile
+            continue
+        except (DragError, OSError, ValueError) as exc:
+            why = f"cannot be opened ({one_line(str(exc), 100)}): drag drafts rm removes it"
+            rows.append({"name": path.stem, "damaged": True, "error": why})
+    return rows
 
 
 def remove(name: str) -> None:
