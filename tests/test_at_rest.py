@@ -94,8 +94,9 @@ def test_item_12_a_damaged_draft_is_listed_as_such_and_the_others_still_are() ->
     runner = CliRunner()
     listed = runner.invoke(cli, ["drafts", "list"])
     assert listed.exit_code == 0 and good.stem in listed.stdout and bad.stem in listed.stdout
+    kept = len(list(drafts.unsent_dir().glob("*" + drafts.SUFFIX)))  # others' too
     removed = runner.invoke(cli, ["drafts", "rm", "--all"])
-    assert removed.exit_code == 0 and "removed 2 kept questions" in removed.stdout
+    assert removed.exit_code == 0 and f"removed {kept} kept questions" in removed.stdout
     assert not good.exists() and not bad.exists()
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from assistant.base.errors import InputError
+from assistant.base.errors import ConfigError, InputError
 from assistant.cli.root import cli
 from assistant.models import modelfiles
 from assistant.net.upload import Upload
@@ -128,3 +128,21 @@ def test_config_set_key_on_a_machine_without_a_keyring_says_what_to_do(
     assert result.exception is not None
     assert "no usable system keyring here" in str(result.exception)
     assert "export DRAG_TEACHER_API_KEY instead" in str(result.exception)
+
+
+def test_config_set_mends_a_config_file_that_does_not_load(tmp_path: Path) -> None:
+    """A file holding a value no longer allowed (`k = 99`): every command says why, and
+    `drag config set` can still write the good value (it refused too: nothing could
+    mend the file but an editor)."""
+    path = tmp_path / "config.toml"
+    path.write_text("[pipeline]\nk = 99\nn = 7\n", "utf-8")
+    runner = CliRunner()
+    for args in (["audit", "list"], ["config", "show"]):
+        refused = runner.invoke(cli, ["--config", str(path), *args])
+        assert isinstance(refused.exception, ConfigError)
+        assert "pipeline.k (file): 99 is above the maximum 50" in str(refused.exception)
+    mended = runner.invoke(cli, ["--config", str(path), "config", "set", "pipeline.k", "5"])
+    assert mended.exit_code == 0, mended.output
+    shown = runner.invoke(cli, ["--config", str(path), "config", "show", "--json"])
+    rows = {r["key"]: r for r in json.loads(shown.stdout)["settings"]}
+    assert (rows["pipeline.k"]["value"], rows["pipeline.n"]["value"]) == (5, 7)

@@ -565,3 +565,13 @@ def test_a_question_ended_by_a_signal_is_kept_as_for_ctrl_c(sent: str) -> None:
     said = err.decode("utf-8", "replace").strip()
     assert asking.returncode == 130, said
     assert kept(said)["question"] == question
+
+
+def test_a_drag_home_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    """DRAG_HOME naming a file: `drag serve --token` was an internal error (exit 70)."""
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    proc = drag("serve", "--token", env={"DRAG_HOME": str(home)})
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2 and err.startswith("drag: error: DRAG_HOME "), err
+    assert "is not a folder" in err

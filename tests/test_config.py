@@ -198,6 +198,7 @@ S = "holds a user name, a password"
         ("https://teacher.example/api?code=sk-123", S),
         ("https://teacher.example/v1#key=sk-123", S),
         ("https://teacher.example/v1?x=1;api_key=sk-123", S),
+        ("http://teacher.example/v1?%6Bey=sk-123", S),  # "key", as the server reads it
     ],
 )
 def test_a_teacher_endpoint_is_local_or_an_http_url_with_no_secret_in_it(

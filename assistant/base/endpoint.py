@@ -17,14 +17,15 @@ def check_endpoint(url: str, where: str) -> str:
     place of its own).  An error never repeats the URL: it may hold the secret."""
     if url == "local":
         return url
-    from urllib.parse import urlsplit
+    from urllib.parse import unquote_plus, urlsplit
 
     shape = f'{where}: not "local" or an http(s) base URL such as http://127.0.0.1:8080/v1'
     try:
         parts = urlsplit(url)
     except ValueError:
         raise ConfigError(shape) from None
-    names = [p.split("=", 1)[0] for p in re.split(r"[&;]", parts.query) if p]
+    # A name as the server reads it: "%6Bey" is "key".
+    names = [unquote_plus(p.split("=", 1)[0]) for p in re.split(r"[&;]", parts.query) if p]
     if "@" in parts.netloc or parts.fragment or any(_SECRET_PARAM.search(n) for n in names):
         raise ConfigError(
             f"{where}: the URL holds a user name, a password, a fragment or a key-like "

@@ -31,7 +31,10 @@ def expand(value: str | os.PathLike[str]) -> Path:
 
 def _home() -> Path | None:
     value = os.environ.get("DRAG_HOME")
-    return expand(value) if value else None
+    home = expand(value) if value else None
+    if home is not None and home.exists() and not home.is_dir():
+        raise InputError(f"DRAG_HOME {str(home)!r} is not a folder")
+    return home
 
 
 def _dirs() -> PlatformDirs:

@@ -30,12 +30,19 @@ def config_group() -> None:
     """Show settings and where each came from."""
 
 
+def _loaded(ctx: click.Context) -> Settings:
+    """The settings; where they did not load, why (only `config set` goes on: it mends)."""
+    if "unloaded" in ctx.obj:
+        raise ctx.obj["unloaded"][0]
+    return ctx.obj["settings"]  # type: ignore[no-any-return]
+
+
 @config_group.command("show")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def config_show(ctx: click.Context, as_json: bool) -> None:
     """Effective settings, with their source: flag, env, file or default."""
-    settings: Settings = ctx.obj["settings"]
+    settings = _loaded(ctx)
     rows = config_mod.effective(settings)
     if as_json:
         echo(to_json({"config_file": str(settings.config_file), "settings": rows}))
@@ -74,8 +81,10 @@ def _shown(value: Any) -> str:
 @click.argument("value")
 @click.pass_context
 def config_set(ctx: click.Context, key: str, value: str) -> None:
-    """Write KEY = VALUE into the config file (validated; lists comma-separated)."""
-    settings: Settings = ctx.obj["settings"]
+    """Write KEY = VALUE into the config file (validated; lists comma-separated); a file
+    that does not load as it is can be mended so."""
+    unloaded = ctx.obj.get("unloaded")
+    target = ctx.obj["settings"].config_file if unloaded is None else unloaded[1]
     if key == "privacy.categories":  # its entities are the privacy policy's: checked there
         from assistant.privacy.policy import check_categories
 
@@ -90,7 +99,7 @@ def config_set(ctx: click.Context, key: str, value: str) -> None:
                 f"student.model (new value): unknown model {value!r}: give a path to a "
                 f".gguf file or one of {', '.join(known)}"
             )
-    path = config_mod.save({key: value}, settings.config_file)
+    path = config_mod.save({key: value}, target)
     written = config_mod.load(env={}, config_file=path).get(key)  # the file's, not the env's
     said = f"{key} = {_shown(written)} in {path}"
     now = config_mod.load(config_file=path)

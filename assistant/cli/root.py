@@ -30,7 +30,12 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
         # A mistyped path would run on the defaults (another teacher) without a word;
         # `drag config set` creates the file, `config show` shows what it would hold.
         raise errors.InputError(f"--config {named}: no such file (drag config set creates one)")
-    ctx.obj["settings"] = config_mod.load(config_file=named)
+    try:
+        ctx.obj["settings"] = config_mod.load(config_file=named)
+    except errors.ConfigError as exc:  # `drag config set` mends a file that does not load
+        if ctx.invoked_subcommand != "config":
+            raise
+        ctx.obj["unloaded"] = (exc, named)
     if ctx.invoked_subcommand is None:
         from assistant.cli.ask import chat
 
