@@ -575,3 +575,17 @@ def test_a_drag_home_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2 and err.startswith("drag: error: DRAG_HOME "), err
     assert "is not a folder" in err
+
+
+def test_index_json_names_a_file_whose_name_is_not_utf8_in_valid_json(tmp_path: Path) -> None:
+    """`drag index --json` wrote such a name's raw byte: the output was no UTF-8, and no
+    JSON a script could load.  The byte is a \\u escape, and the name comes back whole."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    name = os.fsdecode(b"bad\xffname.md")
+    (folder / name).write_text("Meet Marta in Berlin on Friday.")
+    proc = drag("index", "--json", str(folder))
+    assert proc.returncode in (0, 2), proc.stderr.decode("utf-8", "replace")
+    out = json.loads(proc.stdout.decode("utf-8"))  # strict: no raw byte
+    skipped = [os.fsencode(s["path"]) for s in out["indexed"]["skipped"]]
+    assert os.fsencode(folder / name) in skipped

@@ -44,8 +44,11 @@ def secho(message: Any = None, **kwargs: Any) -> None:
 
 
 def to_json(value: Any) -> str:
-    """JSON for --json: readable Unicode, but C1 controls and bidi overrides escaped."""
-    return safetext.escape_controls(json.dumps(value, ensure_ascii=False, indent=2))
+    """JSON for --json: readable Unicode, but C1 controls and bidi overrides escaped, and
+    a file name's bytes that are not UTF-8 (held as lone surrogates) as JSON's \\u escapes
+    (written raw, they made the output no UTF-8, and no JSON a reader could load)."""
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    return safetext.escape_controls(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def status_printer(enabled: bool) -> Callable[[str], None]:
