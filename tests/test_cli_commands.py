@@ -130,6 +130,13 @@ def test_config_set_key_on_a_machine_without_a_keyring_says_what_to_do(
     assert "export DRAG_TEACHER_API_KEY instead" in str(result.exception)
 
 
+def test_a_time_past_the_calendars_ends_in_utc_is_one_line() -> None:
+    """The year 1 at +05:00 is before the year 1 in UTC: an internal error (OverflowError)."""
+    result = CliRunner().invoke(cli, ["audit", "list", "--since", "0001-01-01T00:00+05:00"])
+    assert isinstance(result.exception, InputError)
+    assert "is past the calendar's first or last day" in str(result.exception)
+
+
 def test_config_set_mends_a_config_file_that_does_not_load(tmp_path: Path) -> None:
     """A file holding a value no longer allowed (`k = 99`): every command says why, and
     `drag config set` can still write the good value (it refused too: nothing could

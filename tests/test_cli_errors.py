@@ -589,3 +589,64 @@ def test_index_json_names_a_file_whose_name_is_not_utf8_in_valid_json(tmp_path: 
     out = json.loads(proc.stdout.decode("utf-8"))  # strict: no raw byte
     skipped = [os.fsencode(s["path"]) for s in out["indexed"]["skipped"]]
     assert os.fsencode(folder / name) in skipped
+
+
+@pytest.mark.parametrize(("args", "refused"), [(["serve"], False), (["audit", "list"], True)])
+def test_output_closed_stops_a_command_but_not_a_server(args: list[str], refused: bool) -> None:
+    """`drag serve >&- 2>&- &` ran before output closed was refused, its announcements
+    lost: a server's work is not its output, so it still runs; any other command stops."""
+    code = (
+        "import sys\n"
+        "from assistant.cli.root import _standard_streams\n"
+        f"_standard_streams({args!r})\n"
+        "print('went on', file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        preexec_fn=lambda: os.close(1),
+        timeout=120,
+        check=False,
+    )
+    err = proc.stderr.decode("utf-8", "replace")
+    if refused:
+        assert proc.returncode != 0 and "standard output is closed" in err
+    else:
+        assert proc.returncode == 0 and err.strip() == "went on", err
+
+
+def test_a_folder_holding_a_file_named_with_a_tilde_is_indexed(tmp_path: Path) -> None:
+    """Word's lock file "~$report.docx" in a folder indexed as ".": its name was taken
+    for a user's home ("~$report.docx"), and the whole run failed."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "~$report.docx").write_bytes(b"lock")
+    (folder / "plan.md").write_text("Meet Marta in Berlin on Friday.")
+    proc = drag("index", "--json", ".", cwd=folder)
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    assert [Path(p).name for p in json.loads(proc.stdout)["indexed"]["added"]] == ["plan.md"]
+
+
+def test_a_signal_ignored_when_drag_ask_starts_stays_ignored() -> None:
+    """`nohup drag ask …`: SIGHUP ignored, so that the answer outlives the terminal; the
+    question-keeping handler took it over, and a logout stopped the answer."""
+    import signal
+
+    from assistant.base.signals import ended_as_interrupted
+
+    seen: dict[str, Any] = {}
+
+    @ended_as_interrupted
+    def command() -> None:
+        seen["hup"], seen["term"] = (
+            signal.getsignal(signal.SIGHUP),
+            signal.getsignal(signal.SIGTERM),
+        )
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        command()
+        assert seen["hup"] == signal.SIG_IGN and callable(seen["term"])  # TERM: as Ctrl+C
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -218,3 +218,13 @@ def test_a_teacher_endpoint_is_local_or_an_http_url_with_no_secret_in_it(
         "https://api.example.com/v1?api-version=2",
     ):
         assert config.load({"teacher.endpoint": fine}).teacher.endpoint == fine
+
+
+def test_config_set_never_drops_a_setting_it_does_not_know(tmp_path: Path) -> None:
+    """The file is rewritten on `config set`: a misspelt key in it ("modle") would have
+    gone without a word. It is refused, the file untouched."""
+    path = tmp_path / "config.toml"
+    path.write_text('[teacher]\nmodle = "x"\n', "utf-8")
+    with pytest.raises(ConfigError, match=r"unknown setting 'teacher.modle' \(misspelt\?\)"):
+        config.save({"teacher.model": "x"}, path)
+    assert path.read_text("utf-8") == '[teacher]\nmodle = "x"\n'

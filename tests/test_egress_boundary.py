@@ -43,8 +43,9 @@ ALLOWED = {
     "net/egress.py": {"openai", DYNAMIC},
     "models/localserver.py": {"socket"},
     "serve/server.py": {"http.server"},
-    # drag's own client of drag serve: loopback addresses only (test_serve.py).
-    "net/loopback.py": {"http"},
+    # drag's own client of drag serve: loopback addresses only (test_serve.py); socket
+    # for MSG_PEEK only, to see whether a client of drag serve closed its end.
+    "net/loopback.py": {"http", "socket"},
 }
 
 

@@ -814,3 +814,13 @@ def test_a_pages_text_with_a_line_separator_is_one_item() -> None:
         pdftext._emit({"page": 2, "text": "four"})
     pages = pdftext.parse(out.getvalue().encode("ascii"))
     assert pages.pages == [(1, "one\u2028two\x85three"), (2, "four")] and pages.stopped == ""
+
+
+def test_an_e_mail_of_many_lines_that_start_with_two_dashes_is_read(tmp_path: Path) -> None:
+    """The parts budget counts the boundaries the e-mail declares, not every line that
+    starts with "--" (a patch removing thousands of SQL comments was dropped whole)."""
+    path = tmp_path / "patch.eml"
+    removed = "-- an old comment\n" * (readers.MAX_MAIL_PARTS + 1)
+    path.write_text(f"From: dev@x\nSubject: [PATCH] tidy\n\n{removed}")
+    texts = [u.text for u in readers.read(path).units]
+    assert texts[0] == "E-mail from dev@x: [PATCH] tidy" and "-- an old comment" in texts[1]

@@ -552,6 +552,12 @@ def save(changes: Mapping[str, Any], path: Path | None = None) -> Path:
     """
     target = path or paths.config_file()
     current = _read_file(target)
+    unknown = sorted(k for k in current if k not in SCHEMA)
+    if unknown:  # the file is rewritten: a setting misspelt there would be lost unsaid
+        raise ConfigError(
+            f"config file {target}: unknown setting {unknown[0]!r} (misspelt?): mend it "
+            "in an editor; `drag config show` lists the settings"
+        )
     for key, raw in changes.items():
         spec = SCHEMA.get(key)
         if spec is None:

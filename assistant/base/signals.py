@@ -33,6 +33,10 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _ignored(signum: int) -> bool:
+    return signal.getsignal(signum) == signal.SIG_IGN
+
+
 def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
     """``command`` with SIGTERM and SIGHUP (`timeout`, `kill`, a terminal closed) taken
     as Ctrl+C while it runs, in the main thread: what Ctrl+C keeps (a question) is kept
@@ -40,10 +44,11 @@ def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
         if threading.current_thread() is not threading.main_thread():
             return command(*args, **kwargs)
-        before = {s: signal.signal(s, _interrupt) for s in ending}
+        ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+        # One ignored stays ignored (`nohup drag ask …`: the answer outlives the terminal).
+        before = {s: signal.signal(s, _interrupt) for s in ending if not _ignored(s)}
         try:
             return command(*args, **kwargs)
         finally:

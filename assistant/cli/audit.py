@@ -34,7 +34,10 @@ def parse_since(text: str) -> Any:
         raise errors.InputError(
             f"{text!r} is not a time: use 30d, 12h, 2w, 45m or a date like 2026-11-01"
         ) from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+    try:  # as stored: in UTC
+        return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the year 1 in UTC
+        raise errors.InputError(f"{text!r} is past the calendar's first or last day") from None
 
 
 def _settle(store: Any) -> None:

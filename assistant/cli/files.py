@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,8 @@ def _there(path: Path) -> bool:
     system cannot hold (too long) names nothing."""
     try:
         return path.exists() or path.is_symlink()
-    except OSError:
-        return False
+    except OSError as exc:  # a permission refused is said where the file is read
+        return exc.errno != errno.ENAMETOOLONG
 
 
 @cli.command("index")

@@ -47,10 +47,12 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 _NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-def _standard_streams() -> None:
+def _standard_streams(args: list[str]) -> None:
     """Standard input, output and error each open: one closed (`drag … >&-`) would be the
     next file opened (the database), and a library's log written into it.  A closed one
-    is opened on the null device (input: an empty one); output closed, nothing is done."""
+    is opened on the null device (input: an empty one); output closed, nothing is done
+    (what it would say is lost), but for a server (`drag serve`, `drag teacher serve`),
+    whose work is not its output."""
     closed = []
     for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
         try:
@@ -59,14 +61,15 @@ def _standard_streams() -> None:
             os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
             setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
             closed.append(name)
-    if "stdout" in closed:
+    serving = "serve" in [a for a in args if not a.startswith("-")][:2]
+    if "stdout" in closed and not serving:
         raise errors.InputError("standard output is closed: nothing was done")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors, no tracebacks (DRAG_DEBUG=1 shows them)."""
     try:
-        _standard_streams()
+        _standard_streams(sys.argv[1:] if argv is None else argv)
         code = cli.main(args=argv, prog_name="drag", standalone_mode=False)
     except errors.DragError as exc:
         secho(f"drag: error: {exc}", err=True, fg="red")

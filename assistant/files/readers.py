@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import cast
 
 from assistant.base.errors import one_line
-from assistant.base.paths import expand
 from assistant.base.safetext import name_line
 from assistant.files import pdftext
 
@@ -99,7 +98,7 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
     seen_dirs: dict[tuple[int, int], bool] = {}  # each folder read, and whether named
     seen_files: set[Path] = set()
     for given in paths:
-        top = expand(given)
+        top = Path(given)  # as given: a shell expands "~", and "./~notes" is a file's name
         try:
             root = top.resolve()  # where a link inside may point: under the named folder
         except (OSError, RuntimeError):
@@ -183,7 +182,7 @@ def absolute(path: Path) -> Path:
     """``path`` from the root with ``..`` and ``.`` worked out as written, links kept (the
     one name a file is indexed under, wherever ``drag index`` ran from); as it is when
     ``..`` follows a link, where the written form would name another file."""
-    path = expand(path).absolute()
+    path = path.absolute()  # no "~": a file's own name may start with it ("~$report.docx")
     plain = Path(os.path.normpath(path))
     if plain == path:
         return path
@@ -204,7 +203,7 @@ def read_bytes(path: Path) -> bytes:
     """The file's bytes; one that is no regular file now (a pipe put in its place since
     the folder was walked) is not read: opening a pipe would wait for a writer."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise Unreadable("not a regular file")
@@ -444,10 +443,29 @@ MAX_MAIL_PARTS = 2_000
 MAX_MAILBOX_MESSAGES = 10_000
 
 
+_BOUNDARY = re.compile(rb'(?i)\bboundary\s*=\s*"?([^"\r\n;]{1,200})')
+
+
+def _parts(raw: bytes) -> int:
+    """How many part boundaries the message holds (up to one past the budget): its lines
+    "--B" or "--B--" for a boundary B its headers declare (a line that only starts with
+    "--", a diff's or a signature's, is none)."""
+    declared = {b.rstrip(b'" \t') for b in _BOUNDARY.findall(raw)}
+    if len(declared) > MAX_MAIL_PARTS:
+        return len(declared)
+    count = 0
+    for line in re.finditer(rb"(?m)^--([^\r\n]*)", raw):
+        token = line.group(1).rstrip(b" \t")
+        if token in declared or (token.endswith(b"--") and token[:-2] in declared):
+            count += 1
+            if count > MAX_MAIL_PARTS:
+                break
+    return count
+
+
 def _mail(raw: bytes) -> EmailMessage:
-    """One message, within :data:`MAX_MAIL_PARTS` (its lines that start as a part's
-    boundary does, counted first)."""
-    if raw.count(b"\n--") > MAX_MAIL_PARTS:
+    """One message, within :data:`MAX_MAIL_PARTS` (its boundaries counted first)."""
+    if _parts(raw) > MAX_MAIL_PARTS:
         raise Unreadable(f"an e-mail of more than {MAX_MAIL_PARTS:,} parts")
     return email.message_from_bytes(raw, policy=_MAIL_POLICY)
 

@@ -22,6 +22,7 @@ from textual.widgets import (
 )
 
 from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError, one_line
+from assistant.base.paths import expand
 from assistant.core import drafts, localfiles, pipeline
 from assistant.core.conversation import Asked, Offer, Queue
 from assistant.core.results import AskResult
@@ -374,7 +375,11 @@ class ChatScreen(DragScreen):
         """Ask for files or folders (separated by ;) and add them to the index."""
 
         def done(text: str | None) -> None:
-            paths = [Path(p.strip()) for p in (text or "").split(";") if p.strip()]  # ~: read
+            try:  # typed here, no shell expands "~": this does
+                paths = [expand(p.strip()) for p in (text or "").split(";") if p.strip()]
+            except DragError as exc:
+                self.notify(f"not indexed: {exc}", severity="error")
+                return
             if paths:
                 self._index(paths)
 
