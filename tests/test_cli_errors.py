@@ -551,6 +551,9 @@ def test_a_question_ended_by_a_signal_is_kept_as_for_ctrl_c(sent: str) -> None:
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            # As a terminal starts it: the tests may run under nohup (SIGHUP ignored),
+            # and an ignored signal stays ignored (the next test).
+            preexec_fn=lambda: signal.signal(getattr(signal, sent), signal.SIG_DFL),
         )
         try:
             teacher.settimeout(120)
