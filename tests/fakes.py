@@ -9,6 +9,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
+class FakeGuardPassingAll:
+    """A guard that lets every body through (where the teacher is the test's own and
+    the reply, not the guard, is the subject)."""
+
+    def check_body(self, body: bytes, request: object) -> None:
+        pass
+
+    def check_headers(self, headers: dict[str, str], request: object) -> None:
+        pass
+
+
 def completion(content: str, finish_reason: str = "stop") -> bytes:
     return json.dumps(
         {

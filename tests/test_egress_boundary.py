@@ -202,14 +202,7 @@ def test_a_reply_with_nonsense_token_counts_is_read_with_counts_of_zero(usage: o
     import json
 
     from assistant.net import egress
-    from tests.fakes import fake_teacher_server
-
-    class FakeGuardPassingAll:
-        def check_body(self, body: bytes, request: object) -> None:
-            pass
-
-        def check_headers(self, headers: dict[str, str], request: object) -> None:
-            pass
+    from tests.fakes import FakeGuardPassingAll, fake_teacher_server
 
     body = {"choices": [{"message": {"content": "Paris."}, "finish_reason": "stop"}]}
     request = egress.ChatRequest(

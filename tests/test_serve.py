@@ -41,6 +41,7 @@ from assistant.serve import tokens
 from assistant.store import Store, ledger
 from tests import hostile_teacher
 from tests.conftest import TEST_MODEL, SocketLog, signalled_through_its_stop
+from tests.fakes import FakeGuardPassingAll
 from tests.test_cli_errors import drag, one_line_error
 
 NAME, MAIL = "Jonathan Whitfield", "jonathan.whitfield@example.com"
@@ -590,16 +591,6 @@ def test_a_client_gone_before_the_reply_ends_it_recorded_and_the_server_working(
     rows = ledger_rows()
     assert [r["status"] for r in rows] == ["error", "ok"] and journal_notes() == 0
     assert "client went away before the end of the reply" in rows[0]["error"]
-
-
-class FakeGuardPassingAll:
-    """A guard that lets every body through (the teacher here is the test's own)."""
-
-    def check_body(self, body: bytes, request: object) -> None:
-        pass
-
-    def check_headers(self, headers: dict[str, str], request: object) -> None:
-        pass
 
 
 @pytest.mark.parametrize(
