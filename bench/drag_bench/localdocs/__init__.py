@@ -50,8 +50,9 @@ ITEMS = "local-docs-items.jsonl"
 SUMMARY = "local-docs-summary.json"
 METHODS = ("minirag", "vector")
 TYPES = ("Single", "Multi", "Null")
-Row = tuple[str, int, str, str]  # method, read tokens, headings, decoding
+Row = tuple[str, int, str, str, str]  # method, read tokens, headings, decoding, prompt
 DECODINGS = ("drafted", "plain")
+PROMPTS = ("rules", "examples")
 
 
 def load_questions(path: Path) -> list[dict[str, str]]:
@@ -99,7 +100,8 @@ def path_of(item: dict[str, Any]) -> str:
     of before ``--read-tokens`` read them whole, and is named by its method alone); an
     item of the run that measured shorter headings (issue 51, taken back: the student
     reads each passage under its whole path) also by how each passage was headed; an
-    item of a run that measured the answer's decodings, by its decoding."""
+    item of a run that measured the answer's decodings, by its decoding; of a run that
+    measured the prompt's worked examples, by its prompt."""
     read = item.get("read_tokens")
     if read is None:
         return str(item["method"])
@@ -107,7 +109,9 @@ def path_of(item: dict[str, Any]) -> str:
     headings = item.get("headings")
     row = row if headings is None else f"{row}, {headings} headings"
     decoding = item.get("decoding")
-    return row if decoding is None else f"{row}, {decoding}"
+    row = row if decoding is None else f"{row}, {decoding}"
+    prompt = item.get("prompt")
+    return row if prompt is None else f"{row}, {prompt} prompt"
 
 
 def in_turn(rows: list[Row], number: int, alternate: bool) -> list[Row]:
@@ -185,24 +189,30 @@ def run(args: Any) -> dict[str, Any]:
         )
         with items_path.open("a", encoding="utf-8") as handle:
             paths: list[Row] = [
-                (m, r, h, d)
+                (m, r, h, d, p)
                 for m in args.methods
                 for r in args.read_tokens
                 for h in args.headings
                 for d in args.decoding
+                for p in args.prompt
             ]
             named = args.headings != ["name"]  # rows named by their headings too
             decoded = args.decoding != ["plain"]  # and by their decoding
+            prompted = args.prompt != ["rules"]  # and by their prompt
             for number, q in enumerate(questions, start=1):
-                for method, read, headings, decoding in in_turn(paths, number, args.alternate):
+                for method, read, headings, decoding, prompt in in_turn(
+                    paths, number, args.alternate
+                ):
                     item = {"question": q["Question"], "method": method, "read_tokens": read}
                     extra = {
                         **({"headings": headings} if named else {}),
                         **({"decoding": decoding} if decoded else {}),
+                        **({"prompt": prompt} if prompted else {}),
                     }
                     if q["Question"] + "\0" + path_of({**item, **extra}) in done:
                         continue
-                    item = {**_ask(rt, q, method, read, args.docs, headings, decoding), **extra}
+                    reply = _ask(rt, q, method, read, args.docs, headings, decoding, prompt)
+                    item = {**reply, **extra}
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
@@ -243,6 +253,7 @@ def _ask(
     docs: Path,
     headings: str = "name",
     decoding: str = "plain",
+    prompt: str = "rules",
 ) -> dict[str, Any]:
     # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
     # would otherwise reuse the prompt another row of the same question has just read);
@@ -258,6 +269,7 @@ def _ask(
             remember=False,
             headings=headings,  # type: ignore[arg-type]
             draft=decoding == "drafted",
+            examples=prompt == "examples",
         )
         reply, passages, error = result.answer, result.passages, ""
         support, held = result.provenance.get("support"), result.held_back
@@ -441,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
         "product's: a token at a time), drafted (drafted from the passages; issue 51, "
         "not kept)",
     )
+    parser.add_argument(
+        "--prompt",
+        default="rules",
+        help="the student's prompt, comma-separated (each a row): rules (the product's: "
+        "the rules, then the question), examples (two worked exchanges between them)",
+    )
     parser.add_argument("--student", default="", help="student model (default: the settings')")
     parser.add_argument("--max-tokens", type=int, default=96, help="longest reply")
     parser.add_argument("--out", type=Path, required=True)
@@ -454,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
         args.decoding = split_choices(args.decoding, DECODINGS, "decoding")
         if not args.decoding or len(set(args.decoding)) != len(args.decoding):
             raise ValueError("--decoding: drafted, plain or both, each once")
+        args.prompt = split_choices(args.prompt, PROMPTS, "prompt")
+        if not args.prompt or len(set(args.prompt)) != len(args.prompt):
+            raise ValueError("--prompt: rules, examples or both, each once")
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
