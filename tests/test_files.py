@@ -726,6 +726,26 @@ def test_a_link_to_a_file_outside_the_named_folder_is_skipped(tmp_path: Path) ->
     assert [type(w).__name__ for w in named] == ["Found"]
 
 
+def test_a_link_inside_the_folder_that_sorts_before_its_file_leaves_the_file_its_name(
+    tmp_path: Path,
+) -> None:
+    """A link named before its file ("0-latest.md" to "report.md") took the file's one
+    reading under the link's name: --forget by the file's own name said "not in the
+    index".  A link to a file the walk does not reach by its own name (a hidden folder,
+    a name without a suffix drag reads) is still read through the link."""
+    notes = tmp_path / "notes"
+    (notes / ".hidden").mkdir(parents=True)
+    (notes / "report.md").write_text("the report")
+    (notes / "0-latest.md").symlink_to(notes / "report.md")
+    (notes / ".hidden" / "kept.md").write_text("kept")
+    (notes / "0-kept.md").symlink_to(notes / ".hidden" / "kept.md")
+    (notes / "plain").write_text("no suffix")
+    (notes / "0-plain.md").symlink_to(notes / "plain")
+    walked = list(readers.walk([notes]))
+    found = [w.path.name for w in walked if isinstance(w, readers.Found)]
+    assert found == ["0-kept.md", "0-plain.md", "report.md"]
+
+
 def _pdf_pages(pages: int, line: str, repeats: int) -> bytes:
     """A PDF whose ``pages`` pages all draw one compressed content stream: a small file
     whose text is ``pages`` times the stream's."""

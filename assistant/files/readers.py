@@ -111,6 +111,13 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
             stack += [(Path(c), False) for c in reversed(children)]
 
 
+def _walked_to(real: Path, root: Path) -> bool:
+    """Whether the walk of ``root`` reaches the file ``real`` (inside it) by its own
+    name: no hidden folder or name on the way, a kind of file drag reads."""
+    inside = real.relative_to(root).parts
+    return real.suffix.lower() in SUFFIXES and not any(p.startswith(".") for p in inside)
+
+
 def _walk_one(
     path: Path,
     seen_dirs: dict[tuple[int, int], bool],
@@ -160,8 +167,8 @@ def _walk_one(
             path, "a link to a file outside the folder you named (name the file to index it)"
         )
         return []
-    if real in seen_files:
-        return []
+    if real in seen_files or (not named and path.is_symlink() and _walked_to(real, root)):
+        return []  # read once, as the file itself, under its own name (either order)
     seen_files.add(real)
     try:
         str(path).encode("utf-8")
