@@ -566,7 +566,53 @@ def test_a_question_ended_by_a_signal_is_kept_as_for_ctrl_c(sent: str) -> None:
                 asking.kill()
                 asking.wait()
     said = err.decode("utf-8", "replace").strip()
-    assert asking.returncode == 130, said
+    assert asking.returncode == 128 + getattr(signal, sent), said  # as a shell counts it
+    assert kept(said)["question"] == question
+
+
+@pytest.mark.parametrize("sent", ["SIGTERM", "SIGHUP"])
+def test_a_chat_ended_by_a_signal_keeps_its_question_and_ends(sent: str) -> None:
+    """`drag chat --plain` stopped by SIGTERM or SIGHUP while a question was with the
+    teacher died, the question lost.  It is kept, and the chat ends (where Ctrl+C goes
+    on to the next question): the next line is not read."""
+    import signal
+    import socket
+
+    question = "Why do leaves change colour in autumn?"
+    with socket.create_server(("127.0.0.1", 0)) as teacher:  # takes the request, answers never
+        port = teacher.getsockname()[1]
+        env = {
+            **os.environ,
+            "DRAG_TEACHER_ENDPOINT": f"http://127.0.0.1:{port}/v1",
+            "DRAG_TEACHER_MODEL": "m",
+            "DRAG_TEACHER_MAX_RETRIES": "0",
+            "DRAG_PIPELINE_MODE": "evidence",
+            "DRAG_PRIVACY_REVIEW": "never",
+        }
+        reader, writer = os.pipe()
+        chatting = subprocess.Popen(
+            [sys.executable, "-m", "assistant", "chat", "--plain"],
+            env=env,
+            stdin=reader,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(getattr(signal, sent), signal.SIG_DFL),
+        )
+        os.close(reader)
+        try:
+            os.write(writer, f"{question}\nWhat is a leaf?\n".encode())
+            teacher.settimeout(120)
+            connection, _ = teacher.accept()  # the first question is with the teacher
+            with connection:
+                chatting.send_signal(getattr(signal, sent))
+                _out, err = chatting.communicate(timeout=60)
+        finally:
+            os.close(writer)
+            if chatting.poll() is None:
+                chatting.kill()
+                chatting.wait()
+    said = err.decode("utf-8", "replace").strip()
+    assert chatting.returncode == 128 + getattr(signal, sent), said
     assert kept(said)["question"] == question
 
 

@@ -1109,3 +1109,30 @@ def test_a_paste_loses_its_escape_characters_and_nothing_else() -> None:
     shown = [split("ab\x1b[2"), split(f"00~P1 \x1b[2J P2\rP3{END}")]
     assert shown == ["ab", f"{START}P1 [2J P2\rP3{END}"]
     assert [PasteFilter()("\x1b["), PasteFilter()("x\x1b")] == ["\x1b[", "x\x1b"]  # alt+[
+
+
+@pytest.mark.parametrize("sent", ["SIGTERM", "SIGHUP"])
+async def test_a_kill_or_a_closed_terminal_ends_the_app_as_quitting_does(sent: str) -> None:
+    """SIGTERM and SIGHUP killed the app at once (the terminal left in its screen, the
+    question lost: tests/test_tui_tmux.py shows both); they end it as quitting does, its
+    status 128 + the signal's number, and the handlers before are put back."""
+    import os
+    import signal
+
+    number = getattr(signal, sent)
+
+    def before(_signum: int, _frame: object) -> None:
+        raise AssertionError("the handler before the app ran")
+
+    kept = signal.signal(number, before)
+    try:
+        app = DragApp(settings_from(), warm=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            os.kill(os.getpid(), number)
+            while app.is_running:
+                await pilot.pause()
+        assert app.return_code == 128 + number
+        assert signal.getsignal(number) is before
+    finally:
+        signal.signal(number, kept)

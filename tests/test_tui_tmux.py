@@ -7,6 +7,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -215,3 +216,39 @@ def test_a_paste_with_an_escape_and_a_line_break_asks_nothing(
     tmux.run("paste-buffer", "-p", "-t", "drag")  # -p: as a terminal pastes (bracketed)
     shown = tmux.wait(lambda s: "P1 [2J P2␤P3" in s, "the pasted text in the question box", 30)
     assert "Ask anything in the box below" in shown  # the welcome: no question was asked
+
+
+def test_a_kill_ends_the_app_as_quitting_does(
+    tmux_bin: str, teacher_env: dict[str, str], tmp_path: Path
+) -> None:
+    """SIGTERM (`kill`, a logout) killed the app at once: the terminal left in the app's
+    screen, the question waiting on its review lost.  It ends as Ctrl+Q does, status 143:
+    the question kept in drag drafts, the terminal given back."""
+    (tmp_path / "home").mkdir()  # drafts of this test's own
+    env = drag_env(
+        teacher_env, tmp_path, DRAG_PRIVACY_REVIEW="always", DRAG_HOME=str(tmp_path / "home")
+    )
+    app = shlex.join([sys.executable, "-m", "assistant"])
+    tmux = Tmux("sh -c " + shlex.quote(f"{app}; echo EXIT=$?; sleep 300"), env)
+    try:
+        tmux.wait(lambda s: "ready ·" in s, "the models to load")
+        tmux.type("What does glutamine do in the body?")
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "Review before upload" in s, "the review")
+        shell = tmux.run("display-message", "-p", "-t", "drag", "#{pane_pid}").strip()
+        (pid,) = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+        os.kill(int(pid), signal.SIGTERM)
+        shown = tmux.wait(lambda s: "EXIT=" in s, "the app to end", 60)
+        assert "EXIT=143" in shown
+        assert tmux.run("display-message", "-p", "-t", "drag", "#{alternate_on}").strip() == "0"
+    finally:
+        tmux.close()
+    listed = subprocess.run(
+        [sys.executable, "-m", "assistant", "drafts", "list"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+        check=False,
+    )
+    assert "What does glutamine do in the body?" in listed.stdout, listed.stderr

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -29,31 +29,52 @@ def stop_on(handler: Handler) -> dict[signal.Signals, Handler]:
     return before
 
 
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def _ignored(signum: int) -> bool:
     return signal.getsignal(signum) == signal.SIG_IGN
 
 
+@contextlib.contextmanager
+def ending_as_interrupted() -> Iterator[list[int]]:
+    """While inside, in the main thread: SIGTERM and SIGHUP (`timeout`, `kill`, a
+    terminal closed) raise KeyboardInterrupt, as Ctrl+C does, so that what Ctrl+C keeps
+    (a question) is kept then too; the list yielded gets each such signal's number (a
+    caller that goes on after Ctrl+C ends on one of them).  One ignored stays ignored
+    (`nohup drag ask …`: the answer outlives the terminal).  The handlers before are put
+    back after."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        got.append(signum)
+        raise KeyboardInterrupt
+
+    ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    before = {s: signal.signal(s, interrupt) for s in ending if not _ignored(s)}
+    try:
+        yield got
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``command`` with SIGTERM and SIGHUP (`timeout`, `kill`, a terminal closed) taken
-    as Ctrl+C while it runs, in the main thread: what Ctrl+C keeps (a question) is kept
-    then too.  The handlers before are put back after."""
+    """``command`` run :func:`ending_as_interrupted`; an interruption a signal caused
+    ends with 128 + its number (143 for SIGTERM), as a shell counts it, not Ctrl+C's
+    130."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            return command(*args, **kwargs)
-        ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
-        # One ignored stays ignored (`nohup drag ask …`: the answer outlives the terminal).
-        before = {s: signal.signal(s, _interrupt) for s in ending if not _ignored(s)}
-        try:
-            return command(*args, **kwargs)
-        finally:
-            for s, handler in before.items():
-                signal.signal(s, handler)
+        from assistant.base import errors
+
+        with ending_as_interrupted() as got:
+            try:
+                return command(*args, **kwargs)
+            except errors.Interrupted as exc:
+                if got:
+                    exc.exit_code = 128 + got[0]
+                raise
 
     return run
 

@@ -243,7 +243,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     def on_text(piece: str) -> None:
         echo(piece, nl=False)
 
-    with Session(settings, status=status) as rt:
+    with signals.ending_as_interrupted() as signalled, Session(settings, status=status) as rt:
         tidy(rt)
         if interactive:
             secho(
@@ -284,3 +284,5 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
             except (errors.DragError, KeyboardInterrupt) as exc:
                 echo()
                 secho(f"drag: error: {kept(line, exc)}", err=True, fg="red")
+                if signalled:  # SIGTERM or SIGHUP: the question kept, the chat ends (Ctrl+C
+                    ctx.exit(128 + signalled[0])  # goes on to the next question)

@@ -99,6 +99,7 @@ class DragApp(App[None]):
         )
         self.served: dict[str, Any] | None = None  # that server's record, found at start
         self.runtime_lock = threading.RLock()
+        self._signals_before: dict[int, Any] = {}  # the handlers _end_on_signals replaced
         self.runtime = Session(settings, status=self.report)
         s = settings.store
         self.ui_store = Store.configured(s.database, s.key)
@@ -134,6 +135,7 @@ class DragApp(App[None]):
         return line
 
     def on_mount(self) -> None:
+        self._end_on_signals()
         self.tidy()
         if self.warm:
             self.warm_up()
@@ -267,12 +269,46 @@ class DragApp(App[None]):
     # -- leaving ----------------------------------------------------------------------------
 
     async def action_quit(self) -> None:
+        self._leave()
+
+    def _leave(self, code: int = 0) -> None:
         chat = self._chat()
         if chat is not None:
             chat.cancel_pending()  # the question is kept; the student stops
-        self.exit()
+        self.exit(return_code=code)
+
+    def _end_on_signals(self) -> None:
+        """SIGTERM and SIGHUP (`kill`, a terminal closed) end the app as quitting does,
+        its status 128 + the signal's number: the question being answered is kept and
+        the terminal given back (by default they killed the app at once, the terminal
+        left drawn over, the question lost).  One ignored stays ignored (nohup); the
+        handlers before are put back when the app ends."""
+        import asyncio
+        import signal
+
+        loop = asyncio.get_running_loop()
+
+        def ended(signum: int, _frame: object) -> None:
+            loop.call_soon_threadsafe(self._leave, 128 + signum)
+
+        for name in ("SIGTERM", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is None or signal.getsignal(number) == signal.SIG_IGN:
+                continue
+            try:
+                self._signals_before[number] = signal.signal(number, ended)
+            except ValueError:  # not the main thread: the app's runner keeps its own
+                return
+
+    def _signals_back(self) -> None:
+        import signal
+
+        while self._signals_before:
+            number, before = self._signals_before.popitem()
+            signal.signal(number, before)
 
     def on_unmount(self) -> None:
+        self._signals_back()
         chat = self._chat()
         if chat is not None:
             chat.cancel_pending()  # a worker waiting on a review lets go of the runtime
