@@ -9,10 +9,12 @@ import base64
 import json
 import os
 import re
+import select
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -699,3 +701,72 @@ def test_a_signal_ignored_when_drag_ask_starts_stays_ignored() -> None:
         assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_second_signal_does_not_cut_short_what_the_first_began() -> None:
+    """A closed terminal sends SIGHUP twice (the shell's, then the kernel's), systemd
+    SIGTERM then SIGHUP: the second raised KeyboardInterrupt again, inside the keeping
+    of the question the first had begun.  The first interrupts; later ones only count."""
+    import signal
+
+    from assistant.base.signals import ending_as_interrupted
+
+    with ending_as_interrupted() as got:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 10  # the handler runs at the next instruction
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+            raise AssertionError("SIGTERM did not interrupt")
+        except KeyboardInterrupt:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)  # while the question is being kept
+                deadline = time.monotonic() + 10
+                while len(got) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.001)
+            except KeyboardInterrupt:
+                raise AssertionError("the second signal interrupted the keeping") from None
+    assert got == [signal.SIGTERM, signal.SIGTERM]
+
+
+def test_a_signal_at_the_review_keeps_the_question() -> None:
+    """`drag ask --review`, then `kill` at its y/N: click's prompt made the interrupt its
+    own Abort ("drag: cancelled", status 130), which nothing kept the question for."""
+    import pty
+    import signal
+
+    question = "My SSN is 536-22-8471: which tax form do I file?"
+    leader, follower = pty.openpty()
+    asking = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "ask", "--review", question],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "DRAG_PRIVACY_REWRITE": "never"},
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
+    os.close(follower)
+    shown = b""
+    try:
+        deadline = time.monotonic() + 180
+        while b"[y/N]" not in shown and time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 1)
+            if ready:
+                shown += os.read(leader, 65536)
+        assert b"[y/N]" in shown, shown.decode("utf-8", "replace")
+        asking.send_signal(signal.SIGTERM)
+        asking.wait(60)
+        while select.select([leader], [], [], 0.5)[0]:
+            try:
+                shown += os.read(leader, 65536)
+            except OSError:  # the other end closed: all is read
+                break
+    finally:
+        os.close(leader)
+        if asking.poll() is None:
+            asking.kill()
+            asking.wait()
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode("utf-8", "replace"))  # its colours
+    said = [ln.strip() for ln in plain.splitlines() if "drag: error" in ln]
+    assert asking.returncode == 143 and len(said) == 1, plain
+    assert kept(said[0])["question"] == question

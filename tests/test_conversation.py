@@ -45,3 +45,17 @@ def test_closing_keeps_the_unanswered_and_the_waiting_question_as_drafts() -> No
     assert "an answered one" not in kept
     queue.done()
     assert not queue.close()  # nothing being worked on
+
+
+def test_closing_twice_keeps_the_question_once() -> None:
+    """Quitting and then a signal (or two signals: a closed terminal sends two) each
+    closed the queue, and each kept the unanswered question: two drafts of one."""
+    queue: Queue[str] = Queue()
+    before = len(drafts.listing())
+    queue.add("Where did Marta Kowalski move to?", "turn 1")
+    assert queue.close() and queue.close()  # still working, both times
+    assert len(drafts.listing()) == before + 1
+    queue.done()
+    queue.add("Where did Marta Kowalski move to?", "turn 2")  # asked again: kept again
+    assert queue.close()
+    assert len(drafts.listing()) == before + 2

@@ -720,7 +720,8 @@ def test_a_link_to_a_file_outside_the_named_folder_is_skipped(tmp_path: Path) ->
     walked = list(readers.walk([notes]))
     assert [w.path.name for w in walked if isinstance(w, readers.Found)] == ["a.md"]
     assert [(w.path.name, w.reason) for w in walked if isinstance(w, readers.Skipped)] == [
-        ("diary.md", "a link to a file outside the folder you named (name the file to index it)")
+        ("again.md", "a link to a.md, read under its own name"),
+        ("diary.md", "a link to a file outside the folder you named (name the file to index it)"),
     ]
     named = list(readers.walk([notes / "diary.md"]))
     assert [type(w).__name__ for w in named] == ["Found"]
@@ -731,8 +732,10 @@ def test_a_link_inside_the_folder_that_sorts_before_its_file_leaves_the_file_its
 ) -> None:
     """A link named before its file ("0-latest.md" to "report.md") took the file's one
     reading under the link's name: --forget by the file's own name said "not in the
-    index".  A link to a file the walk does not reach by its own name (a hidden folder,
-    a name without a suffix drag reads) is still read through the link."""
+    index".  The link is skipped with its reason (so that an earlier run's reading under
+    its name is forgotten).  A link to a file the walk does not read by its own name (a
+    hidden folder, a name without a suffix drag reads, before or after the link) is
+    still read through the link."""
     notes = tmp_path / "notes"
     (notes / ".hidden").mkdir(parents=True)
     (notes / "report.md").write_text("the report")
@@ -741,9 +744,13 @@ def test_a_link_inside_the_folder_that_sorts_before_its_file_leaves_the_file_its
     (notes / "0-kept.md").symlink_to(notes / ".hidden" / "kept.md")
     (notes / "plain").write_text("no suffix")
     (notes / "0-plain.md").symlink_to(notes / "plain")
+    (notes / "README").write_text("no suffix, named before its link")
+    (notes / "readme.md").symlink_to(notes / "README")
     walked = list(readers.walk([notes]))
     found = [w.path.name for w in walked if isinstance(w, readers.Found)]
-    assert found == ["0-kept.md", "0-plain.md", "report.md"]
+    assert found == ["0-kept.md", "0-plain.md", "readme.md", "report.md"]
+    skipped = {w.path.name: w.reason for w in walked if isinstance(w, readers.Skipped)}
+    assert skipped["0-latest.md"] == "a link to report.md, read under its own name"
 
 
 def _pdf_pages(pages: int, line: str, repeats: int) -> bytes:

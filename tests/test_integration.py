@@ -1070,6 +1070,42 @@ def test_piped_questions_get_the_line_by_line_chat(tmp_path: Path) -> None:
         assert db.execute("SELECT count(*) FROM uploads").fetchone()[0] == 0
 
 
+def test_a_chat_waiting_for_its_next_line_ends_on_a_signal_with_its_status(
+    tmp_path: Path,
+) -> None:
+    """`kill` of a `drag chat` waiting for its next line: the interrupt was Ctrl+C's
+    ("drag: interrupted", 130); it is the signal's, 143, as a shell counts it."""
+    import signal
+
+    reader, writer = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "chat", "--mode", "none"],
+        stdin=reader,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=chat_env(tmp_path),
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
+    os.close(reader)
+    try:
+        os.write(writer, b"Name a color.\n")
+        assert proc.stdout is not None
+        answered = b""
+        while b"Context: none" not in answered:  # the answer's last lines: then it reads
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            answered += line
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    said = err.decode("utf-8", "replace")
+    assert proc.returncode == 143 and "Traceback" not in said, said
+
+
 def test_a_typed_line_that_is_not_utf8_is_kept(tmp_path: Path) -> None:
     """In a terminal whose input Python decodes strictly (a UTF-8 locale), a line typed
     in Latin-1 was lost: its error had no byte and no draft.  Kept, like a piped one."""

@@ -218,29 +218,42 @@ def test_a_paste_with_an_escape_and_a_line_break_asks_nothing(
     assert "Ask anything in the box below" in shown  # the welcome: no question was asked
 
 
-def test_a_kill_ends_the_app_as_quitting_does(
-    tmux_bin: str, teacher_env: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize("how", ["kill", "terminal closed"])
+def test_a_kill_or_a_closed_terminal_ends_the_app_and_keeps_its_question(
+    how: str, tmux_bin: str, teacher_env: dict[str, str], tmp_path: Path
 ) -> None:
     """SIGTERM (`kill`, a logout) killed the app at once: the terminal left in the app's
-    screen, the question waiting on its review lost.  It ends as Ctrl+Q does, status 143:
-    the question kept in drag drafts, the terminal given back."""
+    screen, the question waiting on its review lost; so did closing the terminal
+    (SIGHUP).  A kill ends it as Ctrl+Q does, status 143, the terminal given back; a
+    closed terminal ends it too.  Either way the question is kept in drag drafts."""
     (tmp_path / "home").mkdir()  # drafts of this test's own
     env = drag_env(
         teacher_env, tmp_path, DRAG_PRIVACY_REVIEW="always", DRAG_HOME=str(tmp_path / "home")
     )
+    shell_pid = tmp_path / "shell.pid"
     app = shlex.join([sys.executable, "-m", "assistant"])
-    tmux = Tmux("sh -c " + shlex.quote(f"{app}; echo EXIT=$?; sleep 300"), env)
+    script = f"echo $$ > {shlex.quote(str(shell_pid))}; {app}; echo EXIT=$?; sleep 300"
+    tmux = Tmux("sh -c " + shlex.quote(script), env)
     try:
         tmux.wait(lambda s: "ready ·" in s, "the models to load")
         tmux.type("What does glutamine do in the body?")
         tmux.keys("Enter")
         tmux.wait(lambda s: "Review before upload" in s, "the review")
-        shell = tmux.run("display-message", "-p", "-t", "drag", "#{pane_pid}").strip()
+        assert tmux.run("display-message", "-p", "-t", "drag", "#{alternate_on}").strip() == "1"
+        shell = shell_pid.read_text().strip()
         (pid,) = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
-        os.kill(int(pid), signal.SIGTERM)
-        shown = tmux.wait(lambda s: "EXIT=" in s, "the app to end", 60)
-        assert "EXIT=143" in shown
-        assert tmux.run("display-message", "-p", "-t", "drag", "#{alternate_on}").strip() == "0"
+        if how == "kill":
+            os.kill(int(pid), signal.SIGTERM)
+            shown = tmux.wait(lambda s: "EXIT=" in s, "the app to end", 60)
+            assert "EXIT=143" in shown
+            on = tmux.run("display-message", "-p", "-t", "drag", "#{alternate_on}").strip()
+            assert on == "0"
+        else:
+            tmux.close()  # the terminal goes: SIGHUP
+            deadline = time.monotonic() + 60
+            while _running(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not _running(pid), "the app outlived its terminal"
     finally:
         tmux.close()
     listed = subprocess.run(
@@ -251,4 +264,13 @@ def test_a_kill_ends_the_app_as_quitting_does(
         timeout=120,
         check=False,
     )
-    assert "What does glutamine do in the body?" in listed.stdout, listed.stderr
+    assert listed.stdout.count("What does glutamine do in the body?") == 1, listed.stderr
+
+
+def _running(pid: str) -> bool:
+    """Whether process ``pid`` runs (ended and not yet reaped counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

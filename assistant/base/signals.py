@@ -48,7 +48,8 @@ def ending_as_interrupted() -> Iterator[list[int]]:
 
     def interrupt(signum: int, _frame: FrameType | None) -> None:
         got.append(signum)
-        raise KeyboardInterrupt
+        if len(got) == 1:  # a later one (a closed terminal sends two) only counts: what
+            raise KeyboardInterrupt  # the first began (keeping the question) is not cut
 
     ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     before = {s: signal.signal(s, interrupt) for s in ending if not _ignored(s)}
@@ -68,7 +69,7 @@ def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         from assistant.base import errors
 
-        with ending_as_interrupted() as got:
+        with ending_as_interrupted() as got, ended_there(got):
             try:
                 return command(*args, **kwargs)
             except errors.Interrupted as exc:
@@ -77,6 +78,28 @@ def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
                 raise
 
     return run
+
+
+def ended_by(signum: int) -> Exception:
+    """The error of a command a signal ended: "interrupted", its status 128 + the
+    signal's number (143 for SIGTERM), as a shell counts it."""
+    from assistant.base import errors
+
+    ended = errors.Interrupted("interrupted")
+    ended.exit_code = 128 + signum
+    return ended
+
+
+@contextlib.contextmanager
+def ended_there(got: list[int]) -> Iterator[None]:
+    """A KeyboardInterrupt that leaves the block after one of ``got``'s signals (from
+    :func:`ending_as_interrupted`) is :func:`ended_by` that signal."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not got:
+            raise
+        raise ended_by(got[0]) from None
 
 
 class StopOnce:

@@ -30,6 +30,7 @@ from assistant.cli.review import ask_in_terminal, can_ask, review_options
 from assistant.cli.root import cli
 
 if TYPE_CHECKING:
+    from assistant.base.config import Settings
     from assistant.core.session import Session
 
 
@@ -222,9 +223,6 @@ def _end_streamed_line(stage: str, _result: Any) -> None:
 @click.pass_context
 def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     """The app (in a terminal), or questions line by line (--plain, or input piped)."""
-    from assistant.core import pipeline
-    from assistant.core.session import Session
-
     chosen = flags(**kw)
     settings = settings_of(ctx, chosen)
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -235,6 +233,20 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
         if ended:
             ctx.exit(ended)
         return
+    with signals.ending_as_interrupted() as signalled, signals.ended_there(signalled):
+        _chat_lines(ctx, settings, chosen, interactive, signalled)
+
+
+def _chat_lines(
+    ctx: click.Context,
+    settings: Settings,
+    chosen: dict[str, Any],
+    interactive: bool,
+    signalled: list[int],
+) -> None:
+    """`drag chat --plain`'s questions, line by line, until its input ends."""
+    from assistant.core import pipeline
+    from assistant.core.session import Session
     from assistant.serve import client
 
     status = status_printer(True)
@@ -243,7 +255,7 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
     def on_text(piece: str) -> None:
         echo(piece, nl=False)
 
-    with signals.ending_as_interrupted() as signalled, Session(settings, status=status) as rt:
+    with Session(settings, status=status) as rt:
         tidy(rt)
         if interactive:
             secho(
@@ -282,7 +294,12 @@ def chat(ctx: click.Context, /, plain: bool = False, **kw: Any) -> None:
                 conversation = result.conversation_id or conversation
                 echo(_format_result(result, streamed=True))
             except (errors.DragError, KeyboardInterrupt) as exc:
-                echo()
-                secho(f"drag: error: {kept(line, exc)}", err=True, fg="red")
+                error = kept(line, exc)  # first: a terminal gone (SIGHUP) fails what is said
+                try:
+                    echo()
+                    secho(f"drag: error: {error}", err=True, fg="red")
+                except OSError:
+                    if not signalled:
+                        raise
                 if signalled:  # SIGTERM or SIGHUP: the question kept, the chat ends (Ctrl+C
-                    ctx.exit(128 + signalled[0])  # goes on to the next question)
+                    raise signals.ended_by(signalled[0]) from None  # goes on to the next)

@@ -50,7 +50,10 @@ def ask_in_terminal(shown: Shown) -> bool:
     secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
     for line in shown.unchecked:
         secho(f"{line}: read the right side yourself", err=True, fg="yellow")
-    return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
+    try:
+        return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
+    except click.exceptions.Abort:  # Ctrl+C, a signal: the caller keeps the question
+        raise KeyboardInterrupt from None
 
 
 def can_ask() -> bool:

@@ -36,6 +36,7 @@ class Queue(Generic[T]):
         self.current: Asked[T] | None = None  # the question being answered
         self.answered = False  # its answer is complete; the graph is being built
         self.next: Asked[T] | None = None  # asked meanwhile
+        self.kept: Asked[T] | None = None  # the current one, kept by a close: not twice
 
     @property
     def busy(self) -> bool:
@@ -79,10 +80,11 @@ class Queue(Generic[T]):
         the one that waited, as drafts.  Returns whether a question was still being
         worked on (its work is to be stopped)."""
         with contextlib.suppress(DragError, OSError):  # closing: no one to tell
-            if self.current is not None and not self.answered:
+            if self.current is not None and not self.answered and self.current is not self.kept:
                 drafts.keep(
                     self.current.question, "the app was closed before the answer was complete"
                 )
+                self.kept = self.current
             if self.next is not None:
                 drafts.keep(self.next.question, "the app was closed before it was asked")
         self.next = None

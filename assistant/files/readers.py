@@ -112,9 +112,13 @@ def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
 
 
 def _walked_to(real: Path, root: Path) -> bool:
-    """Whether the walk of ``root`` reaches the file ``real`` (inside it) by its own
-    name: no hidden folder or name on the way, a kind of file drag reads."""
+    """Whether the walk of ``root`` reads the file ``real`` (inside it) by its own name:
+    no hidden folder or name on the way, a name in UTF-8, a kind of file drag reads."""
     inside = real.relative_to(root).parts
+    try:
+        str(real).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
     return real.suffix.lower() in SUFFIXES and not any(p.startswith(".") for p in inside)
 
 
@@ -167,9 +171,13 @@ def _walk_one(
             path, "a link to a file outside the folder you named (name the file to index it)"
         )
         return []
-    if real in seen_files or (not named and path.is_symlink() and _walked_to(real, root)):
-        return []  # read once, as the file itself, under its own name (either order)
-    seen_files.add(real)
+    if not named and path.is_symlink() and _walked_to(real, root):
+        # Read once, as the file itself, under its own name, whichever comes first; said,
+        # so that what an earlier run indexed under the link's name is forgotten.
+        yield Skipped(path, f"a link to {real.relative_to(root)}, read under its own name")
+        return []
+    if real in seen_files:
+        return []
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
@@ -181,6 +189,7 @@ def _walk_one(
     if info.st_size > MAX_FILE_BYTES:
         yield Skipped(path, too_large())
         return []
+    seen_files.add(real)  # read: a link to it reached later is not read again
     yield Found(absolute(path), info.st_size, info.st_mtime)
     return []
 

@@ -134,8 +134,10 @@ class DragApp(App[None]):
             return f"{line} · answered by drag serve (pid {self.served['pid']})"
         return line
 
-    def on_mount(self) -> None:
+    def on_load(self) -> None:  # before the terminal is taken over
         self._end_on_signals()
+
+    def on_mount(self) -> None:
         self.tidy()
         if self.warm:
             self.warm_up()
@@ -272,24 +274,37 @@ class DragApp(App[None]):
         self._leave()
 
     def _leave(self, code: int = 0) -> None:
-        chat = self._chat()
-        if chat is not None:
-            chat.cancel_pending()  # the question is kept; the student stops
+        self._keep_pending()
         self.exit(return_code=code)
 
+    def _keep_pending(self) -> None:
+        chat = self._chat()
+        if chat is not None:
+            chat.cancel_pending()  # the question is kept (once); the student stops
+
     def _end_on_signals(self) -> None:
-        """SIGTERM and SIGHUP (`kill`, a terminal closed) end the app as quitting does,
-        its status 128 + the signal's number: the question being answered is kept and
-        the terminal given back (by default they killed the app at once, the terminal
-        left drawn over, the question lost).  One ignored stays ignored (nohup); the
-        handlers before are put back when the app ends."""
+        """SIGTERM (`kill`, a logout) ends the app as quitting does, its status 143:
+        the question being answered is kept and the terminal given back; SIGHUP (the
+        terminal closed) keeps the question and ends the process at once, status 129.
+        By default both killed the app, the question lost (and the terminal left drawn
+        over).  One ignored stays ignored (nohup); the handlers before are put back
+        when the app ends."""
         import asyncio
+        import os
         import signal
 
         loop = asyncio.get_running_loop()
+        hangup = getattr(signal, "SIGHUP", None)
 
         def ended(signum: int, _frame: object) -> None:
-            loop.call_soon_threadsafe(self._leave, 128 + signum)
+            code = 128 + signum
+            if signum == hangup:
+                # The terminal is gone: nothing can be drawn, and a close would write to
+                # it (Textual's writer stops at its first failed write; the app would then
+                # wait on it for good).  The question is kept, here, and the process ends.
+                self._keep_pending()
+                os._exit(code)
+            loop.call_soon_threadsafe(self._leave, code)
 
         for name in ("SIGTERM", "SIGHUP"):
             number = getattr(signal, name, None)
@@ -325,5 +340,8 @@ def run(settings: Settings, *, base: Settings, flags: dict[str, Any]) -> int:
     (not 0 when it ended on an error of its own, whose traceback Textual has printed)."""
     paste.install()  # pasted text stays text (assistant.tui.paste)
     app = DragApp(settings, base=base, flags=flags)
-    app.run()
+    try:
+        app.run()
+    finally:
+        app._signals_back()  # where the app ended before its unmount
     return app.return_code or 0
