@@ -37,6 +37,9 @@ __all__ = ["ask_files", "forget", "index", "search", "sources"]
 
 MAX_K = 20  # as files.k allows
 
+# The files answer's prompt: the product's, or one measured against it (issue 51).
+FilesPrompt = Literal["rules", "examples", "best-last"]
+
 
 def index(
     runtime: Session, paths: Iterable[Path], progress: filesindex.Progress | None = None
@@ -163,7 +166,7 @@ def ask_files(
     remember: bool = True,
     headings: Literal["path", "name"] = "name",
     draft: bool = False,
-    examples: bool = False,
+    prompt: FilesPrompt = "rules",
 ) -> AskResult:
     """Answer ``question`` from the user's indexed files alone; nothing is sent.
     ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys.
@@ -172,8 +175,10 @@ def ask_files(
     them side by side: ``drag bench local-docs --headings name,path``).  ``draft``: the
     answer, greedy, is decoded by drafting from the passages it copies, or a token at a
     time (the product's: drafting saved nothing, ``drag bench local-docs --decoding``).
-    ``examples``: two worked exchanges before the question (issue 51, measured against
-    the rules alone: ``drag bench local-docs --prompt rules,examples``)."""
+    ``prompt``: the product's (the rules, then the passages, best first), or one
+    measured against it (issue 51: ``drag bench local-docs --prompt``): two worked
+    exchanges before the question (examples), the passages best last (best-last)."""
+    examples, best_last = prompt == "examples", prompt == "best-last"
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
@@ -188,6 +193,8 @@ def ask_files(
     result.prompt_versions = {
         "answer": answer.FILES_PROMPT_VERSION_EXAMPLES
         if examples
+        else answer.FILES_PROMPT_VERSION_BEST_LAST
+        if best_last
         else answer.FILES_PROMPT_VERSION
         if headings == "name"
         else answer.FILES_PROMPT_VERSION_PATHS
@@ -223,6 +230,7 @@ def ask_files(
             question,
             [(p.label if headings == "path" else p.heading, p.text) for p in result.passages],
             examples=examples,
+            best_last=best_last,
         )
         used = runtime.student.count_tokens("\n".join(m["content"] for m in messages))
         if used <= budget or not result.passages:

@@ -30,6 +30,7 @@ SYSTEM = (
 FILES_PROMPT_VERSION = "files-answer-v3"
 FILES_PROMPT_VERSION_PATHS = "files-answer-v1"
 FILES_PROMPT_VERSION_EXAMPLES = "files-answer-v4"
+FILES_PROMPT_VERSION_BEST_LAST = "files-answer-v5"
 NOT_IN_FILES = "Your files do not say."
 FILES_SYSTEM = (
     "You answer questions about the user's own messages and files, using only the "
@@ -81,15 +82,22 @@ def _files_turn(question: str, excerpts: Sequence[tuple[str, str]]) -> str:
 
 
 def build_files_messages(
-    question: str, excerpts: Sequence[tuple[str, str]], *, examples: bool = False
+    question: str,
+    excerpts: Sequence[tuple[str, str]],
+    *,
+    examples: bool = False,
+    best_last: bool = False,
 ) -> list[dict[str, str]]:
     """``excerpts``: (source label, text), best first; ``examples``: the worked
-    exchanges of :data:`FILES_EXAMPLES` before the question (files-answer-v4)."""
+    exchanges of :data:`FILES_EXAMPLES` before the question (files-answer-v4);
+    ``best_last``: the excerpts in the other order, the best next to the question
+    (files-answer-v5)."""
     messages = [{"role": "system", "content": FILES_SYSTEM}]
     for shown, asked, replied in FILES_EXAMPLES if examples else ():
         messages.append({"role": "user", "content": _files_turn(asked, shown)})
         messages.append({"role": "assistant", "content": replied})
-    return [*messages, {"role": "user", "content": _files_turn(question, excerpts)}]
+    ordered = list(reversed(excerpts)) if best_last else excerpts
+    return [*messages, {"role": "user", "content": _files_turn(question, ordered)}]
 
 
 # Where the files answer's prompt starts to differ from one question to the next: its

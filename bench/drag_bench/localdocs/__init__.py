@@ -52,7 +52,7 @@ METHODS = ("minirag", "vector")
 TYPES = ("Single", "Multi", "Null")
 Row = tuple[str, int, str, str, str]  # method, read tokens, headings, decoding, prompt
 DECODINGS = ("drafted", "plain")
-PROMPTS = ("rules", "examples")
+PROMPTS = ("rules", "examples", "best-last")
 
 
 def load_questions(path: Path) -> list[dict[str, str]]:
@@ -269,7 +269,7 @@ def _ask(
             remember=False,
             headings=headings,  # type: ignore[arg-type]
             draft=decoding == "drafted",
-            examples=prompt == "examples",
+            prompt=prompt,  # type: ignore[arg-type]
         )
         reply, passages, error = result.answer, result.passages, ""
         support, held = result.provenance.get("support"), result.held_back
@@ -457,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
         "--prompt",
         default="rules",
         help="the student's prompt, comma-separated (each a row): rules (the product's: "
-        "the rules, then the question), examples (two worked exchanges between them)",
+        "the rules, the passages best first, the question), examples (two worked "
+        "exchanges before the question), best-last (the passages best last)",
     )
     parser.add_argument("--student", default="", help="student model (default: the settings')")
     parser.add_argument("--max-tokens", type=int, default=96, help="longest reply")
@@ -474,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--decoding: drafted, plain or both, each once")
         args.prompt = split_choices(args.prompt, PROMPTS, "prompt")
         if not args.prompt or len(set(args.prompt)) != len(args.prompt):
-            raise ValueError("--prompt: rules, examples or both, each once")
+            raise ValueError("--prompt: rules, examples, best-last, each at most once")
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
