@@ -613,9 +613,11 @@ def test_a_chat_ended_by_a_signal_keeps_its_question_and_ends(sent: str) -> None
             if chatting.poll() is None:
                 chatting.kill()
                 chatting.wait()
-    said = err.decode("utf-8", "replace").strip()
+    said = err.decode("utf-8", "replace")
     assert chatting.returncode == 128 + getattr(signal, sent), said
-    assert kept(said)["question"] == question
+    (line,) = [ln for ln in said.splitlines() if "kept in drag drafts" in ln]
+    assert kept(line)["question"] == question
+    assert said.rstrip().endswith("drag: error: interrupted")  # not the next question
 
 
 def test_a_drag_home_that_is_a_file_is_one_line(tmp_path: Path) -> None:
