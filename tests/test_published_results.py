@@ -790,13 +790,14 @@ def test_there_are_published_local_docs_results() -> None:
 def _local_docs_row(item: dict[str, Any]) -> str:
     """The summary's row of an item: its method, with --read-tokens how much it read,
     with --headings how each passage was headed, with --decoding how the answer was
-    decoded."""
+    decoded, with --prompt the student's prompt."""
     read = item.get("read_tokens")
     if read is None:
         return str(item["method"])
     row = f"{item['method']}, " + ("whole passages" if read == 0 else f"{read} tokens")
     row = row if item.get("headings") is None else f"{row}, {item['headings']} headings"
-    return row if item.get("decoding") is None else f"{row}, {item['decoding']}"
+    row = row if item.get("decoding") is None else f"{row}, {item['decoding']}"
+    return row if item.get("prompt") is None else f"{row}, {item['prompt']} prompt"
 
 
 @pytest.mark.parametrize("folder", LOCAL_DOCS, ids=lambda p: p.name)
@@ -1072,6 +1073,30 @@ def _paired(folder: str, a: str, b: str) -> dict[str, Any]:
         "faster": sum(x[q]["seconds"] < y[q]["seconds"] for q in asked),
         "ratio": sum(x[q]["seconds"] for q in asked) / sum(y[q]["seconds"] for q in asked),
     }
+
+
+def test_the_worked_examples_run_is_as_the_docs_say() -> None:
+    """Issue 51: two worked exchanges in the files prompt against the rules alone, side
+    by side on the tune half; by the rule written before the run, not kept."""
+    docs = " ".join((RESULTS.parent / "benchmarks.md").read_text("utf-8").split())
+    rules, examples = "minirag, 500 tokens, rules prompt", "minirag, 500 tokens, examples prompt"
+    t = _paired("local-docs-examples-tune", examples, rules)
+    assert t["n"] == 105 and t["right"][0] < t["right"][1] + 2  # the rule: not kept
+    items = _local_docs("local-docs-examples-tune")
+    side = {p: [i for i in items if i["prompt"] == p] for p in ("rules", "examples")}
+    errors = {p: sum(i["error"] for i in side[p]) for p in side}
+    nulls = {p: sum(i["right"] for i in side[p] if i["type"] == "Null") for p in side}
+    held = {p: sum(i["abstained"] for i in side[p] if i["type"] != "Null") for p in side}
+    said = [
+        f"right on {t['right'][0]} of the 105 against {t['right'][1]} (the examples alone "
+        f"right {t['alone'][0]} times, the rules alone {t['alone'][1]}: exact McNemar p = "
+        f"{_mcnemar(*t['alone']):.3f}; {t['same']} of the 105 replies word for word the same)",
+        f"errors {errors['examples']} against {errors['rules']}, Null {nulls['examples']} of 14 "
+        f"against {nulls['rules']}, {held['examples']} of the 91 answerable questions held "
+        f"back against {held['rules']}",
+        f"{t['ratio']:.3f} of the time in all",
+    ]
+    assert all(line in docs for line in said), [line for line in said if line not in docs]
 
 
 def test_the_drafted_answer_run_is_as_the_docs_say() -> None:
