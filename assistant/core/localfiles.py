@@ -37,9 +37,6 @@ __all__ = ["ask_files", "forget", "index", "search", "sources"]
 
 MAX_K = 20  # as files.k allows
 
-# The files answer's prompt: the product's, or one measured against it (issue 51).
-FilesPrompt = Literal["rules", "examples", "best-last"]
-
 
 def index(
     runtime: Session, paths: Iterable[Path], progress: filesindex.Progress | None = None
@@ -166,7 +163,6 @@ def ask_files(
     remember: bool = True,
     headings: Literal["path", "name"] = "name",
     draft: bool = False,
-    prompt: FilesPrompt = "rules",
 ) -> AskResult:
     """Answer ``question`` from the user's indexed files alone; nothing is sent.
     ``k``, ``method`` and ``read_tokens`` stand for the settings' ``files.*`` keys.
@@ -174,11 +170,7 @@ def ask_files(
     time or page (the product's), or by its whole path, as before (issue 51, to measure
     them side by side: ``drag bench local-docs --headings name,path``).  ``draft``: the
     answer, greedy, is decoded by drafting from the passages it copies, or a token at a
-    time (the product's: drafting saved nothing, ``drag bench local-docs --decoding``).
-    ``prompt``: the product's (the rules, then the passages, best first), or one
-    measured against it (issue 51: ``drag bench local-docs --prompt``): two worked
-    exchanges before the question (examples), the passages best last (best-last)."""
-    examples, best_last = prompt == "examples", prompt == "best-last"
+    time (the product's: drafting saved nothing, ``drag bench local-docs --decoding``)."""
     question = validate_question(question, runtime.settings.pipeline.max_question_chars)
     if k is not None and not 1 <= k <= MAX_K:
         raise InputError(f"K for your files must be 1 to {MAX_K}, not {k}")
@@ -191,11 +183,7 @@ def ask_files(
     f = runtime.settings.files
     result = AskResult(question=question, mode="evidence", n=0, k=k or f.k, source="files")
     result.prompt_versions = {
-        "answer": answer.FILES_PROMPT_VERSION_EXAMPLES
-        if examples
-        else answer.FILES_PROMPT_VERSION_BEST_LAST
-        if best_last
-        else answer.FILES_PROMPT_VERSION
+        "answer": answer.FILES_PROMPT_VERSION
         if headings == "name"
         else answer.FILES_PROMPT_VERSION_PATHS
     }
@@ -229,8 +217,6 @@ def ask_files(
         messages = answer.build_files_messages(
             question,
             [(p.label if headings == "path" else p.heading, p.text) for p in result.passages],
-            examples=examples,
-            best_last=best_last,
         )
         used = runtime.student.count_tokens("\n".join(m["content"] for m in messages))
         if used <= budget or not result.passages:
@@ -255,7 +241,7 @@ def ask_files(
     if on_text is not None and f.abstain:
         pieces = lambda _piece: on_text("")  # noqa: E731
     with timed(result.timings, "head"):
-        head = keep_head(runtime, examples=examples)
+        head = keep_head(runtime)
     with timed(result.timings, "answer"):
         gen = runtime.student.chat(
             messages,
@@ -280,17 +266,14 @@ def ask_files(
     return remember_answer(runtime, result) if remember else result
 
 
-def keep_head(runtime: Session, *, examples: bool = False) -> str:
+def keep_head(runtime: Session) -> str:
     """Have the student hold read the files answer's fixed head (its rules): read once
     on this machine, its state kept in the cache folder; a new process (``drag ask
     --files``), or one whose student read another prompt since, loads it instead of
     reading it before the question's own tokens.  Only a speed-up: where it fails, the
     head is read with the question, as before."""
     return runtime.student.keep_head(
-        answer.files_head(examples=examples),
-        answer.FILES_HEAD_MARK,
-        paths.prefix_states(),
-        "filesex" if examples else "files",
+        answer.files_head(), answer.FILES_HEAD_MARK, paths.prefix_states(), "files"
     )
 
 

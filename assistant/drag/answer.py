@@ -29,8 +29,6 @@ SYSTEM = (
 # to measure against), no answer there is said in one fixed sentence.
 FILES_PROMPT_VERSION = "files-answer-v3"
 FILES_PROMPT_VERSION_PATHS = "files-answer-v1"
-FILES_PROMPT_VERSION_EXAMPLES = "files-answer-v4"
-FILES_PROMPT_VERSION_BEST_LAST = "files-answer-v5"
 NOT_IN_FILES = "Your files do not say."
 FILES_SYSTEM = (
     "You answer questions about the user's own messages and files, using only the "
@@ -42,62 +40,13 @@ FILES_SYSTEM = (
 )
 
 
-# Two worked exchanges before the question (v4, issue 51, measured against v3): the
-# answer taken from the message that answers, not the chat's first line; and a detail
-# the excerpts come near but do not give, said not to be there.  Made up for this
-# prompt: no person, place or line of any benchmark's files.
-FILES_EXAMPLES = (
-    (
-        [
-            (
-                "20250314_0930.txt, 2025-03-14 09:30",
-                "Tom: Morning! Are we still on for the garden this weekend?\n"
-                "Anna: Yes! I picked up the seeds yesterday.\n"
-                "Tom: Great, which ones did you get?\n"
-                "Anna: Tomatoes and basil, and sunflowers for the fence.\n"
-                "Tom: Perfect, I will bring the soil.",
-            )
-        ],
-        "What seeds did Anna buy for the garden?",
-        "Tomatoes, basil and sunflowers.",
-    ),
-    (
-        [
-            (
-                "20250402_1815.txt, 2025-04-02 18:15",
-                "Maya: The dentist moved my appointment to Thursday at 4 pm.\n"
-                "Sam: Do you want me to drive you there?\n"
-                "Maya: Yes please, thank you!",
-            )
-        ],
-        "What did the dentist say about Maya's fillings?",
-        NOT_IN_FILES,
-    ),
-)
-
-
-def _files_turn(question: str, excerpts: Sequence[tuple[str, str]]) -> str:
-    context = "\n\n".join(f"[{label}]\n{text}" for label, text in excerpts)
-    return f"Excerpts from the user's files:\n\n{context}\n\nQuestion: {question}"
-
-
 def build_files_messages(
-    question: str,
-    excerpts: Sequence[tuple[str, str]],
-    *,
-    examples: bool = False,
-    best_last: bool = False,
+    question: str, excerpts: Sequence[tuple[str, str]]
 ) -> list[dict[str, str]]:
-    """``excerpts``: (source label, text), best first; ``examples``: the worked
-    exchanges of :data:`FILES_EXAMPLES` before the question (files-answer-v4);
-    ``best_last``: the excerpts in the other order, the best next to the question
-    (files-answer-v5)."""
-    messages = [{"role": "system", "content": FILES_SYSTEM}]
-    for shown, asked, replied in FILES_EXAMPLES if examples else ():
-        messages.append({"role": "user", "content": _files_turn(asked, shown)})
-        messages.append({"role": "assistant", "content": replied})
-    ordered = list(reversed(excerpts)) if best_last else excerpts
-    return [*messages, {"role": "user", "content": _files_turn(question, ordered)}]
+    """``excerpts``: (source label, text), best first."""
+    context = "\n\n".join(f"[{label}]\n{text}" for label, text in excerpts)
+    user = f"Excerpts from the user's files:\n\n{context}\n\nQuestion: {question}"
+    return [{"role": "system", "content": FILES_SYSTEM}, {"role": "user", "content": user}]
 
 
 # Where the files answer's prompt starts to differ from one question to the next: its
@@ -105,9 +54,9 @@ def build_files_messages(
 FILES_HEAD_MARK = "[\ue000"
 
 
-def files_head(*, examples: bool = False) -> list[dict[str, str]]:
+def files_head() -> list[dict[str, str]]:
     """The files answer's prompt with :data:`FILES_HEAD_MARK` where the excerpts begin."""
-    return build_files_messages("", [(FILES_HEAD_MARK[1:], "")], examples=examples)
+    return build_files_messages("", [(FILES_HEAD_MARK[1:], "")])
 
 
 def uses_evidence(mode: str) -> bool:

@@ -50,9 +50,8 @@ ITEMS = "local-docs-items.jsonl"
 SUMMARY = "local-docs-summary.json"
 METHODS = ("minirag", "vector")
 TYPES = ("Single", "Multi", "Null")
-Row = tuple[str, int, str, str, str]  # method, read tokens, headings, decoding, prompt
+Row = tuple[str, int, str, str]  # method, read tokens, headings, decoding
 DECODINGS = ("drafted", "plain")
-PROMPTS = ("rules", "examples", "best-last")
 
 
 def load_questions(path: Path) -> list[dict[str, str]]:
@@ -101,7 +100,8 @@ def path_of(item: dict[str, Any]) -> str:
     item of the run that measured shorter headings (issue 51, taken back: the student
     reads each passage under its whole path) also by how each passage was headed; an
     item of a run that measured the answer's decodings, by its decoding; of a run that
-    measured the prompt's worked examples, by its prompt."""
+    measured another prompt (issue 51, not kept: ``--prompt`` went with it), by its
+    prompt."""
     read = item.get("read_tokens")
     if read is None:
         return str(item["method"])
@@ -189,30 +189,24 @@ def run(args: Any) -> dict[str, Any]:
         )
         with items_path.open("a", encoding="utf-8") as handle:
             paths: list[Row] = [
-                (m, r, h, d, p)
+                (m, r, h, d)
                 for m in args.methods
                 for r in args.read_tokens
                 for h in args.headings
                 for d in args.decoding
-                for p in args.prompt
             ]
             named = args.headings != ["name"]  # rows named by their headings too
             decoded = args.decoding != ["plain"]  # and by their decoding
-            prompted = args.prompt != ["rules"]  # and by their prompt
             for number, q in enumerate(questions, start=1):
-                for method, read, headings, decoding, prompt in in_turn(
-                    paths, number, args.alternate
-                ):
+                for method, read, headings, decoding in in_turn(paths, number, args.alternate):
                     item = {"question": q["Question"], "method": method, "read_tokens": read}
                     extra = {
                         **({"headings": headings} if named else {}),
                         **({"decoding": decoding} if decoded else {}),
-                        **({"prompt": prompt} if prompted else {}),
                     }
                     if q["Question"] + "\0" + path_of({**item, **extra}) in done:
                         continue
-                    reply = _ask(rt, q, method, read, args.docs, headings, decoding, prompt)
-                    item = {**reply, **extra}
+                    item = {**_ask(rt, q, method, read, args.docs, headings, decoding), **extra}
                     handle.write(json.dumps(item, ensure_ascii=False) + "\n")
                     handle.flush()
                     print(
@@ -253,7 +247,6 @@ def _ask(
     docs: Path,
     headings: str = "name",
     decoding: str = "plain",
-    prompt: str = "rules",
 ) -> dict[str, Any]:
     # Each answer starts from the same state, as in a new process: nothing read (llama.cpp
     # would otherwise reuse the prompt another row of the same question has just read);
@@ -269,7 +262,6 @@ def _ask(
             remember=False,
             headings=headings,  # type: ignore[arg-type]
             draft=decoding == "drafted",
-            prompt=prompt,  # type: ignore[arg-type]
         )
         reply, passages, error = result.answer, result.passages, ""
         support, held = result.provenance.get("support"), result.held_back
@@ -453,13 +445,6 @@ def main(argv: list[str] | None = None) -> int:
         "product's: a token at a time), drafted (drafted from the passages; issue 51, "
         "not kept)",
     )
-    parser.add_argument(
-        "--prompt",
-        default="rules",
-        help="the student's prompt, comma-separated (each a row): rules (the product's: "
-        "the rules, the passages best first, the question), examples (two worked "
-        "exchanges before the question), best-last (the passages best last)",
-    )
     parser.add_argument("--student", default="", help="student model (default: the settings')")
     parser.add_argument("--max-tokens", type=int, default=96, help="longest reply")
     parser.add_argument("--out", type=Path, required=True)
@@ -473,9 +458,6 @@ def main(argv: list[str] | None = None) -> int:
         args.decoding = split_choices(args.decoding, DECODINGS, "decoding")
         if not args.decoding or len(set(args.decoding)) != len(args.decoding):
             raise ValueError("--decoding: drafted, plain or both, each once")
-        args.prompt = split_choices(args.prompt, PROMPTS, "prompt")
-        if not args.prompt or len(set(args.prompt)) != len(args.prompt):
-            raise ValueError("--prompt: rules, examples, best-last, each at most once")
         if not args.docs.is_dir():
             raise ValueError(f"--docs {args.docs}: not a folder")
         summary = run(args)
