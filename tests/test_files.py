@@ -751,6 +751,13 @@ def test_a_link_inside_the_folder_that_sorts_before_its_file_leaves_the_file_its
     assert found == ["0-kept.md", "0-plain.md", "readme.md", "report.md"]
     skipped = {w.path.name: w.reason for w in walked if isinstance(w, readers.Skipped)}
     assert skipped["0-latest.md"] == "a link to report.md, read under its own name"
+    # A second link to a file only links reach: said (so that what an earlier run read
+    # under its name is forgotten), not read twice.
+    (notes / "1-kept.md").symlink_to(notes / ".hidden" / "kept.md")
+    walked = list(readers.walk([notes]))
+    assert "1-kept.md" not in [w.path.name for w in walked if isinstance(w, readers.Found)]
+    skipped = {w.path.name: w.reason for w in walked if isinstance(w, readers.Skipped)}
+    assert skipped["1-kept.md"] == f"the same file as {notes / '0-kept.md'}, read under that name"
 
 
 def _pdf_pages(pages: int, line: str, repeats: int) -> bytes:

@@ -33,26 +33,65 @@ def _ignored(signum: int) -> bool:
     return signal.getsignal(signum) == signal.SIG_IGN
 
 
+# While above 0 (a question being kept): a signal only counts (:func:`held`).
+_HOLDING = [0]
+# A signal that came where its interrupt would be thrown away comes again so much later.
+AGAIN_SECONDS = 0.05
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """While inside (a question being kept), a signal :func:`ending_as_interrupted`
+    takes only counts: what is being done is not cut short (a closed terminal sends
+    SIGHUP twice, systemd SIGTERM then SIGHUP)."""
+    _HOLDING[0] += 1
+    try:
+        yield
+    finally:
+        _HOLDING[0] -= 1
+
+
+def _thrown_away_in(frame: FrameType | None) -> bool:
+    """Whether a KeyboardInterrupt raised in ``frame`` would be thrown away by Python:
+    inside the import machinery (where it can also leave an import lock held) or an
+    object's ``__del__`` (both seen: ``drag ask`` then waited for good)."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def ending_as_interrupted() -> Iterator[list[int]]:
     """While inside, in the main thread: SIGTERM and SIGHUP (`timeout`, `kill`, a
     terminal closed) raise KeyboardInterrupt, as Ctrl+C does, so that what Ctrl+C keeps
     (a question) is kept then too; the list yielded gets each such signal's number (a
-    caller that goes on after Ctrl+C ends on one of them).  One ignored stays ignored
-    (`nohup drag ask …`: the answer outlives the terminal).  The handlers before are put
-    back after."""
+    caller that goes on after Ctrl+C ends on one of them).  None of the three is taken
+    inside an import or an object's ``__del__``: a KeyboardInterrupt raised there is
+    thrown away by Python (and in an import can leave a lock held, so that the models'
+    loaders, and the end, which waits for them, wait for good); it comes again a moment
+    later.  One ignored stays ignored (`nohup drag ask …`: the answer outlives the
+    terminal).  The handlers before are put back after."""
     got: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield got
         return
 
-    def interrupt(signum: int, _frame: FrameType | None) -> None:
-        got.append(signum)
-        if len(got) == 1:  # a later one (a closed terminal sends two) only counts: what
-            raise KeyboardInterrupt  # the first began (keeping the question) is not cut
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if _thrown_away_in(frame):
+            again = threading.Timer(AGAIN_SECONDS, os.kill, (os.getpid(), signum))
+            again.daemon = True
+            again.start()
+            return
+        if signum != signal.SIGINT:
+            got.append(signum)
+        if not _HOLDING[0]:
+            raise KeyboardInterrupt
 
-    ending = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
-    before = {s: signal.signal(s, interrupt) for s in ending if not _ignored(s)}
+    taken = [signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)]
+    before = {s: signal.signal(s, interrupt) for s in taken if s is not None and not _ignored(s)}
     try:
         yield got
     finally:

@@ -14,7 +14,7 @@ from typing import Any, TextIO, get_args
 
 import click
 
-from assistant.base import errors, safetext
+from assistant.base import errors, safetext, signals
 from assistant.base.config import MODES, Gate, Settings
 
 _STDIN_LIMIT = 4 * 1024 * 1024  # more than any question; stops a runaway pipe
@@ -187,7 +187,8 @@ def chat_line(prompt: str, interactive: bool) -> str | None:
 def kept(question: str, exc: errors.DragError | KeyboardInterrupt) -> errors.DragError:
     from assistant.core import drafts
 
-    return drafts.kept_error(question, exc)
+    with signals.held():  # a second signal does not cut the keeping short
+        return drafts.kept_error(question, exc)
 
 
 mode_option = click.option("--mode", type=click.Choice(MODES), help="Context for the student.")

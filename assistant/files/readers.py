@@ -96,7 +96,7 @@ class Unreadable(Exception):
 def walk(paths: Iterable[Path]) -> Iterator[Found | Skipped]:
     """Every readable file under ``paths`` once, in name order; the rest as Skipped."""
     seen_dirs: dict[tuple[int, int], bool] = {}  # each folder read, and whether named
-    seen_files: set[Path] = set()
+    seen_files: dict[Path, Path] = {}  # each file read, and the name it was read under
     for given in paths:
         top = Path(given)  # as given: a shell expands "~", and "./~notes" is a file's name
         try:
@@ -125,7 +125,7 @@ def _walked_to(real: Path, root: Path) -> bool:
 def _walk_one(
     path: Path,
     seen_dirs: dict[tuple[int, int], bool],
-    seen_files: set[Path],
+    seen_files: dict[Path, Path],
     *,
     named: bool,
     root: Path,
@@ -176,7 +176,8 @@ def _walk_one(
         # so that what an earlier run indexed under the link's name is forgotten.
         yield Skipped(path, f"a link to {real.relative_to(root)}, read under its own name")
         return []
-    if real in seen_files:
+    if real in seen_files:  # said: what an earlier run read under this name is forgotten
+        yield Skipped(path, f"the same file as {seen_files[real]}, read under that name")
         return []
     try:
         str(path).encode("utf-8")
@@ -189,7 +190,7 @@ def _walk_one(
     if info.st_size > MAX_FILE_BYTES:
         yield Skipped(path, too_large())
         return []
-    seen_files.add(real)  # read: a link to it reached later is not read again
+    seen_files[real] = path  # read: a link to it reached later is not read again
     yield Found(absolute(path), info.st_size, info.st_mtime)
     return []
 
