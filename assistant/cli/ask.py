@@ -301,5 +301,5 @@ def _chat_lines(
                 except OSError:
                     if not signalled:
                         raise
-                if signalled:  # SIGTERM or SIGHUP: the question kept, the chat ends (Ctrl+C
-                    raise signals.ended_by(signalled[0]) from None  # goes on to the next)
+                if signalled:  # SIGTERM or SIGHUP: the question kept (said), the chat ends
+                    ctx.exit(128 + signalled[0])  # (Ctrl+C goes on to the next question)
