@@ -758,6 +758,18 @@ def test_a_link_inside_the_folder_that_sorts_before_its_file_leaves_the_file_its
     assert "1-kept.md" not in [w.path.name for w in walked if isinstance(w, readers.Found)]
     skipped = {w.path.name: w.reason for w in walked if isinstance(w, readers.Skipped)}
     assert skipped["1-kept.md"] == f"the same file as {notes / '0-kept.md'}, read under that name"
+    # The same name given twice (a folder and a file in it) is read once, without a word:
+    # a Skipped name that is the one read would have its reading forgotten.
+    walked = list(readers.walk([notes, notes / "report.md"]))
+    assert [w.path.name for w in walked].count("report.md") == 1
+    # A link named, then its folder: read under the link's name, which is skipped under
+    # no reason (the index would forget the reading it just made); the file's own name
+    # is said to be the same file.
+    walked = list(readers.walk([notes / "0-latest.md", notes]))
+    found = [w.path.name for w in walked if isinstance(w, readers.Found)]
+    skipped = [w.path.name for w in walked if isinstance(w, readers.Skipped)]
+    assert "0-latest.md" in found and "0-latest.md" not in skipped
+    assert "report.md" not in found and "report.md" in skipped
 
 
 def _pdf_pages(pages: int, line: str, repeats: int) -> bytes:

@@ -35,8 +35,10 @@ def _ignored(signum: int) -> bool:
 
 # While above 0 (a question being kept): a signal only counts (:func:`held`).
 _HOLDING = [0]
-# A signal that came where its interrupt would be thrown away comes again so much later.
+# A signal that came where its interrupt would be thrown away comes again so much later,
+# at most so many times in a block (2 s: an import that never ends is interrupted there).
 AGAIN_SECONDS = 0.05
+MOST_TIMES_AGAIN = 40
 
 
 @contextlib.contextmanager
@@ -79,22 +81,30 @@ def ending_as_interrupted() -> Iterator[list[int]]:
         yield got
         return
 
+    timers: list[threading.Timer] = []
+
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        if _thrown_away_in(frame):
+        if _HOLDING[0]:  # a question being kept: the signal only counts
+            if signum != signal.SIGINT:
+                got.append(signum)
+            return
+        if _thrown_away_in(frame) and len(timers) < MOST_TIMES_AGAIN:
             again = threading.Timer(AGAIN_SECONDS, os.kill, (os.getpid(), signum))
             again.daemon = True
+            timers.append(again)
             again.start()
             return
         if signum != signal.SIGINT:
             got.append(signum)
-        if not _HOLDING[0]:
-            raise KeyboardInterrupt
+        raise KeyboardInterrupt
 
     taken = [signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)]
     before = {s: signal.signal(s, interrupt) for s in taken if s is not None and not _ignored(s)}
     try:
         yield got
     finally:
+        for timer in timers:  # none comes after the block, to a handler not its own
+            timer.cancel()
         for s, handler in before.items():
             signal.signal(s, handler)
 

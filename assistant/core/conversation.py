@@ -79,13 +79,13 @@ class Queue(Generic[T]):
         """Closing while answering: keep the question whose answer is not complete, and
         the one that waited, as drafts.  Returns whether a question was still being
         worked on (its work is to be stopped)."""
+        # Marked before they are written: a close that comes inside this one (a signal's)
+        # keeps nothing twice.
+        current = self.current if not self.answered and self.current is not self.kept else None
+        waiting, self.next, self.kept = self.next, None, self.current
         with contextlib.suppress(DragError, OSError):  # closing: no one to tell
-            if self.current is not None and not self.answered and self.current is not self.kept:
-                drafts.keep(
-                    self.current.question, "the app was closed before the answer was complete"
-                )
-                self.kept = self.current
-            if self.next is not None:
-                drafts.keep(self.next.question, "the app was closed before it was asked")
-        self.next = None
+            if current is not None:
+                drafts.keep(current.question, "the app was closed before the answer was complete")
+            if waiting is not None:
+                drafts.keep(waiting.question, "the app was closed before it was asked")
         return self.current is not None

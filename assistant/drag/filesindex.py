@@ -121,12 +121,17 @@ def index(
     sealer = store.sealer
     walked = list(readers.walk(paths))
     found = [f for f in walked if isinstance(f, readers.Found)]
+    read_now = {f.path for f in found}  # never forgotten for another name's sake
     for skipped in (s for s in walked if isinstance(s, readers.Skipped)):
         # A file indexed before and not read now (grown too large, no longer a regular
         # file) must not stay as if it were current; one that is gone waits for --forget.
         try:  # a name that is not UTF-8, a folder that cannot be entered: never indexed
             known = readers.absolute(skipped.path)
-            forgot = skipped.path.exists() and stored.forget_file(store.db, sealer, known)
+            forgot = (
+                known not in read_now
+                and skipped.path.exists()
+                and stored.forget_file(store.db, sealer, known)
+            )
         except (OSError, UnicodeError):
             forgot = False
         if forgot:

@@ -171,12 +171,14 @@ def _walk_one(
             path, "a link to a file outside the folder you named (name the file to index it)"
         )
         return []
+    if real in seen_files and absolute(path) == absolute(seen_files[real]):
+        return []  # the name already read, given again (a folder and a file in it)
     if not named and path.is_symlink() and _walked_to(real, root):
         # Read once, as the file itself, under its own name, whichever comes first; said,
         # so that what an earlier run indexed under the link's name is forgotten.
         yield Skipped(path, f"a link to {real.relative_to(root)}, read under its own name")
         return []
-    if real in seen_files:  # said: what an earlier run read under this name is forgotten
+    if real in seen_files:  # another name of it said: what was read under it is forgotten
         yield Skipped(path, f"the same file as {seen_files[real]}, read under that name")
         return []
     try:
