@@ -211,6 +211,25 @@ def signalled_through_its_stop(proc: subprocess.Popen[Any], seconds: float = 60)
     return proc.poll() is not None
 
 
+@contextlib.contextmanager
+def silent_teacher(**settings: str) -> Iterator[tuple[socket.socket, dict[str, str]]]:
+    """A teacher on 127.0.0.1 that takes a request and never answers (``accept()`` on it
+    returns once the question is with it), and the settings that ask it: evidence mode,
+    no retry; then ``settings``."""
+    with socket.create_server(("127.0.0.1", 0)) as teacher:
+        teacher.settimeout(180)
+        yield (
+            teacher,
+            {
+                "DRAG_TEACHER_ENDPOINT": f"http://127.0.0.1:{teacher.getsockname()[1]}/v1",
+                "DRAG_TEACHER_MODEL": "m",
+                "DRAG_TEACHER_MAX_RETRIES": "0",
+                "DRAG_PIPELINE_MODE": "evidence",
+                **settings,
+            },
+        )
+
+
 def loopback_address(base_url: str) -> tuple[str, int]:
     """(host, port) of a teacher base URL, as a socket sees it."""
     from urllib.parse import urlsplit

@@ -22,6 +22,7 @@ import pytest
 
 from assistant.core import drafts
 from assistant.models.localserver import free_port
+from tests.conftest import silent_teacher
 from tests.fakes import completion, fake_teacher_server
 
 
@@ -536,21 +537,12 @@ def test_a_question_ended_by_a_signal_is_kept_as_for_ctrl_c(sent: str) -> None:
     """`timeout 60 drag ask …` (SIGTERM), a terminal closed (SIGHUP) while the teacher
     is asked: the question is kept, as Ctrl+C keeps it (it was lost)."""
     import signal
-    import socket
 
     question = "Why do leaves change colour in autumn?"
-    with socket.create_server(("127.0.0.1", 0)) as teacher:  # takes the request, answers never
-        port = teacher.getsockname()[1]
-        env = {
-            **os.environ,
-            "DRAG_TEACHER_ENDPOINT": f"http://127.0.0.1:{port}/v1",
-            "DRAG_TEACHER_MODEL": "m",
-            "DRAG_TEACHER_MAX_RETRIES": "0",
-            "DRAG_PIPELINE_MODE": "evidence",
-        }
+    with silent_teacher() as (teacher, settings):
         asking = subprocess.Popen(
             [sys.executable, "-m", "assistant", "ask", "--yes", question],
-            env=env,
+            env={**os.environ, **settings},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             # As a terminal starts it: the tests may run under nohup (SIGHUP ignored),
@@ -558,7 +550,6 @@ def test_a_question_ended_by_a_signal_is_kept_as_for_ctrl_c(sent: str) -> None:
             preexec_fn=lambda: signal.signal(getattr(signal, sent), signal.SIG_DFL),
         )
         try:
-            teacher.settimeout(120)
             connection, _ = teacher.accept()  # the question is with the teacher
             with connection:
                 asking.send_signal(getattr(signal, sent))
@@ -578,23 +569,13 @@ def test_a_chat_ended_by_a_signal_keeps_its_question_and_ends(sent: str) -> None
     teacher died, the question lost.  It is kept, and the chat ends (where Ctrl+C goes
     on to the next question): the next line is not read."""
     import signal
-    import socket
 
     question = "Why do leaves change colour in autumn?"
-    with socket.create_server(("127.0.0.1", 0)) as teacher:  # takes the request, answers never
-        port = teacher.getsockname()[1]
-        env = {
-            **os.environ,
-            "DRAG_TEACHER_ENDPOINT": f"http://127.0.0.1:{port}/v1",
-            "DRAG_TEACHER_MODEL": "m",
-            "DRAG_TEACHER_MAX_RETRIES": "0",
-            "DRAG_PIPELINE_MODE": "evidence",
-            "DRAG_PRIVACY_REVIEW": "never",
-        }
+    with silent_teacher(DRAG_PRIVACY_REVIEW="never") as (teacher, settings):
         reader, writer = os.pipe()
         chatting = subprocess.Popen(
             [sys.executable, "-m", "assistant", "chat", "--plain"],
-            env=env,
+            env={**os.environ, **settings},
             stdin=reader,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -603,7 +584,6 @@ def test_a_chat_ended_by_a_signal_keeps_its_question_and_ends(sent: str) -> None
         os.close(reader)
         try:
             os.write(writer, f"{question}\nWhat is a leaf?\n".encode())
-            teacher.settimeout(120)
             connection, _ = teacher.accept()  # the first question is with the teacher
             with connection:
                 chatting.send_signal(getattr(signal, sent))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import silent_teacher
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parents[1]
@@ -256,6 +258,11 @@ def test_a_kill_or_a_closed_terminal_ends_the_app_and_keeps_its_question(
             assert not _running(pid), "the app outlived its terminal"
     finally:
         tmux.close()
+    assert kept_times(env, "What does glutamine do in the body?") == 1
+
+
+def kept_times(env: dict[str, str], question: str) -> int:
+    """How many times `drag drafts list`, run with ``env``, lists ``question``."""
     listed = subprocess.run(
         [sys.executable, "-m", "assistant", "drafts", "list"],
         capture_output=True,
@@ -264,7 +271,8 @@ def test_a_kill_or_a_closed_terminal_ends_the_app_and_keeps_its_question(
         timeout=120,
         check=False,
     )
-    assert listed.stdout.count("What does glutamine do in the body?") == 1, listed.stderr
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout.count(question)
 
 
 def _running(pid: str) -> bool:
@@ -274,3 +282,35 @@ def _running(pid: str) -> bool:
     except FileNotFoundError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_quitting_while_the_teacher_is_asked_ends_the_app_at_once(
+    tmux_bin: str, tmp_path: Path
+) -> None:
+    """An exploratory test: Ctrl+Q while the teacher was asked left a blank screen until
+    teacher.timeout (300 s by default): the app's worker stayed in the HTTP read, and
+    the process waited for it.  Here the teacher takes the request and never answers,
+    teacher.timeout is 600 s: quitting gives the request up, the app ends, the question
+    is kept once, and the ledger's row says the request was given up."""
+    (tmp_path / "home").mkdir()  # drafts of this test's own
+    question = "Why do leaves change colour in autumn?"
+    silent = silent_teacher(DRAG_TEACHER_TIMEOUT="600", DRAG_PRIVACY_REVIEW="never")
+    with silent as (teacher, settings):
+        env = drag_env(settings, tmp_path, DRAG_HOME=str(tmp_path / "home"))
+        app = shlex.join([sys.executable, "-m", "assistant"])
+        tmux = Tmux("sh -c " + shlex.quote(f"{app}; echo EXIT=$?; sleep 300"), env)
+        try:
+            tmux.wait(lambda s: "ready ·" in s, "the models to load")
+            tmux.type(question)
+            tmux.keys("Enter")
+            connection, _ = teacher.accept()  # the question is with the teacher
+            with connection:
+                tmux.keys("C-q")
+                shown = tmux.wait(lambda s: "EXIT=" in s, "the app to end", 60)
+            assert "EXIT=0" in shown
+        finally:
+            tmux.close()
+    assert kept_times(env, question) == 1
+    with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
+        rows = db.execute("SELECT status, error FROM uploads").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "error" and "given up" in rows[0][1], rows

@@ -23,22 +23,55 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
-import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from assistant import __version__
+from assistant.base import calloff
 from assistant.base.errors import (
     GuardBlocked,
+    Interrupted,
     NotPassedOn,
     TeacherError,
     TeacherTimeout,
     one_line,
 )
 from assistant.net.loopback import is_loopback
+from assistant.net.messages import (
+    BodylessOnly,
+    ChatReply,
+    ChatRequest,
+    Endpoint,
+    Guard,
+    ModelsReply,
+    ModelsRequest,
+    Recorder,
+    Sent,
+)
+
+__all__ = [  # the request and reply shapes (assistant.net.messages) are named as egress.X
+    "GIVEN_UP",
+    "HEADERS",
+    "MAX_REPLY_BYTES",
+    "NO_KEY",
+    "USER_AGENT",
+    "BodylessOnly",
+    "ChatReply",
+    "ChatRequest",
+    "Endpoint",
+    "Guard",
+    "ModelsReply",
+    "ModelsRequest",
+    "Recorder",
+    "Sent",
+    "allowed_headers",
+    "send",
+    "unreachable_hint",
+]
 
 if TYPE_CHECKING:  # imported when the first request is made: it costs 0.5 s at start-up
     import openai
@@ -59,119 +92,9 @@ HEADERS = frozenset(
     }
 )
 USER_AGENT = f"drag-assistant/{__version__}"
+GIVEN_UP = "given up before the teacher answered: the app was closed"
 # A teacher's reply is a few kB of JSON; anything much larger is refused unread.
 MAX_REPLY_BYTES = 2 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str
-    api_key: str | None = field(default=None, repr=False)
-    timeout: float = 300.0
-    max_retries: int = 3
-
-
-class Guard(Protocol):
-    """Judges the exact body of a request; raises GuardBlocked to stop it."""
-
-    def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None: ...
-
-    def check_headers(
-        self, headers: dict[str, str], request: ChatRequest | ModelsRequest
-    ) -> None: ...
-
-
-class BodylessOnly:
-    """The guard for requests that carry no body (the reachability probe)."""
-
-    def check_body(self, body: bytes, request: ChatRequest | ModelsRequest) -> None:
-        if body:
-            raise GuardBlocked("a request with a body needs the privacy guard; nothing was sent")
-
-    def check_headers(self, headers: dict[str, str], request: ChatRequest | ModelsRequest) -> None:
-        return None  # the allowlist is applied before any guard is asked
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """One chat completion, exactly as it will be sent."""
-
-    purpose: str  # "evidence", "triples", "merge" ...
-    model: str
-    messages: tuple[dict[str, str], ...]
-    max_tokens: int
-    temperature: float = 0.0
-    response_format: dict[str, Any] | None = None
-    # The reply read as it is written (server-sent events), each piece told to send()'s
-    # ``on_text``; its usage asked for at the end (OpenAI's stream_options).
-    stream: bool = False
-    # For the guard only, never sent: values that must not leave, our own prompt texts
-    # (format strings: their literal parts are ours), and text already public (the teacher's).
-    protected: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    templates: tuple[str, ...] = field(default=(), repr=False)
-    public: tuple[str, ...] = field(default=(), repr=False)
-    # Values the user chose at review to send as they are: not protected, not flagged.
-    released: tuple[str, ...] = field(default=(), repr=False)
-    prompt_version: str = ""  # for the upload ledger, never sent
-
-    def payload(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [dict(m) for m in self.messages],
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
-        if self.response_format is not None:
-            body["response_format"] = self.response_format
-        if self.stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
-        return body
-
-    def payload_bytes(self) -> bytes:
-        """The JSON body the HTTP client will send (canonical key order)."""
-        return json.dumps(self.payload(), ensure_ascii=False, sort_keys=True).encode("utf-8")
-
-
-@dataclass(frozen=True)
-class ModelsRequest:
-    """List the endpoint's models: the reachability probe."""
-
-    purpose: str = "probe"
-
-
-@dataclass(frozen=True)
-class ChatReply:
-    text: str
-    finish_reason: str | None
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float
-    # When reading it must be done (time.monotonic(): the request's start plus the
-    # endpoint's timeout): the parsers stop there (parsing.in_time).
-    deadline: float | None = None
-
-
-@dataclass(frozen=True)
-class ModelsReply:
-    models: tuple[str, ...]
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Sent:
-    """What left the machine for one send(): for the upload ledger."""
-
-    request: ChatRequest | ModelsRequest
-    body: bytes  # the exact bytes of the last attempt's body
-    attempts: int  # bodies written (retries re-send the same bytes)
-    reply: ChatReply | ModelsReply | None
-    error: str | None
-    seconds: float
-
-
-Recorder = Callable[[Sent], None]
 
 
 @dataclass
@@ -180,6 +103,11 @@ class _Flight:
     request: ChatRequest | ModelsRequest
     bodies: list[bytes] = field(default_factory=list)  # one per attempt that passed the guard
     before: Callable[[bytes], None] | None = None  # told of the first body before it leaves
+    # A streamed reply's text as it arrives (kept when the reply breaks off or is given up).
+    arrived: list[str] = field(default_factory=list)
+    # Given up by the thread that asked (the app closed): no body leaves after that.
+    given_up: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _clients: dict[Endpoint, openai.OpenAI] = {}
@@ -219,7 +147,10 @@ def _judge_exact_bytes(http_request: Any) -> None:
                 f"the upload could not be noted in the ledger before leaving "
                 f"({type(exc).__name__}: {one_line(str(exc), 160)}); nothing was sent"
             ) from None
-    flight.bodies.append(body)
+    with flight.lock:  # a body either counts for the ledger or never leaves
+        if flight.given_up:
+            raise GuardBlocked(GIVEN_UP)
+        flight.bodies.append(body)
 
 
 def _capped_stream(http: Any, stream: Any, url: str, limit: int, deadline: float) -> Any:
@@ -406,13 +337,31 @@ def send(
     started = time.perf_counter()
     reply: ChatReply | ModelsReply | None = None
     error: str | None = None
+    call_off = calloff.current()
     try:
-        reply = _send(client, endpoint, request, on_text)
+        if call_off is None:
+            reply = _send(client, endpoint, request, on_text, flight.arrived)
+        else:
+            # The HTTP client cannot be woken from a read: a worker left in it held the
+            # app's end until the request's timeout.  Given up, the request may go on
+            # reading in its own thread; no body leaves after that (a retry).
+            reply = calloff.unless_called_off(
+                call_off,
+                lambda: _send(client, endpoint, request, on_text, flight.arrived),
+                give_up=lambda: _give_up(flight),
+                said=GIVEN_UP,
+            )
         return reply
     except TeacherError as exc:
         error = str(exc)
         if exc.reply and isinstance(request, ChatRequest):  # the part that arrived
             reply = ChatReply(exc.reply, None, request.model, 0, 0, 0.0)
+        raise
+    except Interrupted as exc:
+        error = str(exc)
+        arrived = "".join(flight.arrived)
+        if arrived and isinstance(request, ChatRequest):
+            reply = ChatReply(arrived, None, request.model, 0, 0, 0.0)
         raise
     finally:
         _in_flight.reset(token)
@@ -429,11 +378,17 @@ def send(
             )
 
 
+def _give_up(flight: _Flight) -> None:
+    with flight.lock:
+        flight.given_up = True
+
+
 def _send(
     client: openai.OpenAI,
     endpoint: Endpoint,
     request: ChatRequest | ModelsRequest,
-    on_text: Callable[[str], None] | None = None,
+    on_text: Callable[[str], None] | None,
+    arrived: list[str],
 ) -> ChatReply | ModelsReply:
     import openai
 
@@ -449,7 +404,7 @@ def _send(
             )
         completion = client.chat.completions.create(**request.payload())
         if request.stream:
-            return _streamed(completion, endpoint, request, on_text, started)
+            return _streamed(completion, endpoint, request, on_text, started, arrived)
     except openai.APIConnectionError as exc:
         ours = exc.__cause__
         if isinstance(ours, GuardBlocked | TeacherError):  # raised in one of our hooks
@@ -504,14 +459,14 @@ def _streamed(
     request: ChatRequest,
     on_text: Callable[[str], None] | None,
     started: float,
+    text: list[str],
 ) -> ChatReply:
-    """Read a streamed reply (the client's chunks), telling ``on_text`` each piece of
-    text as it comes.  Each field is read as what it must be; a stream that breaks off
-    is a TeacherError that keeps what had arrived."""
+    """Read a streamed reply (the client's chunks) into ``text``, telling ``on_text``
+    each piece of text as it comes.  Each field is read as what it must be; a stream
+    that breaks off is a TeacherError that keeps what had arrived."""
     import openai
 
     http = _http()
-    text: list[str] = []
     finish: str | None = None
     model, used = request.model, (0, 0)
     try:

@@ -5,6 +5,7 @@ before anything leaves), so it never goes anywhere but a loopback address."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import json
@@ -14,9 +15,11 @@ from collections.abc import Generator
 from typing import Any
 from urllib.parse import urlsplit
 
-from assistant.base.errors import DragError
+from assistant.base import calloff
+from assistant.base.errors import DragError, Interrupted
 
 MAX_EVENT = 64 * 1024 * 1024  # one event: an answer's whole record
+GIVEN_UP = "given up before drag serve answered: the app was closed"
 
 
 class Unreachable(DragError):
@@ -61,11 +64,47 @@ def events(
 ) -> Generator[dict[str, Any], None, None]:
     """POST ``body`` to ``path`` of the server at ``url`` and read its server-sent events
     (JSON objects) as they come.  Unreachable when nothing answers there or it says no
-    before the first event (an HTTP error: its message)."""
+    before the first event (an HTTP error: its message).  Called off (the app closed:
+    assistant.base.calloff), the connection is shut, which ends a read at once, and
+    Interrupted is raised; the server then stops working on it."""
     host, port = loopback_host(url)
     connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    call_off = calloff.current()
+    # The socket as connected: the connection lets go of it once the reply is under way
+    # (a reply without a length "passes the connection to the response").
+    connected: list[socket.socket] = []
+
+    def shut() -> None:
+        for sock in connected:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    with contextlib.ExitStack() as stack:
+        if call_off is not None:
+            stack.enter_context(call_off.waking(shut))
+        yield from _events(connection, url, path, token, body, call_off, connected)
+
+
+def _events(
+    connection: http.client.HTTPConnection,
+    url: str,
+    path: str,
+    token: str,
+    body: dict[str, Any],
+    call_off: calloff.CallOff | None,
+    connected: list[socket.socket],
+) -> Generator[dict[str, Any], None, None]:
+    host, port = connection.host, connection.port
+
+    def given_up() -> None:
+        if call_off is not None and call_off.is_set():
+            raise Interrupted(GIVEN_UP)
+
     try:
         try:
+            connection.connect()
+            connected.append(connection.sock)
+            given_up()  # set before there was a socket to shut
             payload = json.dumps(body).encode("utf-8")
             connection.request(
                 "POST",
@@ -79,6 +118,7 @@ def events(
             )
             reply = connection.getresponse()
         except (OSError, http.client.HTTPException) as exc:  # nothing, or not an HTTP server
+            given_up()
             raise Unreachable(f"drag serve at {url} did not answer ({exc})") from None
         if reply.status != 200:
             raise Unreachable(f"drag serve at {url} answered HTTP {reply.status}")
@@ -86,7 +126,9 @@ def events(
             try:
                 line = reply.readline(MAX_EVENT)
             except (OSError, http.client.HTTPException) as exc:
+                given_up()
                 raise Cut(f"drag serve's answer was cut ({exc})") from None
+            given_up()
             if not line:
                 return
             if line.startswith(b"data: "):

@@ -21,6 +21,7 @@ from textual.widgets import (
     ListView,
 )
 
+from assistant.base import calloff
 from assistant.base.errors import Declined, DragError, Interrupted, PrivacyError, one_line
 from assistant.base.paths import expand
 from assistant.core import drafts, localfiles, pipeline
@@ -222,7 +223,7 @@ class ChatScreen(DragScreen):
     def __init__(self) -> None:
         super().__init__()
         self.questions: Queue[Turn] = Queue()  # one at a time; the next one may wait
-        self._cancel = threading.Event()
+        self._cancel = calloff.CallOff()  # the app closed: the worker's waits end
         # Answer from the user's indexed files (ctrl+l): nothing is sent.
         self.from_files = False
 
@@ -465,11 +466,10 @@ class ChatScreen(DragScreen):
             box["ok"] = verdict
             decided.set()
 
-        self.app.call_from_thread(self.app.push_screen, ReviewModal(sanitized, done))
-        while not decided.wait(0.1):
-            if self._cancel.is_set():
-                return False
-        return box["ok"]
+        with self._cancel.waking(decided.set):
+            self.app.call_from_thread(self.app.push_screen, ReviewModal(sanitized, done))
+            decided.wait()
+        return box.get("ok", False)  # False: the app closed first
 
     def cancel_pending(self) -> None:
         """Quit while answering: keep the question (and one asked meanwhile), stop the
@@ -505,7 +505,7 @@ class ChatScreen(DragScreen):
                 app.call_from_thread(self._answer_complete, turn, result)
 
         try:
-            with app.runtime_lock:
+            with calloff.scope(self._cancel), app.runtime_lock:
                 rt = app.runtime
                 if turn.from_files:
                     app.call_from_thread(turn.set_note, "… looking in your files")
