@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import queue
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -29,8 +30,31 @@ def stop_on(handler: Handler) -> dict[signal.Signals, Handler]:
     return before
 
 
-def _ignored(signum: int) -> bool:
-    return signal.getsignal(signum) == signal.SIG_IGN
+def take(handler: Handler, numbers: Iterable[int | None]) -> dict[int, Handler]:
+    """``handler`` for each signal of ``numbers`` (None: one this system lacks) that is
+    not ignored: one ignored stays ignored (`nohup drag …`).  Returns the handlers
+    before, for :func:`put_back`; none is taken outside the main thread (Python sets
+    handlers there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {
+        n: signal.signal(n, handler)
+        for n in numbers
+        if n is not None and signal.getsignal(n) != signal.SIG_IGN
+    }
+
+
+def put_back(before: dict[int, Handler]) -> None:
+    """The handlers :func:`take` replaced, back (``before`` is emptied)."""
+    while before:
+        number, handler = before.popitem()
+        signal.signal(number, handler)
+
+
+def status(signum: int) -> int:
+    """The exit status of a process a signal ended, as a shell counts it: 128 + the
+    signal's number (143 for SIGTERM)."""
+    return 128 + signum
 
 
 # While above 0 (a question being kept): a signal only counts (:func:`held`).
@@ -81,32 +105,62 @@ def ending_as_interrupted() -> Iterator[list[int]]:
         yield got
         return
 
-    timers: list[threading.Timer] = []
+    again = _Again()
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         if _HOLDING[0]:  # a question being kept: the signal only counts
             if signum != signal.SIGINT:
                 got.append(signum)
             return
-        if _thrown_away_in(frame) and len(timers) < MOST_TIMES_AGAIN:
-            again = threading.Timer(AGAIN_SECONDS, os.kill, (os.getpid(), signum))
-            again.daemon = True
-            timers.append(again)
-            again.start()
+        if _thrown_away_in(frame) and again.send(signum):
             return
         if signum != signal.SIGINT:
             got.append(signum)
         raise KeyboardInterrupt
 
-    taken = [signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)]
-    before = {s: signal.signal(s, interrupt) for s in taken if s is not None and not _ignored(s)}
+    taken = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+    before = take(interrupt, taken)
     try:
         yield got
     finally:
-        for timer in timers:  # none comes after the block, to a handler not its own
-            timer.cancel()
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        try:
+            again.close()  # none comes after the block, to a handler not its own
+        finally:
+            put_back(before)
+
+
+class _Again:
+    """Sends a signal again :data:`AGAIN_SECONDS` later, at most
+    :data:`MOST_TIMES_AGAIN` times, from a thread of its own started beforehand: the
+    handler only puts the signal's number on a queue (which a handler may do; starting
+    a thread there takes a lock the code it interrupted may hold)."""
+
+    def __init__(self) -> None:
+        self.times = 0
+        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._over = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="drag-signal-again", daemon=True)
+        self._thread.start()
+
+    def send(self, signum: int) -> bool:
+        """Whether ``signum`` will come again (not past the most times)."""
+        if self.times >= MOST_TIMES_AGAIN:
+            return False
+        self.times += 1
+        self._queue.put(signum)
+        return True
+
+    def _run(self) -> None:
+        while (signum := self._queue.get()) is not None:
+            if self._over.wait(AGAIN_SECONDS):
+                return
+            os.kill(os.getpid(), signum)
+
+    def close(self) -> None:
+        """No signal is sent again from now on (one on its way has arrived)."""
+        self._over.set()
+        self._queue.put(None)
+        self._thread.join()
 
 
 def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,7 +177,7 @@ def ended_as_interrupted(command: Callable[..., Any]) -> Callable[..., Any]:
                 return command(*args, **kwargs)
             except errors.Interrupted as exc:
                 if got:
-                    exc.exit_code = 128 + got[0]
+                    exc.exit_code = status(got[0])
                 raise
 
     return run
@@ -135,7 +189,7 @@ def ended_by(signum: int) -> Exception:
     from assistant.base import errors
 
     ended = errors.Interrupted("interrupted")
-    ended.exit_code = 128 + signum
+    ended.exit_code = status(signum)
     return ended
 
 

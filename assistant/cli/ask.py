@@ -302,4 +302,4 @@ def _chat_lines(
                     if not signalled:
                         raise
                 if signalled:  # SIGTERM or SIGHUP: the question kept (said), the chat ends
-                    ctx.exit(128 + signalled[0])  # (Ctrl+C goes on to the next question)
+                    ctx.exit(signals.status(signalled[0]))  # (Ctrl+C goes on to the next question)

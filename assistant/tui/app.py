@@ -20,7 +20,7 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from assistant.base import config, safetext
+from assistant.base import config, safetext, signals
 from assistant.base.config import Settings
 from assistant.base.errors import DragError
 from assistant.core.session import Session
@@ -297,7 +297,7 @@ class DragApp(App[None]):
         hangup = getattr(signal, "SIGHUP", None)
 
         def ended(signum: int, _frame: object) -> None:
-            code = 128 + signum
+            code = signals.status(signum)
             if signum == hangup:
                 # The terminal is gone: nothing can be drawn, and a close would write to
                 # it (Textual's writer stops at its first failed write; the app would then
@@ -306,21 +306,11 @@ class DragApp(App[None]):
                 os._exit(code)
             loop.call_soon_threadsafe(self._leave, code)
 
-        for name in ("SIGTERM", "SIGHUP"):
-            number = getattr(signal, name, None)
-            if number is None or signal.getsignal(number) == signal.SIG_IGN:
-                continue
-            try:
-                self._signals_before[number] = signal.signal(number, ended)
-            except ValueError:  # not the main thread: the app's runner keeps its own
-                return
+        # Not in the main thread (a runner of the app's own): none is taken.
+        self._signals_before = signals.take(ended, (signal.SIGTERM, hangup))
 
     def _signals_back(self) -> None:
-        import signal
-
-        while self._signals_before:
-            number, before = self._signals_before.popitem()
-            signal.signal(number, before)
+        signals.put_back(self._signals_before)
 
     def on_unmount(self) -> None:
         self._signals_back()
