@@ -8,6 +8,8 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,13 +22,17 @@ HOUR = 3600.0  # a timeout no test waits for: only the call-off can end these wa
 
 
 class FakeGuardPassingAll:
-    """A guard that lets every body through: what is judged here is the call-off."""
+    """A guard that lets every body through (what is judged here is the call-off), and
+    counts the attempts that reached the HTTP client's hook (it reads their headers)."""
+
+    def __init__(self) -> None:
+        self.hooked = 0
 
     def check_body(self, body: bytes, request: object) -> None:
         return None
 
     def check_headers(self, headers: dict[str, str], request: object) -> None:
-        return None
+        self.hooked += 1
 
 
 def test_waking_calls_at_the_set_at_once_when_already_set_and_not_after_the_block() -> None:
@@ -82,6 +88,21 @@ def test_work_called_off_is_given_up_at_once_and_its_late_result_dropped() -> No
         )
     release.set()
     assert gave_up == [True]
+
+
+def test_work_called_off_before_it_began_never_runs() -> None:
+    call_off = calloff.CallOff()
+    call_off.set()
+    ran: list[bool] = []
+    gave_up: list[bool] = []
+    with pytest.raises(Interrupted, match="closed"):
+        calloff.unless_called_off(
+            call_off, lambda: ran.append(True), give_up=lambda: gave_up.append(True), said="closed"
+        )
+    for thread in threading.enumerate():
+        if thread.name == "drag-call-off":
+            thread.join(60)
+    assert ran == [] and gave_up == [True]
 
 
 @pytest.fixture
@@ -140,20 +161,64 @@ def test_a_teacher_request_called_off_ends_at_once_is_recorded_and_never_retried
         max_tokens=16,
     )
     endpoint = egress.Endpoint(f"http://127.0.0.1:{port}/v1", timeout=HOUR, max_retries=1)
+    guard = FakeGuardPassingAll()
+    noted: list[bytes] = []
     with calloff.scope(call_off), pytest.raises(Interrupted, match="given up"):
-        egress.send(endpoint, request, FakeGuardPassingAll(), record=recorded.append)
+        egress.send(endpoint, request, guard, record=recorded.append, before=noted.append)
     ended.set()
     helper.join(60)
     asking = [t for t in threading.enumerate() if t.name == "drag-call-off"]
     for thread in asking:  # the given-up request's own thread: its retry, then its end
         thread.join(60)
         assert not thread.is_alive()
-    assert len(received) == 1 and len(log.seen) == 1, log.seen
+    assert guard.hooked == 2  # the retry was made, and stopped in the hook
+    assert len(received) == 1 and len(log.seen) == 1 and len(noted) == 1, log.seen
     (sent,) = recorded
     assert sent.body == received[0] and sent.error == egress.GIVEN_UP and sent.reply is None
 
 
 @pytest.mark.timeout(120)  # the backstop: a wait the call-off does not end
+class FakeGuardTheAppClosesDuring(FakeGuardPassingAll):
+    """Lets every body through; the app closes while it judges the exact bytes, and it
+    finishes only once the send has been given up."""
+
+    def __init__(self, call_off: calloff.CallOff) -> None:
+        super().__init__()
+        self.call_off = call_off
+        self.given_up = threading.Event()
+
+    def check_headers(self, headers: dict[str, str], request: object) -> None:
+        super().check_headers(headers, request)
+        self.call_off.set()
+        self.given_up.wait(60)
+
+
+@pytest.mark.timeout(120)  # the backstop: a wait the call-off does not end
+def test_a_request_given_up_before_it_left_writes_no_note_and_sends_nothing(
+    silent_server: tuple[socket.socket, SocketLog],
+) -> None:
+    """A review (a helper) of the call-off: the ledger's note of an upload under way was
+    written after the request was given up (the guard's last look takes its time), and a
+    next start would have taken it for an upload that may have reached the teacher."""
+    server, log = silent_server
+    call_off = calloff.CallOff()
+    guard = FakeGuardTheAppClosesDuring(call_off)
+    recorded: list[egress.Sent] = []
+    noted: list[bytes] = []
+    request = egress.ChatRequest(
+        purpose="evidence", model="m", messages=({"role": "user", "content": "Why?"},), max_tokens=8
+    )
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    endpoint = egress.Endpoint(url, timeout=HOUR, max_retries=0)
+    with calloff.scope(call_off), pytest.raises(Interrupted, match="given up"):
+        egress.send(endpoint, request, guard, record=recorded.append, before=noted.append)
+    guard.given_up.set()
+    for thread in threading.enumerate():
+        if thread.name == "drag-call-off":
+            thread.join(60)
+    assert guard.hooked == 1 and noted == [] and recorded == [] and log.seen == []
+
+
 def test_a_wait_on_drag_serve_called_off_ends_at_once(
     silent_server: tuple[socket.socket, SocketLog],
 ) -> None:
@@ -163,7 +228,7 @@ def test_a_wait_on_drag_serve_called_off_ends_at_once(
     server, _log = silent_server
     port = server.getsockname()[1]
     call_off = calloff.CallOff()
-    gone = threading.Event()
+    gone, accepted = threading.Event(), threading.Event()
 
     def serve() -> None:
         connection, _ = server.accept()
@@ -172,6 +237,8 @@ def test_a_wait_on_drag_serve_called_off_ends_at_once(
             head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
             # One line, not the blank one after it: the next read waits on the socket.
             connection.sendall(head + b'data: {"accepted": true}\n')
+            accepted.wait(60)
+            call_off.set()  # the app closes (another thread) while the client reads on
             if connection.recv(1) == b"":  # the client closed its end
                 gone.set()
 
@@ -182,7 +249,50 @@ def test_a_wait_on_drag_serve_called_off_ends_at_once(
     with calloff.scope(call_off), pytest.raises(Interrupted, match="given up"):
         for event in loopback.events(url, "/ask", "token", {"question": "q"}, HOUR):
             read.append(event)
-            call_off.set()  # the app closes once drag serve has the question
+            accepted.set()
     assert read == [{"accepted": True}]
     helper.join(60)
     assert gone.is_set()
+
+
+@pytest.fixture(scope="module")
+def student(test_model_path: Path) -> Any:
+    from assistant.models.student import Student
+
+    return Student(test_model_path, n_ctx=1024)
+
+
+COUNT = [{"role": "user", "content": "Count from one to fifty in words, one per line."}]
+
+
+@pytest.mark.parametrize("how", ["free", "drafted", "grammar", "after a probe"])
+def test_a_models_reply_called_off_stops_at_its_next_piece(student: Any, how: str) -> None:
+    """The app closed while a local model wrote (the privacy reader, the student): the
+    worker went on to the reply's end (a reader's slow reading, 23 s at p90, held the
+    app's end that long).  The real llama.cpp model stops at the piece after the
+    call-off, whichever way it decodes."""
+    call_off = calloff.CallOff()
+    told: list[str] = []
+
+    def on_text(piece: str) -> None:
+        told.append(piece)
+        call_off.set()  # the app closes once the reply has begun
+
+    began = student.probe(COUNT, max_tokens=2) if how == "after a probe" else None
+    with calloff.scope(call_off), pytest.raises(Interrupted, match=calloff.CALLED_OFF):
+        if began is not None:
+            student.answer_after(began, COUNT, max_tokens=200, on_text=on_text)
+        else:
+            schema = {"type": "array", "items": {"type": "string"}} if how == "grammar" else None
+            student.chat(
+                COUNT, max_tokens=200, on_text=on_text, schema=schema, draft=how == "drafted"
+            )
+    assert len(told) == 1, told
+
+
+def test_a_probe_called_off_stops_at_its_next_token(student: Any) -> None:
+    call_off = calloff.CallOff()
+    call_off.set()
+    with calloff.scope(call_off), pytest.raises(Interrupted, match=calloff.CALLED_OFF):
+        student.probe(COUNT, max_tokens=200)
+    assert student.probe(COUNT, max_tokens=3).tokens  # and the model goes on working

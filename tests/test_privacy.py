@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.base.errors import GuardBlocked, PrivacyError
+from assistant.base.errors import GuardBlocked, Interrupted, PrivacyError
 from assistant.base.textform import normalise
 from assistant.net import egress
 from assistant.privacy.detector import Detector
@@ -878,6 +878,12 @@ def test_sanitize_keeps_a_good_rewrite_and_refuses_a_leaky_one(detector: Detecto
             AMELIA, scanner=detector, vault=vault, guard=guard, rewriter=invents
         ).rewrite_note
     )
+
+    def called_off(system: str, text: str) -> str:  # the app closed while it wrote
+        raise Interrupted("the app was closed")
+
+    with pytest.raises(Interrupted):  # not "no rewrite", going on to the upload
+        sanitize(AMELIA, scanner=detector, vault=vault, guard=guard, rewriter=called_off)
 
 
 @pytest.mark.parametrize(

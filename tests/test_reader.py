@@ -144,6 +144,16 @@ def test_a_reader_that_fails_raises_a_privacy_error(
         R.SpanReader(model, common=never_common).read("hey im priya")
 
 
+def test_a_reading_the_app_called_off_ends_as_called_off() -> None:
+    """The app closed while the reader read (its model raised the call-off): that is
+    said as it is, not as a reader that failed (nothing is sent either way)."""
+    from assistant.base.errors import Interrupted
+
+    model = FakeModel(Interrupted("the app was closed"))
+    with pytest.raises(Interrupted, match="the app was closed"):
+        R.SpanReader(model, common=never_common).read("hey im priya")
+
+
 class FakeStreamingModel(FakeModel):
     """Fake: streams its reply in pieces of a few characters to ``on_text``."""
 

@@ -85,6 +85,9 @@ def unless_called_off(
     this one stops waiting for when ``call_off`` is set first: then ``give_up()`` is
     called, and Interrupted(``said``) raised.  Either ``work``'s result (or error) is
     handed back, or ``give_up`` is called: never both, never neither."""
+    if call_off.is_set():  # never begun
+        give_up()
+        raise Interrupted(said)
     done = threading.Event()
     lock = threading.Lock()
     box: dict[str, T] = {}
@@ -116,3 +119,28 @@ def unless_called_off(
     if failed:
         raise failed[0]
     return box["result"]
+
+
+CALLED_OFF = "the app was closed"
+
+
+def check() -> None:
+    """Interrupted, once the work in progress is called off."""
+    call_off = _current.get()
+    if call_off is not None and call_off.is_set():
+        raise Interrupted(CALLED_OFF)
+
+
+def checking(on_piece: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """``on_piece`` for a model's reply, that first :func:`check`\\ s: the reply stops at
+    its next piece once called off (a model's decoding cannot be woken otherwise).
+    Outside a scope, ``on_piece`` itself."""
+    if _current.get() is None:
+        return on_piece
+
+    def told(piece: str) -> None:
+        check()
+        if on_piece is not None:
+            on_piece(piece)
+
+    return told

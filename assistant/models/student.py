@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from assistant.base import calloff
 from assistant.base.errors import ModelError
 from assistant.models.reading import Chosen, Generation, LastRow, Probe, log_normaliser
 
@@ -344,6 +345,7 @@ class Student:
             )
             ended = False
             for token in steps:
+                calloff.check()
                 if not written and choices and distinct:
                     import numpy as np
 
@@ -382,6 +384,7 @@ class Student:
         probe's tokens, so they are not computed again.  The same text as :meth:`chat` at
         temperature 0.  None, before anything is written, where the probe's tokens are not
         whole characters (then the caller answers with :meth:`chat`)."""
+        on_text = calloff.checking(on_text)  # the app closed: the reply stops
         with self._lock:
             formatted = self._formatter()(messages=self._inert_messages(messages))
             tokens = self._template_tokens(formatted.prompt, formatted)
@@ -460,6 +463,7 @@ class Student:
         (``Generation.token_logprobs``).  ``draft``: a greedy reply without a grammar is
         decoded by drafting from the prompt (:mod:`assistant.models.lookup`), as every
         such reply of a student made with ``lookup`` is."""
+        on_text = calloff.checking(on_text)  # the app closed: the reply stops
         grammar = None
         if schema is not None:
             grammar = self._schema_grammar(json.dumps(schema, sort_keys=True))

@@ -139,17 +139,19 @@ def _judge_exact_bytes(http_request: Any) -> None:
         {k.lower(): v for k, v in http_request.headers.items() if k.lower() != "authorization"},
         flight.request,
     )
-    if flight.before is not None and not flight.bodies:
-        try:
-            flight.before(body)
-        except Exception as exc:  # the ledger's note could not be written: fail closed
-            raise GuardBlocked(
-                f"the upload could not be noted in the ledger before leaving "
-                f"({type(exc).__name__}: {one_line(str(exc), 160)}); nothing was sent"
-            ) from None
-    with flight.lock:  # a body either counts for the ledger or never leaves
+    # A body counts for the ledger (its note written first) or never leaves; one given up
+    # (the app closed) writes no note, which a next start would take for an upload.
+    with flight.lock:
         if flight.given_up:
             raise GuardBlocked(GIVEN_UP)
+        if flight.before is not None and not flight.bodies:
+            try:
+                flight.before(body)
+            except Exception as exc:  # the ledger's note could not be written: fail closed
+                raise GuardBlocked(
+                    f"the upload could not be noted in the ledger before leaving "
+                    f"({type(exc).__name__}: {one_line(str(exc), 160)}); nothing was sent"
+                ) from None
         flight.bodies.append(body)
 
 

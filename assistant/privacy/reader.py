@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from assistant.base.errors import DragError, PrivacyError
+from assistant.base.errors import DragError, Interrupted, PrivacyError
 from assistant.privacy.findings import Finding
 from assistant.privacy.replywatch import Closed, Rambling, Watch, occurrences
 from assistant.privacy.values import (
@@ -380,7 +380,7 @@ class SpanReader:
                 return watch.pairs, False, watch.reach(piece)
             except Closed:
                 text = watch.reply  # the JSON is complete; what follows is not read
-            except PrivacyError:
+            except (PrivacyError, Interrupted):  # the app closed: nothing is sent either
                 raise
             except Exception as exc:  # a model that fails: the question is not sent
                 why = str(exc) if isinstance(exc, DragError) else f"{type(exc).__name__}: {exc}"

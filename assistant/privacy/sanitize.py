@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from assistant.base.errors import DragError, GuardBlocked, PrivacyError
+from assistant.base.errors import DragError, GuardBlocked, Interrupted, PrivacyError
 from assistant.privacy.addressed import addressed
 from assistant.privacy.findings import Finding, Scanner
 from assistant.privacy.generalise import Generaliser, annotate
@@ -311,6 +311,8 @@ def sanitize(
     started = time.perf_counter()
     try:
         reply = rewriter(REWRITE_SYSTEM, described)
+    except Interrupted:  # the app closed: nothing more is done
+        raise
     except DragError as exc:  # no rewrite: the placeholder version still protects
         reply, failure = "", f"the rewrite failed ({exc})"
     else:
