@@ -106,6 +106,7 @@ def ending_as_interrupted() -> Iterator[list[int]]:
         return
 
     again = _Again()
+    raised: list[int] = []  # the signal of the last interrupt raised
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         if _HOLDING[0]:  # a question being kept: the signal only counts
@@ -116,16 +117,28 @@ def ending_as_interrupted() -> Iterator[list[int]]:
             return
         if signum != signal.SIGINT:
             got.append(signum)
+        raised[:] = [signum]
         raise KeyboardInterrupt
+
+    # Where else Python throws an exception away (a weak reference's callback, a
+    # generator closed by the collector), it tells sys.unraisablehook: an interrupt
+    # thrown away there comes again, as one inside an import does.
+    told_before = sys.unraisablehook
+
+    def thrown_away(unraisable: Any) -> None:
+        if not (unraisable.exc_type is KeyboardInterrupt and raised and again.send(raised[0])):
+            told_before(unraisable)
 
     taken = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
     before = take(interrupt, taken)
+    sys.unraisablehook = thrown_away
     try:
         yield got
     finally:
         try:
             again.close()  # none comes after the block, to a handler not its own
         finally:
+            sys.unraisablehook = told_before
             put_back(before)
 
 
