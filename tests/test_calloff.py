@@ -177,7 +177,6 @@ def test_a_teacher_request_called_off_ends_at_once_is_recorded_and_never_retried
     assert sent.body == received[0] and sent.error == egress.GIVEN_UP and sent.reply is None
 
 
-@pytest.mark.timeout(120)  # the backstop: a wait the call-off does not end
 class FakeGuardTheAppClosesDuring(FakeGuardPassingAll):
     """Lets every body through; the app closes while it judges the exact bytes, and it
     finishes only once the send has been given up."""
@@ -219,6 +218,7 @@ def test_a_request_given_up_before_it_left_writes_no_note_and_sends_nothing(
     assert guard.hooked == 1 and noted == [] and recorded == [] and log.seen == []
 
 
+@pytest.mark.timeout(120)  # the backstop: a wait the call-off does not end
 def test_a_wait_on_drag_serve_called_off_ends_at_once(
     silent_server: tuple[socket.socket, SocketLog],
 ) -> None:

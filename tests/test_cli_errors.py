@@ -763,6 +763,48 @@ def test_a_signal_at_the_review_keeps_the_question() -> None:
     assert kept(said[0])["question"] == question
 
 
+@pytest.mark.timeout(60)  # the backstop: a wait the signal does not end
+def test_a_signal_another_thread_took_ends_the_reviews_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kill` at `drag ask --review`'s y/N was not seen until a key was pressed, in one
+    try of three on a busy machine: the kernel gave the signal to another thread of drag
+    (a model loader's), and Python, which runs the handler in the main thread only, did
+    not wake it from the terminal's read.  Here the signal is sent to another thread on
+    purpose; the wait ends with the interrupt (the caller keeps the question)."""
+    import pty
+    import signal
+    import threading
+
+    from assistant.base.signals import ending_as_interrupted
+    from assistant.cli.review import confirm
+
+    leader, follower = pty.openpty()  # a terminal nobody types in
+    try:
+        with open(follower, encoding="utf-8", closefd=False) as terminal:
+            monkeypatch.setattr(sys, "stdin", terminal)
+
+            main = threading.main_thread().native_id
+
+            def takes_the_signal() -> None:
+                """Once the main thread waits on the terminal (asleep 20 looks in a
+                row), SIGTERM to this thread."""
+                asleep = 0
+                while asleep < 20:
+                    stat = Path(f"/proc/self/task/{main}/stat").read_text()
+                    asleep = asleep + 1 if stat.rpartition(")")[2].split()[0] == "S" else 0
+                    time.sleep(0.005)
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+            with ending_as_interrupted() as got, pytest.raises(KeyboardInterrupt):
+                threading.Thread(target=takes_the_signal).start()
+                confirm("Send the sanitized question to the teacher?")
+        assert got == [signal.SIGTERM]
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
 def test_a_signal_inside_an_import_comes_once_the_import_is_done(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -825,6 +867,34 @@ def _interrupted_after(start: Callable[[], object]) -> list[int]:
         except KeyboardInterrupt:
             pass
     return got
+
+
+def test_a_signal_while_the_block_ends_only_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review (a helper): a signal while drag ask's block put its handlers back was
+    raised there, the handlers left half put back, and drag ended as Ctrl+C does (130),
+    not as the signal says.  At the block's end a signal only counts.  (The signal is
+    sent from inside the putting back, which is otherwise the real one.)"""
+    import signal
+
+    from assistant.base import signals
+
+    put_back = signals.put_back
+
+    def signalled_then_put_back(before: dict[int, Any]) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # taken at once, in this frame
+        put_back(before)
+
+    monkeypatch.setattr(signals, "put_back", signalled_then_put_back)
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        with signals.ending_as_interrupted() as got:
+            pass
+    except KeyboardInterrupt:
+        raise AssertionError("the signal interrupted the block's end") from None
+    finally:
+        now = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, kept)
+    assert got == [signal.SIGTERM] and now is kept
 
 
 def test_a_signal_inside_a_weakref_callback_comes_once_it_is_done() -> None:

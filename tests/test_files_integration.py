@@ -149,6 +149,31 @@ def test_the_graph_path_finds_a_two_hop_answer_that_vector_search_misses(
     assert "haddad.txt" not in vector
 
 
+def test_indexing_called_off_stops_after_the_file_being_read_and_keeps_what_it_read(
+    notes: Path, runtime: Session
+) -> None:
+    """The app closed while files were indexed: the process waited for the whole
+    folder (hundreds of files, minutes).  The run stops after the file being read; what
+    was read is stored and its names taught to the detector; the rest waits for the
+    next run."""
+    from assistant.base import calloff
+
+    call_off = calloff.CallOff()
+
+    def progress(done: int, total: int, path: str) -> None:
+        if done == 3:  # the app closes while the fourth file is read
+            call_off.set()
+
+    with calloff.scope(call_off):
+        stopped = localfiles.index(runtime, [notes], progress=progress)
+    assert len(stopped.added) == 4 and stopped.stopped.endswith("3 file(s) not read")
+    assert "stopped: the app was closed" in stopped.line()
+    runtime.refresh_learnt()
+    assert runtime.learnt().names  # taught from the four
+    rest = localfiles.index(runtime, [notes])
+    assert len(rest.added) == 3 and len(rest.unchanged) == 4 and not rest.stopped
+
+
 def test_reindexing_an_unchanged_folder_does_no_work_and_a_changed_file_replaces_its_chunks(
     notes: Path, runtime: Session
 ) -> None:

@@ -314,3 +314,37 @@ def test_quitting_while_the_teacher_is_asked_ends_the_app_at_once(
     with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
         rows = db.execute("SELECT status, error FROM uploads").fetchall()
     assert len(rows) == 1 and rows[0][0] == "error" and "given up" in rows[0][1], rows
+
+
+def test_quitting_while_files_are_indexed_ends_the_app_after_the_file_being_read(
+    tmux_bin: str, tmp_path: Path
+) -> None:
+    """Quitting while a folder was indexed left the process running until the whole
+    folder was read (the app gone from the screen, minutes for a large folder).  It
+    ends after the file being read; what was read stays indexed."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    total = 3000
+    for n in range(total):
+        (notes / f"note-{n:04}.md").write_text(f"Note {n}: the plants by window {n} need water.\n")
+    env = drag_env({}, tmp_path, DRAG_STORE_OFFLINE="1")
+    app = shlex.join([sys.executable, "-m", "assistant"])
+    tmux = Tmux("sh -c " + shlex.quote(f"{app}; echo EXIT=$?; sleep 300"), env)
+    try:
+        tmux.wait(lambda s: "Ask a question" in s, "the first paint", 60)
+        tmux.keys("C-p")
+        tmux.type("Index files")
+        tmux.wait(lambda s: "Add your own files to the index" in s, "the palette's command", 30)
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "Files or folders to index" in s, "the prompt", 30)
+        tmux.type(str(notes))
+        tmux.keys("Enter")
+        tmux.wait(lambda s: "indexing " in s, "the indexing to begin", 120)
+        tmux.keys("C-q")
+        shown = tmux.wait(lambda s: "EXIT=" in s, "the app to end", 120)
+        assert "EXIT=0" in shown
+    finally:
+        tmux.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
+        indexed = db.execute("SELECT count(*) FROM file_sources").fetchone()[0]
+    assert 0 < indexed < total, indexed

@@ -124,10 +124,15 @@ def unless_called_off(
 CALLED_OFF = "the app was closed"
 
 
+def called_off() -> bool:
+    """Whether the work in progress is called off (never outside a scope)."""
+    call_off = _current.get()
+    return call_off is not None and call_off.is_set()
+
+
 def check() -> None:
     """Interrupted, once the work in progress is called off."""
-    call_off = _current.get()
-    if call_off is not None and call_off.is_set():
+    if called_off():
         raise Interrupted(CALLED_OFF)
 
 

@@ -30,6 +30,9 @@ def stop_on(handler: Handler) -> dict[signal.Signals, Handler]:
     return before
 
 
+ENDING = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s)
+
+
 def take(handler: Handler, numbers: Iterable[int | None]) -> dict[int, Handler]:
     """``handler`` for each signal of ``numbers`` (None: one this system lacks) that is
     not ignored: one ignored stays ignored (`nohup drag …`).  Returns the handlers
@@ -107,9 +110,10 @@ def ending_as_interrupted() -> Iterator[list[int]]:
 
     again = _Again()
     raised: list[int] = []  # the signal of the last interrupt raised
+    ending = [False]  # the block's own end: its handlers being put back
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        if _HOLDING[0]:  # a question being kept: the signal only counts
+        if _HOLDING[0] or ending[0]:  # a question being kept, the end: the signal counts
             if signum != signal.SIGINT:
                 got.append(signum)
             return
@@ -129,12 +133,12 @@ def ending_as_interrupted() -> Iterator[list[int]]:
         if not (unraisable.exc_type is KeyboardInterrupt and raised and again.send(raised[0])):
             told_before(unraisable)
 
-    taken = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
-    before = take(interrupt, taken)
+    before = take(interrupt, ENDING)
     sys.unraisablehook = thrown_away
     try:
         yield got
     finally:
+        ending[0] = True  # an interrupt here would leave handlers not put back
         try:
             again.close()  # none comes after the block, to a handler not its own
         finally:

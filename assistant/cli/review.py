@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from assistant.cli.common import echo, secho
 from assistant.serve.wire import Shown
 
@@ -50,10 +48,31 @@ def ask_in_terminal(shown: Shown) -> bool:
     secho(f"detected: {counts}{by}" + (f" · {rewrite}" if rewrite else ""), err=True, dim=True)
     for line in shown.unchecked:
         secho(f"{line}: read the right side yourself", err=True, fg="yellow")
-    try:
-        return click.confirm("Send the sanitized question to the teacher?", default=False, err=True)
-    except click.exceptions.Abort:  # Ctrl+C, a signal: the caller keeps the question
-        raise KeyboardInterrupt from None
+    return confirm("Send the sanitized question to the teacher?")
+
+
+def confirm(question: str) -> bool:
+    """y or N from the terminal (Enter: no; the end of the input: interrupted, the caller
+    keeps the question).  The wait goes back to Python five times a second: a signal
+    that another thread of drag took (a model loader's) is handled only by the main
+    thread, which it does not wake from a read, and `kill` at click's y/N waited for a
+    key press."""
+    import select
+
+    while True:
+        echo(f"{question} [y/N]: ", nl=False, err=True)
+        while not select.select([sys.stdin], [], [], 0.2)[0]:
+            pass  # signals are handled here
+        line = sys.stdin.readline()
+        if not line:  # the terminal's input ended (Ctrl+D)
+            echo("", err=True)
+            raise KeyboardInterrupt
+        answer = line.strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("", "n", "no"):
+            return False
+        echo("Error: answer y or n", err=True)
 
 
 def can_ask() -> bool:

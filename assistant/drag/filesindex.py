@@ -19,6 +19,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from assistant.base import calloff
 from assistant.drag.ranking import Embedder
 from assistant.files import chunks as chunking
 from assistant.files import readers
@@ -54,6 +55,7 @@ class Report:
     chunks: int = 0
     text_bytes: int = 0
     seconds: float = 0.0
+    stopped: str = ""  # why the run stopped before its last file (the app closed)
 
     def line(self) -> str:
         """What was done, in one line (the CLI prints it, the app shows it)."""
@@ -62,6 +64,7 @@ class Report:
             f"{self.chunks} chunks; {len(self.unchanged)} unchanged; "
             + (f"{len(self.cut)} read in part; " if self.cut else "")
             + f"{len(self.skipped)} skipped ({self.seconds:.1f} s)"
+            + (f"; stopped: {self.stopped}" if self.stopped else "")
         )
 
 
@@ -142,6 +145,9 @@ def index(
     batch: list[_Pending] = []
     size = 0
     for number, item in enumerate(found, start=1):
+        if calloff.called_off():  # what is read so far is stored, the names relearnt
+            report.stopped = f"{calloff.CALLED_OFF}; {len(found) - number + 1} file(s) not read"
+            break
         progress(number - 1, len(found), str(item.path))
         before = stored.indexed_content(store.db, sealer, item.path)
         replacing = before is not None

@@ -20,7 +20,7 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from assistant.base import config, safetext, signals
+from assistant.base import calloff, config, safetext, signals
 from assistant.base.config import Settings
 from assistant.base.errors import DragError
 from assistant.core.session import Session
@@ -100,6 +100,8 @@ class DragApp(App[None]):
         self.served: dict[str, Any] | None = None  # that server's record, found at start
         self.runtime_lock = threading.RLock()
         self._signals_before: dict[int, Any] = {}  # the handlers _end_on_signals replaced
+        # Set as the app ends: the files being indexed and a benchmark stop (calloff).
+        self.closing = calloff.CallOff()
         self.runtime = Session(settings, status=self.report)
         s = settings.store
         self.ui_store = Store.configured(s.database, s.key)
@@ -275,6 +277,7 @@ class DragApp(App[None]):
 
     def _leave(self, code: int = 0) -> None:
         self._keep_pending()
+        self.closing.set()
         self.exit(return_code=code)
 
     def _keep_pending(self) -> None:
@@ -314,6 +317,7 @@ class DragApp(App[None]):
 
     def on_unmount(self) -> None:
         self._signals_back()
+        self.closing.set()
         chat = self._chat()
         if chat is not None:
             chat.cancel_pending()  # a worker waiting on a review lets go of the runtime

@@ -22,7 +22,7 @@ from textual.widgets import (
     Static,
 )
 
-from assistant.base import paths
+from assistant.base import calloff, paths
 from assistant.base.errors import DragError
 from assistant.core.bench_package import installed
 from assistant.privacy.detector import Detector
@@ -140,14 +140,16 @@ class BenchScreen(DragScreen):
         app.call_from_thread(self._start, len(items) * len(methods))
 
         def progress(done: int, total: int, method: str, leaks: int) -> None:
+            calloff.check()  # the app ends: the run stops at its next question
             line = f"{done}/{total} · {method}: {leaks} values leaked so far (partial form)"
             app.call_from_thread(self._progress, done, line)
 
         out = Path(paths.data_dir()) / "bench"
         try:
-            summaries = leakage.run(
-                items, methods, out, resume=False, progress=False, on_item=progress
-            )
+            with calloff.scope(app.closing):  # the app ends: its models stop
+                summaries = leakage.run(
+                    items, methods, out, resume=False, progress=False, on_item=progress
+                )
         except (DragError, OSError) as exc:
             app.call_from_thread(self._failed, str(exc))
         else:
@@ -170,12 +172,14 @@ class BenchScreen(DragScreen):
         done = [0]
 
         def log(line: str) -> None:
+            calloff.check()  # the app ends: the run stops at its next step
             if line.startswith(("teacher ", "student ")):
                 done[0] += 1
             app.call_from_thread(self._progress, min(done[0], steps), line[:160])
 
         try:
-            folder = accuracy.run(args, log=log)
+            with calloff.scope(app.closing):  # the app ends: the teacher's wait too
+                folder = accuracy.run(args, log=log)
             summary = json.loads((folder / "summary.json").read_text("utf-8"))
             table = (folder / "summary.md").read_text("utf-8")
         except (DragError, OSError, ValueError) as exc:
