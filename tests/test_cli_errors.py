@@ -6,6 +6,7 @@ These run the real `drag` command in a subprocess, as a user would.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -869,11 +870,16 @@ def _interrupted_after(start: Callable[[], object]) -> list[int]:
     return got
 
 
-def test_a_signal_while_the_block_ends_only_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ends", ["well", "on an error"])
+def test_a_signal_while_the_block_ends_only_counts(
+    ends: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A review (a helper): a signal while drag ask's block put its handlers back was
     raised there, the handlers left half put back, and drag ended as Ctrl+C does (130),
-    not as the signal says.  At the block's end a signal only counts.  (The signal is
-    sent from inside the putting back, which is otherwise the real one.)"""
+    not as the signal says.  At the block's end a signal only counts; a block that
+    ended well sends it again once its handlers are back (drag ends as the signal
+    says); one that ends on an error goes on to say so.  (The signal is sent from
+    inside the putting back, which is otherwise the real one.)"""
     import signal
 
     from assistant.base import signals
@@ -884,17 +890,19 @@ def test_a_signal_while_the_block_ends_only_counts(monkeypatch: pytest.MonkeyPat
         os.kill(os.getpid(), signal.SIGTERM)  # taken at once, in this frame
         put_back(before)
 
+    after: list[int] = []
     monkeypatch.setattr(signals, "put_back", signalled_then_put_back)
-    kept = signal.getsignal(signal.SIGTERM)
+    kept = signal.signal(signal.SIGTERM, lambda signum, _frame: after.append(signum))
     try:
-        with signals.ending_as_interrupted() as got:
-            pass
+        with contextlib.suppress(ValueError), signals.ending_as_interrupted() as got:
+            if ends == "on an error":
+                raise ValueError("the block's own error")
     except KeyboardInterrupt:
         raise AssertionError("the signal interrupted the block's end") from None
     finally:
-        now = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, kept)
-    assert got == [signal.SIGTERM] and now is kept
+    assert got == [signal.SIGTERM]
+    assert after == ([signal.SIGTERM] if ends == "well" else [])
 
 
 def test_a_signal_inside_a_weakref_callback_comes_once_it_is_done() -> None:

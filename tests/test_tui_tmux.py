@@ -326,7 +326,7 @@ def test_quitting_while_files_are_indexed_ends_the_app_after_the_file_being_read
     notes.mkdir()
     total = 3000
     for n in range(total):
-        (notes / f"note-{n:04}.md").write_text(f"Note {n}: the plants by window {n} need water.\n")
+        (notes / f"note-{n:04}.md").write_text(f"Note {n}: Marta Nowicka waters window {n}.\n")
     env = drag_env({}, tmp_path, DRAG_STORE_OFFLINE="1")
     app = shlex.join([sys.executable, "-m", "assistant"])
     tmux = Tmux("sh -c " + shlex.quote(f"{app}; echo EXIT=$?; sleep 300"), env)
@@ -347,4 +347,6 @@ def test_quitting_while_files_are_indexed_ends_the_app_after_the_file_being_read
         tmux.close()
     with contextlib.closing(sqlite3.connect(tmp_path / "drag.db")) as db:
         indexed = db.execute("SELECT count(*) FROM file_sources").fetchone()[0]
+        learnt = db.execute("SELECT count(*) FROM meta WHERE key = 'files_learnt'").fetchone()
     assert 0 < indexed < total, indexed
+    assert learnt == (1,)  # what was read: stored, and its names taught

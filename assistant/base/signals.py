@@ -111,8 +111,11 @@ def ending_as_interrupted() -> Iterator[list[int]]:
     again = _Again()
     raised: list[int] = []  # the signal of the last interrupt raised
     ending = [False]  # the block's own end: its handlers being put back
+    late: list[int] = []  # the signals that came then
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
+        if ending[0]:
+            late.append(signum)
         if _HOLDING[0] or ending[0]:  # a question being kept, the end: the signal counts
             if signum != signal.SIGINT:
                 got.append(signum)
@@ -135,8 +138,12 @@ def ending_as_interrupted() -> Iterator[list[int]]:
 
     before = take(interrupt, ENDING)
     sys.unraisablehook = thrown_away
+    failing = False
     try:
         yield got
+    except BaseException:
+        failing = True
+        raise
     finally:
         ending[0] = True  # an interrupt here would leave handlers not put back
         try:
@@ -144,6 +151,8 @@ def ending_as_interrupted() -> Iterator[list[int]]:
         finally:
             sys.unraisablehook = told_before
             put_back(before)
+        if late and not failing:  # a block that ended well: the signal as it was sent
+            os.kill(os.getpid(), late[0])
 
 
 class _Again:

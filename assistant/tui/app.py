@@ -102,6 +102,9 @@ class DragApp(App[None]):
         self._signals_before: dict[int, Any] = {}  # the handlers _end_on_signals replaced
         # Set as the app ends: the files being indexed and a benchmark stop (calloff).
         self.closing = calloff.CallOff()
+        # Held while files are indexed: the end waits for it before it closes the models
+        # and the store that indexing uses (it stops after the file being read).
+        self.indexing = threading.Lock()
         self.runtime = Session(settings, status=self.report)
         s = settings.store
         self.ui_store = Store.configured(s.database, s.key)
@@ -321,6 +324,8 @@ class DragApp(App[None]):
         chat = self._chat()
         if chat is not None:
             chat.cancel_pending()  # a worker waiting on a review lets go of the runtime
+        if self.indexing.acquire(timeout=60):  # what was read is stored, names relearnt
+            self.indexing.release()
         if self.runtime_lock.acquire(timeout=30):
             try:
                 self.runtime.close()

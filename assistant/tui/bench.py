@@ -178,7 +178,7 @@ class BenchScreen(DragScreen):
             app.call_from_thread(self._progress, min(done[0], steps), line[:160])
 
         try:
-            with calloff.scope(app.closing):  # the app ends: the teacher's wait too
+            with calloff.scope(app.closing):  # the app ends: its own teacher's waits
                 folder = accuracy.run(args, log=log)
             summary = json.loads((folder / "summary.json").read_text("utf-8"))
             table = (folder / "summary.md").read_text("utf-8")

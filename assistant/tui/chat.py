@@ -402,7 +402,8 @@ class ChatScreen(DragScreen):
         # answered meanwhile (the index holds the session's lock step by step).
         try:
             try:
-                with calloff.scope(app.closing):  # the app ends: after the file being read
+                # The app ends: after the file being read (its end waits for that).
+                with app.indexing, calloff.scope(app.closing):
                     report = localfiles.index(app.runtime, paths, progress=progress)
             finally:  # a question under way says what it does, and "ready" when it ends
                 if not self.questions.busy:
