@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -806,42 +807,6 @@ def test_a_signal_another_thread_took_ends_the_reviews_wait(
         os.close(follower)
 
 
-def test_a_signal_inside_an_import_comes_once_the_import_is_done(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """SIGTERM while the models loaded hung `drag ask` for good (6 of 9 tries of an
-    exploratory test): its KeyboardInterrupt, raised inside the import machinery, was
-    thrown away by Python with an import lock still held, and the loaders waited on it.
-    A signal that comes inside an import is taken once the import is done."""
-    import signal
-
-    from assistant.base.signals import ending_as_interrupted
-
-    (tmp_path / "drag_slow_import.py").write_text(
-        "import os, signal, time\n"
-        "os.kill(os.getpid(), signal.SIGTERM)\n"
-        "end = time.monotonic() + 0.5\n"
-        "while time.monotonic() < end:  # an import that takes its time\n"
-        "    pass\n"
-        "DONE = True\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        with ending_as_interrupted() as got:
-            try:
-                import drag_slow_import  # noqa: F401
-
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline:
-                    time.sleep(0.001)
-                raise AssertionError("SIGTERM never came")
-            except KeyboardInterrupt:
-                pass
-        assert sys.modules["drag_slow_import"].DONE and got == [signal.SIGTERM]
-    finally:
-        sys.modules.pop("drag_slow_import", None)
-
-
 def _sigterm_taking_its_time(done: list[bool]) -> None:
     """SIGTERM to this process, then half a second of work before ``done`` is told."""
     import signal
@@ -868,6 +833,31 @@ def _interrupted_after(start: Callable[[], object]) -> list[int]:
         except KeyboardInterrupt:
             pass
     return got
+
+
+def test_a_signal_inside_an_import_comes_once_the_import_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM while the models loaded hung `drag ask` for good (6 of 9 tries of an
+    exploratory test): its KeyboardInterrupt, raised inside the import machinery, was
+    thrown away by Python with an import lock still held, and the loaders waited on it.
+    A signal that comes inside an import is taken once the import is done."""
+    import signal
+
+    (tmp_path / "drag_slow_import.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "end = time.monotonic() + 0.5\n"
+        "while time.monotonic() < end:  # an import that takes its time\n"
+        "    pass\n"
+        "DONE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        got = _interrupted_after(lambda: importlib.import_module("drag_slow_import"))
+        assert sys.modules["drag_slow_import"].DONE and got == [signal.SIGTERM]
+    finally:
+        sys.modules.pop("drag_slow_import", None)
 
 
 @pytest.mark.parametrize("ends", ["well", "on an error"])

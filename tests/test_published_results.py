@@ -1075,6 +1075,18 @@ def _paired(folder: str, a: str, b: str) -> dict[str, Any]:
     }
 
 
+def _prompt_sides(
+    folder: str, prompts: tuple[str, str]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], dict[str, int]]:
+    """A prompt trial's rows by prompt, with each side's errors and answerable
+    questions held back (counted from the stored rows)."""
+    items = _local_docs(folder)
+    side = {p: [i for i in items if i["prompt"] == p] for p in prompts}
+    errors = {p: sum(i["error"] for i in side[p]) for p in side}
+    held = {p: sum(i["abstained"] for i in side[p] if i["type"] != "Null") for p in side}
+    return side, errors, held
+
+
 def test_the_worked_examples_run_is_as_the_docs_say() -> None:
     """Issue 51: two worked exchanges in the files prompt against the rules alone, side
     by side on the tune half; by the rule written before the run, not kept."""
@@ -1082,11 +1094,8 @@ def test_the_worked_examples_run_is_as_the_docs_say() -> None:
     rules, examples = "minirag, 500 tokens, rules prompt", "minirag, 500 tokens, examples prompt"
     t = _paired("local-docs-examples-tune", examples, rules)
     assert t["n"] == 105 and t["right"][0] < t["right"][1] + 2  # the rule: not kept
-    items = _local_docs("local-docs-examples-tune")
-    side = {p: [i for i in items if i["prompt"] == p] for p in ("rules", "examples")}
-    errors = {p: sum(i["error"] for i in side[p]) for p in side}
+    side, errors, held = _prompt_sides("local-docs-examples-tune", ("rules", "examples"))
     nulls = {p: sum(i["right"] for i in side[p] if i["type"] == "Null") for p in side}
-    held = {p: sum(i["abstained"] for i in side[p] if i["type"] != "Null") for p in side}
     said = [
         f"right on {t['right'][0]} of the 105 against {t['right'][1]} (the examples alone "
         f"right {t['alone'][0]} times, the rules alone {t['alone'][1]}: exact McNemar p = "
@@ -1106,10 +1115,7 @@ def test_the_best_last_run_is_as_the_docs_say() -> None:
     rules, last = "minirag, 500 tokens, rules prompt", "minirag, 500 tokens, best-last prompt"
     t = _paired("local-docs-bestlast-tune", last, rules)
     assert t["n"] == 105 and t["right"][0] < t["right"][1] + 2  # the rule: not kept
-    items = _local_docs("local-docs-bestlast-tune")
-    side = {p: [i for i in items if i["prompt"] == p] for p in ("rules", "best-last")}
-    errors = {p: sum(i["error"] for i in side[p]) for p in side}
-    held = {p: sum(i["abstained"] for i in side[p] if i["type"] != "Null") for p in side}
+    side, errors, held = _prompt_sides("local-docs-bestlast-tune", ("rules", "best-last"))
     assert t["alone"][0] == t["alone"][1]  # "each alone right … times"
     said = [
         f"right on {t['right'][0]} of the 105 against {t['right'][1]} (each alone right "
